@@ -1,0 +1,143 @@
+// pg_kde._native: Python bindings for the native engine (engine.hpp). Only wiring lives here.
+//
+// Every array argument must be a C-contiguous float32 or float64 array; all arrays of one call must
+// share that dtype (the Python layer, pg_kde._backends, guarantees it). The GIL is released while
+// the kernels run.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "engine.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+template <class T>
+using CArray = py::array_t<T, py::array::c_style>;
+
+// Calls f(T{}) with T the element type of `a` (float or double).
+template <class F>
+auto with_dtype(const py::array& a, F&& f) {
+    if (py::isinstance<CArray<float>>(a)) return f(float{});
+    if (py::isinstance<CArray<double>>(a)) return f(double{});
+    throw py::type_error("pg_kde._native expects C-contiguous float32 or float64 arrays, got dtype " +
+                         std::string(py::str(a.dtype())));
+}
+
+template <class T>
+CArray<T> as_c(const py::array& a, const char* what) {
+    if (!py::isinstance<CArray<T>>(a))
+        throw py::type_error(std::string(what) + " must be a C-contiguous array of the same dtype as the data");
+    return py::reinterpret_borrow<CArray<T>>(a);
+}
+
+// (n,) is read as (n, 1).
+std::pair<std::size_t, std::size_t> shape_nd(const py::array& a, const char* what) {
+    if (a.ndim() == 1) return {static_cast<std::size_t>(a.shape(0)), 1};
+    if (a.ndim() == 2) return {static_cast<std::size_t>(a.shape(0)), static_cast<std::size_t>(a.shape(1))};
+    throw py::value_error(std::string(what) + " must have shape (n,) or (n, d)");
+}
+
+pg_kde::RunOptions options(const std::string& isa, int threads) { return pg_kde::RunOptions{isa, threads}; }
+
+double plugin_pair_sum(const py::array& x, double g, int order, const std::string& isa, int threads,
+                       bool sequential) {
+    if (x.ndim() != 1) throw py::value_error("x must be one-dimensional");
+    return with_dtype(x, [&](auto tag) {
+        using T = decltype(tag);
+        CArray<T> a = as_c<T>(x, "x");
+        const T* p = a.data();
+        const std::size_t n = static_cast<std::size_t>(a.shape(0));
+        py::gil_scoped_release release;
+        return sequential ? pg_kde::sequential_plugin_pair_sum<T>(p, n, g, order)
+                          : pg_kde::plugin_pair_sum<T>(p, n, g, order, options(isa, threads));
+    });
+}
+
+py::tuple lscv_pair_sums(const py::array& z, const CArray<double>& scales, double w, bool derivative,
+                         const std::string& isa, int threads, bool sequential) {
+    const auto [n, d] = shape_nd(z, "z");
+    if (scales.ndim() != 1) throw py::value_error("scales must be one-dimensional");
+    const std::size_t k = static_cast<std::size_t>(scales.shape(0));
+    CArray<double> a(static_cast<py::ssize_t>(k));
+    py::object dres = py::none();
+    double* dptr = nullptr;
+    if (derivative) {
+        CArray<double> dsum(static_cast<py::ssize_t>(k));
+        dptr = dsum.mutable_data();
+        dres = dsum;
+    }
+    double* aptr = a.mutable_data();
+    with_dtype(z, [&](auto tag) {
+        using T = decltype(tag);
+        CArray<T> zz = as_c<T>(z, "z");
+        const T* p = zz.data();
+        const double* s = scales.data();
+        py::gil_scoped_release release;
+        if (sequential)
+            pg_kde::sequential_lscv_pair_sums<T>(p, n, d, s, k, w, aptr, dptr);
+        else
+            pg_kde::lscv_pair_sums<T>(p, n, d, s, k, w, aptr, dptr, options(isa, threads));
+        return 0;
+    });
+    return py::make_tuple(a, dres);
+}
+
+CArray<double> kde_sums(const py::array& points, const py::array& sample, const std::string& isa, int threads,
+                        bool sequential) {
+    const auto [m, dp] = shape_nd(points, "points");
+    const auto [n, ds] = shape_nd(sample, "sample");
+    if (dp != ds) throw py::value_error("points and sample must have the same number of columns");
+    CArray<double> out(static_cast<py::ssize_t>(m));
+    double* optr = out.mutable_data();
+    with_dtype(sample, [&](auto tag) {
+        using T = decltype(tag);
+        CArray<T> pp = as_c<T>(points, "points");
+        CArray<T> ss = as_c<T>(sample, "sample");
+        const T* p = pp.data();
+        const T* s = ss.data();
+        py::gil_scoped_release release;
+        if (sequential)
+            pg_kde::sequential_kde_sums<T>(p, m, s, n, dp, optr);
+        else
+            pg_kde::kde_sums<T>(p, m, s, n, dp, optr, options(isa, threads));
+        return 0;
+    });
+    return out;
+}
+
+py::array exp_nonpos(const py::array& x, const std::string& isa) {
+    return with_dtype(x, [&](auto tag) -> py::array {
+        using T = decltype(tag);
+        CArray<T> a = as_c<T>(x, "x");
+        CArray<T> y(a.size());
+        pg_kde::exp_nonpos<T>(a.data(), y.mutable_data(), static_cast<std::size_t>(a.size()), isa);
+        return y;
+    });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+    m.doc() = "pg_kde native backend: SIMD pair sums for bandwidth selection and KDE evaluation";
+    py::register_exception<std::invalid_argument>(m, "NativeArgumentError", PyExc_ValueError);
+
+    m.def("available_isas", &pg_kde::available_isas,
+          "Instruction sets this build can use on this CPU, best first.");
+    m.def("default_threads", &pg_kde::default_threads,
+          "Threads used when threads <= 0: PG_KDE_THREADS if set, else all hardware threads.");
+    m.def("plugin_pair_sum", &plugin_pair_sum, py::arg("x"), py::arg("g"), py::arg("order"), py::arg("isa") = "",
+          py::arg("threads") = 0, py::arg("sequential") = false,
+          "sum over i<j of poly_r(u^2) exp(-u^2/2), u = (x_i - x_j)/g, r = order (4 or 6).");
+    m.def("lscv_pair_sums", &lscv_pair_sums, py::arg("z"), py::arg("scales"), py::arg("w"),
+          py::arg("derivative") = false, py::arg("isa") = "", py::arg("threads") = 0, py::arg("sequential") = false,
+          "For each scale s: (sum e(1 - w e), sum S e(1 - 2 w e)) over i<j, e = exp(-S s / 4), S = |z_i - z_j|^2.");
+    m.def("kde_sums", &kde_sums, py::arg("points"), py::arg("sample"), py::arg("isa") = "", py::arg("threads") = 0,
+          py::arg("sequential") = false, "For each point p: sum over the sample of exp(-|p - x|^2 / 2).");
+    m.def("exp_nonpos", &exp_nonpos, py::arg("x"), py::arg("isa") = "",
+          "exp(x) for x <= 0 computed by the kernels' own vector exponential.");
+}

@@ -1,0 +1,204 @@
+"""Backends: who computes the O(n²) pair sums behind the selectors and KDE evaluation.
+
+One registry, :data:`BACKENDS`. Each backend offers the same three primitives on data that the
+caller has already centred and transformed (sphered, or multiplied by L⁻¹ where H = LLᵀ) in float64:
+
+``plugin_pair_sum(x, g, order, dtype)``
+    Σ_{i<j} p_r(u²) exp(−u²/2), u = (xᵢ − xⱼ)/g, where K⁽ʳ⁾(u) = p_r(u²) φ(u), r = 4 or 6.
+``lscv_pair_sums(z, scales, w, derivative, dtype)``
+    for each scale s: A = Σ_{i<j} e(1 − w e) and, if wanted, D = Σ_{i<j} S e(1 − 2w e), with
+    S = ‖zᵢ − zⱼ‖² and e = exp(−S s / 4).
+``kde_sums(points, sample, dtype)``
+    for each point p: Σⱼ exp(−‖p − xⱼ‖² / 2).
+
+``reference`` is the oracle: plain NumPy in float64, chunked so memory stays bounded; it ignores
+``dtype`` (always float64). ``native`` is the C++ SIMD module. ``sequential`` is the naive
+single-threaded scalar C++ loop, the baseline the benchmarks compare against. ``cuda`` is not built
+yet and says so.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ._validate import check_dtype
+
+# Largest temporary the reference backend creates, in float64 elements (16 MiB).
+_REFERENCE_BLOCK = 1 << 21
+
+
+class BackendUnavailableError(RuntimeError):
+    """The requested backend cannot run here (missing module, device or build)."""
+
+
+def _row_blocks(n_rows: int, cost_per_row: int):
+    step = max(1, _REFERENCE_BLOCK // max(cost_per_row, 1))
+    for a in range(0, n_rows, step):
+        yield a, min(n_rows, a + step)
+
+
+class ReferenceBackend:
+    """NumPy float64, chunked: slow, simple, the oracle every fast backend is tested against."""
+
+    name = "reference"
+
+    @staticmethod
+    def unavailable_reason():
+        return None
+
+    def plugin_pair_sum(self, x, g, order, dtype="float64"):
+        x = np.asarray(x, dtype=np.float64)
+        n = x.shape[0]
+        total = 0.0
+        for a, b in _row_blocks(n, n):
+            u = (x[a:b, None] - x[None, a:]) / g  # rows i in [a, b), columns j in [a, n)
+            u2 = u * u
+            if order == 4:
+                poly = (u2 - 6.0) * u2 + 3.0
+            else:
+                poly = ((u2 - 15.0) * u2 + 45.0) * u2 - 15.0
+            total += np.triu(poly * np.exp(-0.5 * u2), k=1).sum()  # keep j > i
+        return float(total)
+
+    def lscv_pair_sums(self, z, scales, w, derivative=False, dtype="float64"):
+        z = np.asarray(z, dtype=np.float64)
+        z = z.reshape(z.shape[0], -1)
+        n, d = z.shape
+        scales = np.asarray(scales, dtype=np.float64)
+        a_sum = np.zeros(scales.shape[0])
+        d_sum = np.zeros(scales.shape[0]) if derivative else None
+        for a, b in _row_blocks(n, n * d):
+            diff = z[a:b, None, :] - z[None, a:, :]
+            s = np.einsum("ijk,ijk->ij", diff, diff)[np.triu(np.ones((b - a, n - a), dtype=bool), k=1)]
+            for m, scale in enumerate(scales):
+                e = np.exp(-s * (scale / 4.0))
+                a_sum[m] += np.sum(e * (1.0 - w * e))
+                if derivative:
+                    d_sum[m] += np.sum(s * e * (1.0 - 2.0 * w * e))
+        return a_sum, d_sum
+
+    def kde_sums(self, points, sample, dtype="float64"):
+        points = np.asarray(points, dtype=np.float64)
+        sample = np.asarray(sample, dtype=np.float64)
+        points = points.reshape(points.shape[0], -1)
+        sample = sample.reshape(sample.shape[0], -1)
+        out = np.zeros(points.shape[0])
+        for a, b in _row_blocks(points.shape[0], sample.shape[0] * sample.shape[1]):
+            diff = points[a:b, None, :] - sample[None, :, :]
+            out[a:b] = np.exp(-0.5 * np.einsum("ijk,ijk->ij", diff, diff)).sum(axis=1)
+        return out
+
+
+def _import_native():
+    try:
+        from . import _native
+    except ImportError as exc:  # pragma: no cover - only without a compiled module
+        return None, str(exc)
+    return _native, None
+
+
+class NativeBackend:
+    """The C++ module pg_kde._native: SIMD (AVX-512, AVX2 or portable), threads over tiles.
+
+    ``isa`` picks an instruction set (default: ``PG_KDE_NATIVE_ISA`` if set, else the best the CPU has);
+    ``threads`` <= 0 means ``PG_KDE_THREADS`` if set, else every hardware thread.
+    """
+
+    name = "native"
+    sequential = False
+
+    def __init__(self, isa: str | None = None, threads: int = 0):
+        self._native, _ = _import_native()
+        self.isa = isa if isa is not None else os.environ.get("PG_KDE_NATIVE_ISA", "")
+        self.threads = threads
+
+    @staticmethod
+    def unavailable_reason():
+        native, error = _import_native()
+        if native is None:
+            return f"the native backend is not available: the compiled module pg_kde._native did not import ({error})"
+        return None
+
+    def _array(self, a, dtype):
+        return np.ascontiguousarray(a, dtype=np.dtype(check_dtype(dtype)))
+
+    def plugin_pair_sum(self, x, g, order, dtype="float64"):
+        return self._native.plugin_pair_sum(
+            self._array(x, dtype), float(g), int(order), self.isa, self.threads, self.sequential
+        )
+
+    def lscv_pair_sums(self, z, scales, w, derivative=False, dtype="float64"):
+        return self._native.lscv_pair_sums(
+            self._array(z, dtype),
+            np.ascontiguousarray(scales, dtype=np.float64),
+            float(w),
+            bool(derivative),
+            self.isa,
+            self.threads,
+            self.sequential,
+        )
+
+    def kde_sums(self, points, sample, dtype="float64"):
+        return self._native.kde_sums(
+            self._array(points, dtype), self._array(sample, dtype), self.isa, self.threads, self.sequential
+        )
+
+
+class SequentialBackend(NativeBackend):
+    """The paper's "Sequential" baseline: one thread, scalar C++, a plain loop over i<j with std::exp."""
+
+    name = "sequential"
+    sequential = True
+
+    def __init__(self):
+        super().__init__(isa="", threads=1)
+
+
+class CudaBackend:
+    """CUDA kernels through CuPy: not part of this release."""
+
+    name = "cuda"
+
+    @staticmethod
+    def unavailable_reason():
+        return (
+            "the cuda backend is not available in this version of pg_kde (no CUDA kernels are built yet); "
+            "use backend='native' (C++ SIMD) or backend='reference'"
+        )
+
+
+BACKENDS = {
+    "reference": ReferenceBackend,
+    "native": NativeBackend,
+    "sequential": SequentialBackend,
+    "cuda": CudaBackend,
+}
+
+#: Order in which ``backend="auto"`` tries backends.
+AUTO_ORDER = ("cuda", "native", "reference")
+
+
+def backend_names():
+    return ("auto",) + tuple(BACKENDS)
+
+
+def get_backend(name="auto"):
+    """Return a backend instance for ``name`` (``"auto"`` picks the first usable of :data:`AUTO_ORDER`).
+
+    Raises ``ValueError`` for an unknown name (listing the valid ones) and
+    :class:`BackendUnavailableError` for a known backend that cannot run here.
+    """
+    if not isinstance(name, str) or name not in backend_names():
+        raise ValueError(f"unknown backend {name!r}; valid backends: {', '.join(backend_names())}")
+    if name == "auto":
+        for candidate in AUTO_ORDER:
+            if BACKENDS[candidate].unavailable_reason() is None:
+                return BACKENDS[candidate]()
+        raise BackendUnavailableError("no backend is available")  # pragma: no cover - reference always is
+    cls = BACKENDS[name]
+    reason = cls.unavailable_reason()
+    if reason is not None:
+        raise BackendUnavailableError(reason)
+    return cls()
