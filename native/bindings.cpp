@@ -87,6 +87,25 @@ py::tuple lscv_pair_sums(const py::array& z, const CArray<double>& scales, doubl
     return py::make_tuple(a, dres);
 }
 
+py::tuple lscv_moments(const py::array& z, double w, const std::string& isa, int threads, bool sequential) {
+    const auto [n, d] = shape_nd(z, "z");
+    CArray<double> m(static_cast<py::ssize_t>(d * (d + 1) / 2));
+    double* mptr = m.mutable_data();
+    double a = 0.0;
+    with_dtype(z, [&](auto tag) {
+        using T = decltype(tag);
+        CArray<T> zz = as_c<T>(z, "z");
+        const T* p = zz.data();
+        py::gil_scoped_release release;
+        if (sequential)
+            pg_kde::sequential_lscv_moments<T>(p, n, d, w, &a, mptr);
+        else
+            pg_kde::lscv_moments<T>(p, n, d, w, &a, mptr, options(isa, threads));
+        return 0;
+    });
+    return py::make_tuple(a, m);
+}
+
 CArray<double> kde_sums(const py::array& points, const py::array& sample, const std::string& isa, int threads,
                         bool sequential) {
     const auto [m, dp] = shape_nd(points, "points");
@@ -136,6 +155,9 @@ PYBIND11_MODULE(_native, m) {
     m.def("lscv_pair_sums", &lscv_pair_sums, py::arg("z"), py::arg("scales"), py::arg("w"),
           py::arg("derivative") = false, py::arg("isa") = "", py::arg("threads") = 0, py::arg("sequential") = false,
           "For each scale s: (sum e(1 - w e), sum S e(1 - 2 w e)) over i<j, e = exp(-S s / 4), S = |z_i - z_j|^2.");
+    m.def("lscv_moments", &lscv_moments, py::arg("z"), py::arg("w"), py::arg("isa") = "", py::arg("threads") = 0,
+          py::arg("sequential") = false,
+          "(sum e(1 - w e), [sum e(1 - 2 w e) u_a u_b for a <= b]) over i<j, u = z_i - z_j, e = exp(-|u|^2 / 4).");
     m.def("kde_sums", &kde_sums, py::arg("points"), py::arg("sample"), py::arg("isa") = "", py::arg("threads") = 0,
           py::arg("sequential") = false, "For each point p: sum over the sample of exp(-|p - x|^2 / 2).");
     m.def("exp_nonpos", &exp_nonpos, py::arg("x"), py::arg("isa") = "",

@@ -228,6 +228,30 @@ void lscv_pair_sums(const T* z, std::size_t n, std::size_t d, const double* scal
 }
 
 template <class T>
+void lscv_moments(const T* z, std::size_t n, std::size_t d, double w, double* a, double* m, const RunOptions& opt) {
+    const KernelTable<T>* table = select_table<T>(opt.isa);
+    const std::size_t P = d * (d + 1) / 2;
+    *a = 0.0;
+    std::fill(m, m + P, 0.0);
+    if (n < 2) return;
+    SoA<T> data(z, n, d);
+    const T coef = static_cast<T>(-kLog2e / 4.0);
+    const LscvJob<T> job{data.view, &coef, 1, static_cast<T>(w), false};
+    const std::vector<Tile> tiles = triangular_tiles(n, block_size<T>(n, d));
+    const int threads = resolve_threads(opt.threads, tiles.size());
+    std::vector<double> partial(tiles.size() * (1 + P), 0.0);
+    std::vector<std::vector<T>> scratch(static_cast<std::size_t>(threads), std::vector<T>((d + P) * 16));
+    parallel_for(tiles.size(), threads, [&](std::size_t t, int id) {
+        table->lscv_moments_tile(job, tiles[t], scratch[static_cast<std::size_t>(id)].data(),
+                                 partial.data() + t * (1 + P));
+    });
+    for (std::size_t t = 0; t < tiles.size(); ++t) {
+        *a += partial[t * (1 + P)];
+        for (std::size_t q = 0; q < P; ++q) m[q] += partial[t * (1 + P) + 1 + q];
+    }
+}
+
+template <class T>
 void kde_sums(const T* points, std::size_t m, const T* sample, std::size_t n, std::size_t d, double* out,
               const RunOptions& opt) {
     const KernelTable<T>* table = select_table<T>(opt.isa);
@@ -293,6 +317,30 @@ void sequential_lscv_pair_sums(const T* z, std::size_t n, std::size_t d, const d
 }
 
 template <class T>
+void sequential_lscv_moments(const T* z, std::size_t n, std::size_t d, double w, double* a, double* m) {
+    const T wt = static_cast<T>(w);
+    std::vector<T> u(d);
+    double sa = 0.0;
+    std::vector<double> sm(d * (d + 1) / 2, 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = i + 1; j < n; ++j) {
+            T s = 0;
+            for (std::size_t q = 0; q < d; ++q) {
+                u[q] = z[i * d + q] - z[j * d + q];
+                s += u[q] * u[q];
+            }
+            const T e = std::exp(-s / T(4));
+            sa += static_cast<double>(e * (T(1) - wt * e));
+            const T weight = e * (T(1) - T(2) * wt * e);
+            std::size_t q = 0;
+            for (std::size_t p = 0; p < d; ++p)
+                for (std::size_t r = p; r < d; ++r, ++q) sm[q] += static_cast<double>(weight * u[p] * u[r]);
+        }
+    *a = sa;
+    std::copy(sm.begin(), sm.end(), m);
+}
+
+template <class T>
 void sequential_kde_sums(const T* points, std::size_t m, const T* sample, std::size_t n, std::size_t d,
                          double* out) {
     for (std::size_t i = 0; i < m; ++i) {
@@ -313,6 +361,9 @@ void sequential_kde_sums(const T* points, std::size_t m, const T* sample, std::s
     template double plugin_pair_sum<T>(const T*, std::size_t, double, int, const RunOptions&);               \
     template void lscv_pair_sums<T>(const T*, std::size_t, std::size_t, const double*, std::size_t, double,  \
                                     double*, double*, const RunOptions&);                                    \
+    template void lscv_moments<T>(const T*, std::size_t, std::size_t, double, double*, double*,               \
+                                  const RunOptions&);                                                        \
+    template void sequential_lscv_moments<T>(const T*, std::size_t, std::size_t, double, double*, double*);  \
     template void kde_sums<T>(const T*, std::size_t, const T*, std::size_t, std::size_t, double*,            \
                               const RunOptions&);                                                            \
     template void exp_nonpos<T>(const T*, T*, std::size_t, const std::string&);                              \

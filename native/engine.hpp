@@ -33,6 +33,12 @@ template <class T>
 void lscv_pair_sums(const T* z, std::size_t n, std::size_t d, const double* scales, std::size_t k,
                     double w, double* a, double* dsum, const RunOptions& opt);
 
+// LSCV_H value and gradient moments on z = L^-1 x (H = L L^T), u = z_i - z_j, e = exp(-|u|^2/4):
+// *a = sum_{i<j} e(1 - w e); m[idx(a,b)] = sum_{i<j} e(1 - 2we) u_a u_b for a <= b (row-major upper
+// triangle, d(d+1)/2 values).
+template <class T>
+void lscv_moments(const T* z, std::size_t n, std::size_t d, double w, double* a, double* m, const RunOptions& opt);
+
 // out_i = sum_j exp(-|p_i - x_j|^2 / 2).
 template <class T>
 void kde_sums(const T* points, std::size_t m, const T* sample, std::size_t n, std::size_t d, double* out,
@@ -48,6 +54,8 @@ double sequential_plugin_pair_sum(const T* x, std::size_t n, double g, int order
 template <class T>
 void sequential_lscv_pair_sums(const T* z, std::size_t n, std::size_t d, const double* scales, std::size_t k,
                                double w, double* a, double* dsum);
+template <class T>
+void sequential_lscv_moments(const T* z, std::size_t n, std::size_t d, double w, double* a, double* m);
 template <class T>
 void sequential_kde_sums(const T* points, std::size_t m, const T* sample, std::size_t n, std::size_t d,
                          double* out);

@@ -64,6 +64,9 @@ struct KernelTable {
     double (*plugin_tile)(const PluginJob<T>& job, const Tile& tile);
     // Adds the tile's sums into out[0..k) (A) and out[k..2k) (D). row is scratch of >= tile width + 80 * 16.
     void (*lscv_tile)(const LscvJob<T>& job, const Tile& tile, T* row, double* out);
+    // LSCV_H value and gradient moments (scale 1): adds into out[0] (A) and out[1 .. 1 + d(d+1)/2)
+    // (sum e(1 - 2we) u_a u_b, a <= b). scratch holds >= (d + d(d+1)/2) * 16 values.
+    void (*lscv_moments_tile)(const LscvJob<T>& job, const Tile& tile, T* scratch, double* out);
     // Adds, for points [i0, i1), the sums over samples [j0, j1) into out[0 .. i1-i0).
     void (*kde_block)(const KdeJob<T>& job, const Tile& tile, double* out);
     // y = exp(x) for x <= 0 with the kernels' own exponential (used by tests of its accuracy).

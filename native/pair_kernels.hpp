@@ -217,6 +217,62 @@ void lscv_tile(const LscvJob<typename V::value_type>& job, const Tile& t, typena
     if (nvec > 0) lscv_flush<V>(job, row, nvec, out);
 }
 
+// ---------------------------------------------------------------- LSCV_H value and gradient moments
+// On data already multiplied by L^-1 (H = L L^T), with u = z_i - z_j, S = |u|^2, e = exp(-S/4):
+//   out[0]                += sum_{i<j} e (1 - w e)
+//   out[1 + idx(a, b)]    += sum_{i<j} e (1 - 2 w e) u_a u_b      for a <= b, row-major upper triangle
+// scratch holds d vectors of u and P = d(d+1)/2 vector accumulators; accumulators are summed into out
+// every ~kLscvGroup vectors, like lscv_tile.
+template <class V>
+void lscv_moments_tile(const LscvJob<typename V::value_type>& job, const Tile& t, typename V::value_type* scratch,
+                       double* out) {
+    using T = typename V::value_type;
+    constexpr std::size_t W = V::W;
+    const std::size_t d = job.z.d;
+    const std::size_t P = d * (d + 1) / 2;
+    T* u = scratch;                 // d * W
+    T* acc = scratch + d * W;       // P * W
+    const V c = V::set1(job.neg_quarter_scales[0]);
+    const V s_max = V::set1(exp2_arg_limit<T>(job.neg_quarter_scales[0]));
+    const V one = V::set1(T(1));
+    const V w2 = V::set1(T(2) * job.w);
+    const double w = static_cast<double>(job.w);
+    V e1 = V::zero(), e2 = V::zero();
+    for (std::size_t q = 0; q < P * W; ++q) acc[q] = T(0);
+    std::size_t pending = 0;
+    auto flush = [&]() {
+        out[0] += V::hsum(e1) - w * V::hsum(e2);
+        for (std::size_t q = 0; q < P; ++q) out[1 + q] += V::hsum(V::load(acc + q * W));
+        for (std::size_t q = 0; q < P * W; ++q) acc[q] = T(0);
+        e1 = V::zero();
+        e2 = V::zero();
+        pending = 0;
+    };
+    for (std::size_t i = t.i0; i < t.i1; ++i) {
+        for (std::size_t j = row_begin(t, i); j < t.j1; j += W) {
+            V s = V::zero();
+            for (std::size_t k = 0; k < d; ++k) {
+                const V diff = V::set1(job.z.data[k * job.z.stride + i]) - V::load(job.z.data + k * job.z.stride + j);
+                V::store(u + k * W, diff);
+                s = V::fma(diff, diff, s);
+            }
+            V e = exp2_mul(V::min(s, s_max), c);
+            if (j + W > t.j1) e = e * first_lanes<V>(t.j1 - j);
+            e1 = e1 + e;
+            e2 = V::fma(e, e, e2);
+            const V weight = e * V::fnma(w2, e, one);
+            std::size_t q = 0;
+            for (std::size_t a = 0; a < d; ++a) {
+                const V wa = weight * V::load(u + a * W);
+                for (std::size_t b = a; b < d; ++b, ++q)
+                    V::store(acc + q * W, V::fma(wa, V::load(u + b * W), V::load(acc + q * W)));
+            }
+            if (++pending >= kLscvGroup) flush();
+        }
+    }
+    if (pending > 0) flush();
+}
+
 // ---------------------------------------------------------------- KDE sums over a block of the sample
 template <class V>
 void kde_block(const KdeJob<typename V::value_type>& job, const Tile& t, double* out) {
@@ -257,16 +313,16 @@ void exp_nonpos_array(const typename V::value_type* x, typename V::value_type* y
 #define PG_KDE_STR(x) PG_KDE_STR2(x)
 
 const KernelTable<float>* table_f32() {
-    static const KernelTable<float> table = {PG_KDE_STR(PG_KDE_ISA_NS), &plugin_tile<PG_KDE_VF>,
-                                             &lscv_tile<PG_KDE_VF>, &kde_block<PG_KDE_VF>,
-                                             &exp_nonpos_array<PG_KDE_VF>};
+    static const KernelTable<float> table = {PG_KDE_STR(PG_KDE_ISA_NS),    &plugin_tile<PG_KDE_VF>,
+                                             &lscv_tile<PG_KDE_VF>,         &lscv_moments_tile<PG_KDE_VF>,
+                                             &kde_block<PG_KDE_VF>,         &exp_nonpos_array<PG_KDE_VF>};
     return &table;
 }
 
 const KernelTable<double>* table_f64() {
-    static const KernelTable<double> table = {PG_KDE_STR(PG_KDE_ISA_NS), &plugin_tile<PG_KDE_VD>,
-                                              &lscv_tile<PG_KDE_VD>, &kde_block<PG_KDE_VD>,
-                                              &exp_nonpos_array<PG_KDE_VD>};
+    static const KernelTable<double> table = {PG_KDE_STR(PG_KDE_ISA_NS),   &plugin_tile<PG_KDE_VD>,
+                                              &lscv_tile<PG_KDE_VD>,        &lscv_moments_tile<PG_KDE_VD>,
+                                              &kde_block<PG_KDE_VD>,        &exp_nonpos_array<PG_KDE_VD>};
     return &table;
 }
 

@@ -8,6 +8,9 @@ caller has already centred and transformed (sphered, or multiplied by L⁻¹ whe
 ``lscv_pair_sums(z, scales, w, derivative, dtype)``
     for each scale s: A = Σ_{i<j} e(1 − w e) and, if wanted, D = Σ_{i<j} S e(1 − 2w e), with
     S = ‖zᵢ − zⱼ‖² and e = exp(−S s / 4).
+``lscv_moments(z, w, dtype)``
+    the LSCV_H value and gradient sums at scale 1: A = Σ_{i<j} e(1 − w e) and the symmetric matrix
+    M = Σ_{i<j} e(1 − 2w e) u uᵀ, with u = zᵢ − zⱼ and e = exp(−‖u‖²/4).
 ``kde_sums(points, sample, dtype)``
     for each point p: Σⱼ exp(−‖p − xⱼ‖² / 2).
 
@@ -79,6 +82,19 @@ class ReferenceBackend:
                     d_sum[m] += np.sum(s * e * (1.0 - 2.0 * w * e))
         return a_sum, d_sum
 
+    def lscv_moments(self, z, w, dtype="float64"):
+        z = np.asarray(z, dtype=np.float64)
+        z = z.reshape(z.shape[0], -1)
+        n, d = z.shape
+        a_sum, m_sum = 0.0, np.zeros((d, d))
+        for a, b in _row_blocks(n, n * d):
+            diff = z[a:b, None, :] - z[None, a:, :]
+            u = diff[np.triu(np.ones((b - a, n - a), dtype=bool), k=1)]  # one row per pair i<j
+            e = np.exp(-0.25 * np.einsum("pk,pk->p", u, u))
+            a_sum += np.sum(e * (1.0 - w * e))
+            m_sum += np.einsum("p,pa,pb->ab", e * (1.0 - 2.0 * w * e), u, u)
+        return float(a_sum), m_sum
+
     def kde_sums(self, points, sample, dtype="float64"):
         points = np.asarray(points, dtype=np.float64)
         sample = np.asarray(sample, dtype=np.float64)
@@ -139,6 +155,14 @@ class NativeBackend:
             self.threads,
             self.sequential,
         )
+
+    def lscv_moments(self, z, w, dtype="float64"):
+        z = self._array(z, dtype)
+        a_sum, upper = self._native.lscv_moments(z, float(w), self.isa, self.threads, self.sequential)
+        d = z.shape[1] if z.ndim == 2 else 1
+        m_sum = np.zeros((d, d))
+        m_sum[np.triu_indices(d)] = upper
+        return a_sum, m_sum + np.triu(m_sum, 1).T
 
     def kde_sums(self, points, sample, dtype="float64"):
         return self._native.kde_sums(
