@@ -1,0 +1,46 @@
+# pg_kde: `make test` and `make demo` do all the set-up on a fresh Debian 12 machine (root, Python 3.11):
+# they install the compiler if it is missing, make a virtual environment in .venv and build pg_kde
+# into it with pip (scikit-build-core + pybind11 + CMake, fetched by pip when absent).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# -P: never import the source tree from the working directory; the installed build is the one under test.
+RUN := $(PY) -P
+
+.PHONY: all install test demo bench bench-quick clean system-deps
+
+all: test
+
+system-deps:
+	@missing=""; \
+	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
+	$(PYTHON) -c "import venv, ensurepip" >/dev/null 2>&1 || missing="$$missing python3-venv"; \
+	$(PYTHON) -c "import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
+	  || missing="$$missing python3-dev"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+$(PY): | system-deps
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+install: $(PY)
+	$(PY) -m pip install -q '.[test,demo]'
+
+test: install
+	$(VENV)/bin/pytest
+
+demo: install
+	$(RUN) -m pg_kde.demo
+
+bench: install
+	$(RUN) benchmarks/bandwidth.py
+
+bench-quick: install
+	$(RUN) benchmarks/bandwidth.py --quick
+
+clean:
+	rm -rf $(VENV) build .pytest_cache

@@ -1,0 +1,46 @@
+"""Shared fixtures. The tests import the installed pg_kde (pytest runs with --import-mode=importlib), so
+the compiled module under test is the one `pip install .` built."""
+
+import os
+
+import numpy as np
+import pytest
+
+import pg_kde
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20261122)
+
+
+def native_isas():
+    from pg_kde import _native
+
+    return _native.available_isas()
+
+
+def cuda_device_available() -> bool:
+    return pg_kde.backends()["cuda"] is None
+
+
+def pytest_collection_modifyitems(config, items):
+    if cuda_device_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA backend or device here")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(params=native_isas())
+def native_isa(request, monkeypatch):
+    """Run the test once per instruction set the native module can use on this CPU."""
+    monkeypatch.setenv("PG_KDE_NATIVE_ISA", request.param)
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _no_isa_leak(monkeypatch):
+    if "PG_KDE_NATIVE_ISA" in os.environ:
+        monkeypatch.delenv("PG_KDE_NATIVE_ISA")

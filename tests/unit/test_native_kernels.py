@@ -1,0 +1,152 @@
+"""The native module's primitives against the float64 NumPy reference, for every instruction set and
+both precisions, on sizes that hit every tiling edge (tails shorter than a vector, single tiles, many)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import pg_kde
+from pg_kde import _native
+from pg_kde._backends import NativeBackend, ReferenceBackend, SequentialBackend
+
+ISAS = _native.available_isas()
+REF = ReferenceBackend()
+# Relative error allowed on a sum: float64 pays only rounding; float32 pays its working precision.
+TOL = {"float64": 1e-12, "float32": 2e-6}
+
+
+def test_native_module_is_built_and_chosen_by_auto():
+    assert pg_kde.backends()["native"] is None
+    assert pg_kde.get_backend("auto").name in ("native", "cuda")
+    assert ISAS[-1] == "generic"
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_exp_nonpos_accuracy(isa, dtype):
+    eps = float(np.finfo(dtype).eps)
+    x = -np.concatenate([np.linspace(0, 80, 20001), np.geomspace(1e-12, 1, 1001)]).astype(dtype)
+    y = _native.exp_nonpos(x, isa)
+    exact = np.exp(x.astype(np.float64))
+    # The exponent x·log2(e) is rounded once, so the error grows with |x|.
+    assert np.all(np.abs(y - exact) <= exact * eps * (4 + 2 * np.abs(x.astype(np.float64))))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_exp_nonpos_flushes_to_zero_below_the_normal_range(isa, dtype):
+    limit = (-127 if dtype == "float32" else -1023) * math.log(2)
+    x = np.array([limit - 1, limit * 2, -1e30, -np.inf], dtype=dtype)
+    assert np.all(_native.exp_nonpos(x, isa) == 0)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("n", [2, 3, 15, 16, 17, 33, 250, 1030])
+@pytest.mark.parametrize("order", [4, 6])
+def test_plugin_pair_sum(isa, dtype, n, order, rng):
+    x = rng.standard_normal(n)
+    g = 0.35
+    expected = REF.plugin_pair_sum(x, g, order)
+    got = NativeBackend(isa=isa).plugin_pair_sum(x, g, order, dtype)
+    # K⁽ʳ⁾ changes sign, so the sum can cancel: compare with the sum of magnitudes.
+    u2 = (x[:, None] - x[None, :]) ** 2 / g**2
+    magnitude = np.abs(((u2 - 15) * u2 + 45) * u2 - 15 if order == 6 else (u2 - 6) * u2 + 3) * np.exp(-u2 / 2)
+    assert abs(got - expected) <= TOL[dtype] * (np.triu(magnitude, 1).sum() + 1e-300)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("n, d", [(2, 1), (17, 1), (40, 3), (129, 2), (300, 16)])
+@pytest.mark.parametrize("derivative", [False, True])
+def test_lscv_pair_sums(isa, dtype, n, d, derivative, rng):
+    z = rng.standard_normal((n, d))
+    scales = np.geomspace(0.05, 40.0, 9)
+    w = 2.0 ** (1 + d / 2)
+    A_ref, D_ref = REF.lscv_pair_sums(z, scales, w, derivative)
+    A, D = NativeBackend(isa=isa).lscv_pair_sums(z, scales, w, derivative, dtype)
+    # Scale of the terms: sum of e + w e² (A) and of S e (1 + 2 w e) (D).
+    s = np.sum((z[:, None, :] - z[None, :, :]) ** 2, axis=-1)[np.triu_indices(n, 1)]
+    for m, sc in enumerate(scales):
+        e = np.exp(-s * sc / 4)
+        assert abs(A[m] - A_ref[m]) <= TOL[dtype] * np.sum(e + w * e * e)
+        if derivative:
+            assert abs(D[m] - D_ref[m]) <= TOL[dtype] * np.sum(s * e * (1 + 2 * w * e))
+    if not derivative:
+        assert D is None
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("n, d", [(2, 1), (33, 2), (101, 5), (64, 16)])
+def test_lscv_moments(isa, dtype, n, d, rng):
+    z = rng.standard_normal((n, d))
+    w = 2.0 ** (1 + d / 2)
+    A_ref, M_ref = REF.lscv_moments(z, w)
+    A, M = NativeBackend(isa=isa).lscv_moments(z, w, dtype)
+    u = (z[:, None, :] - z[None, :, :])[np.triu_indices(n, 1)]
+    e = np.exp(-0.25 * np.sum(u * u, axis=1))
+    assert abs(A - A_ref) <= TOL[dtype] * np.sum(e + w * e * e)
+    bound = np.einsum("p,pa,pb->ab", e * (1 + 2 * w * e), np.abs(u), np.abs(u))
+    assert np.all(np.abs(M - M_ref) <= TOL[dtype] * bound + 1e-300)
+    assert np.array_equal(M, M.T)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("m, n, d", [(1, 1, 1), (7, 3, 1), (40, 17, 2), (300, 70, 3), (5, 1000, 16)])
+def test_kde_sums(isa, dtype, m, n, d, rng):
+    points = rng.standard_normal((m, d)) * 1.5
+    sample = rng.standard_normal((n, d))
+    expected = REF.kde_sums(points, sample)
+    got = NativeBackend(isa=isa).kde_sums(points, sample, dtype)
+    assert got.shape == (m,)
+    np.testing.assert_allclose(got, expected, rtol=TOL[dtype] * 4, atol=1e-300)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_sequential_baseline_matches_reference(dtype, rng):
+    x = rng.standard_normal(300)
+    z = rng.standard_normal((120, 3))
+    seq = SequentialBackend()
+    tol = 1e-12 if dtype == "float64" else 1e-4
+    assert seq.plugin_pair_sum(x, 0.4, 4, dtype) == pytest.approx(REF.plugin_pair_sum(x, 0.4, 4), rel=tol)
+    A, D = seq.lscv_pair_sums(z, [0.5, 2.0], 5.0, True, dtype)
+    A_ref, D_ref = REF.lscv_pair_sums(z, [0.5, 2.0], 5.0, True)
+    np.testing.assert_allclose(A, A_ref, rtol=tol)
+    np.testing.assert_allclose(D, D_ref, rtol=tol)
+    a, M = seq.lscv_moments(z, 5.0, dtype)
+    a_ref, M_ref = REF.lscv_moments(z, 5.0)
+    assert a == pytest.approx(a_ref, rel=tol)
+    np.testing.assert_allclose(M, M_ref, rtol=tol * 10, atol=tol * np.abs(M_ref).max())
+    np.testing.assert_allclose(seq.kde_sums(z[:10], z, dtype), REF.kde_sums(z[:10], z), rtol=tol)
+
+
+def test_results_do_not_depend_on_thread_count(rng):
+    x = rng.standard_normal(3000)
+    z = rng.standard_normal((700, 4))
+    scales = np.array([0.3, 1.0, 3.0])
+    runs = []
+    for threads in (1, 2, 3, 7):
+        be = NativeBackend(threads=threads)
+        runs.append(
+            (
+                be.plugin_pair_sum(x, 0.3, 6, "float32"),
+                tuple(be.lscv_pair_sums(z, scales, 8.0, True, "float32")[1]),
+                be.lscv_moments(z, 8.0)[0],
+                tuple(be.kde_sums(z[:50], z, "float64")),
+            )
+        )
+    assert all(r == runs[0] for r in runs[1:])
+
+
+def test_native_rejects_unknown_isa_and_dtype():
+    with pytest.raises(ValueError, match="available"):
+        _native.plugin_pair_sum(np.zeros(4), 1.0, 4, "sse9")
+    with pytest.raises(TypeError, match="float32 or float64"):
+        _native.plugin_pair_sum(np.zeros(4, dtype=np.int64), 1.0, 4)
+    with pytest.raises(ValueError, match="order"):
+        _native.plugin_pair_sum(np.zeros(4), 1.0, 5)
+    with pytest.raises(ValueError, match="same number of columns"):
+        _native.kde_sums(np.zeros((3, 2)), np.zeros((4, 3)))

@@ -1,0 +1,129 @@
+"""Bad input gets a ValueError (or TypeError) that names the problem; never a NaN or zero bandwidth."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import pg_kde
+from pg_kde import BackendUnavailableError, bandwidth, kde
+
+SELECTORS = [bandwidth.plugin, bandwidth.lscv_h, bandwidth.lscv_H, bandwidth.normal_reference]
+
+
+@pytest.mark.parametrize("selector", SELECTORS)
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ([1.0, np.nan, 3.0, 4.0], "1 NaN and 0 infinite"),
+        ([1.0, 2.0, np.inf, -np.inf], "0 NaN and 2 infinite"),
+        ([5.0], "at least 2"),
+        ([], "at least 2"),
+        ([3.0, 3.0, 3.0, 3.0], "constant"),
+    ],
+)
+def test_bad_1d_data(selector, bad, message):
+    with pytest.raises(ValueError, match=message):
+        selector(np.array(bad), backend="native")
+
+
+@pytest.mark.parametrize("selector", [bandwidth.lscv_h, bandwidth.lscv_H, bandwidth.normal_reference])
+def test_collinear_and_constant_columns(selector, rng):
+    x = rng.standard_normal(50)
+    with pytest.raises(ValueError, match="collinear"):
+        selector(np.column_stack([x, 2 * x + 1]))
+    with pytest.raises(ValueError, match="column 1 of X is constant"):
+        selector(np.column_stack([x, np.full(50, 7.0)]))
+
+
+def test_plugin_rejects_multivariate_data(rng):
+    with pytest.raises(ValueError, match="1-D selector"):
+        bandwidth.plugin(rng.standard_normal((20, 2)))
+
+
+def test_shapes_and_types(rng):
+    with pytest.raises(ValueError, match="shape"):
+        bandwidth.lscv_h(np.zeros((3, 3, 3)))
+    with pytest.raises(TypeError, match="numeric"):
+        bandwidth.plugin(["a", "b", "c"])
+    with pytest.raises(TypeError, match="real-valued"):
+        bandwidth.plugin(np.array([1 + 1j, 2.0, 3.0]))
+    with pytest.raises(ValueError, match="grid"):
+        bandwidth.lscv_h(rng.standard_normal(30), grid=2)
+
+
+def test_backend_and_dtype_names(rng):
+    x = rng.standard_normal(30)
+    with pytest.raises(ValueError, match="valid backends: auto, reference, native, sequential, cuda"):
+        bandwidth.plugin(x, backend="gpu")
+    with pytest.raises(ValueError, match="dtype must be one of float64, float32"):
+        bandwidth.plugin(x, dtype="float16")
+    assert bandwidth.plugin(x, dtype=np.float32, backend="native").dtype == "float32"
+    with pytest.raises(ValueError, match="valid methods"):
+        bandwidth.select(x, method="silverman")
+
+
+def test_cuda_backend_says_it_is_unavailable(rng):
+    reason = pg_kde.backends()["cuda"]
+    if reason is None:
+        pytest.skip("this build has a usable CUDA backend")
+    with pytest.raises(BackendUnavailableError, match="cuda backend is not available"):
+        bandwidth.plugin(rng.standard_normal(30), backend="cuda")
+    assert bandwidth.plugin(rng.standard_normal(30), backend="auto").backend == "native"
+
+
+def test_bandwidth_arguments(rng):
+    X = rng.standard_normal((40, 2))
+    with pytest.raises(ValueError, match=r"shape \(2, 2\)"):
+        bandwidth.lscv_H_objective(X, np.eye(3))
+    with pytest.raises(ValueError, match="positive definite"):
+        bandwidth.lscv_H_objective(X, np.array([[1.0, 2.0], [2.0, 1.0]]))
+    with pytest.raises(ValueError, match="symmetric"):
+        bandwidth.lscv_H_objective(X, np.array([[1.0, 0.5], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        bandwidth.lscv_H_objective(X, np.array([[np.nan, 0.0], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="positive and finite"):
+        bandwidth.lscv_h_objective(X, [0.5, 0.0])
+    with pytest.raises(ValueError, match="positive and finite"):
+        kde.evaluate([0.0], [1.0, 2.0], -1.0)
+    with pytest.raises(ValueError, match="1 column"):
+        kde.evaluate(np.zeros((3, 1)), X, 1.0)
+    with pytest.raises(ValueError, match="chosen for d = 1"):
+        kde.evaluate(np.zeros((3, 2)), X, bandwidth.plugin(X[:, 0]))
+    with pytest.raises(ValueError, match="NaN"):
+        kde.evaluate([np.nan], [1.0, 2.0], 1.0)
+    assert kde.evaluate(np.zeros((0, 2)), X, 1.0).shape == (0,)
+
+
+def test_failed_call_leaves_input_untouched(rng):
+    X = rng.standard_normal((30, 2))
+    X[3, 1] = np.nan
+    before = X.copy()
+    with pytest.raises(ValueError):
+        bandwidth.lscv_H(X)
+    np.testing.assert_array_equal(X, before)
+
+
+def test_plugin_with_zero_iqr_uses_the_standard_deviation():
+    # Over three quarters of the rows on one value: IQR = 0, which must not give a zero bandwidth.
+    x = np.concatenate([np.zeros(80), np.arange(1.0, 21.0)])
+    assert np.subtract(*np.percentile(x, [75, 25])) == 0
+    r = bandwidth.plugin(x, backend="native")
+    assert r.details["sigma"] == pytest.approx(np.std(x, ddof=1))
+    assert np.isfinite(r.h) and r.h > 0
+
+
+@pytest.mark.parametrize("selector", [bandwidth.lscv_h, bandwidth.lscv_H])
+def test_tied_data_flags_the_boundary_and_warns(selector, rng):
+    X = rng.integers(0, 12, size=(400, 2)).astype(float)  # rounded data: many duplicated rows
+    with pytest.warns(bandwidth.LSCVBoundaryWarning, match="duplicated row"):
+        r = selector(X, backend="native")
+    assert r.at_boundary is True
+    assert np.all(np.linalg.eigvalsh(r.H) > 0) and np.all(np.isfinite(r.H))
+
+
+def test_untied_data_does_not_warn(rng):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = bandwidth.lscv_h(rng.standard_normal(300), backend="native")
+    assert r.at_boundary is False
