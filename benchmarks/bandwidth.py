@@ -9,7 +9,8 @@ SIMD backend, and cuda when it can run. Data: standard normal, seeded. Times are
 median of --repeats runs (one run for the sequential loop at the largest sizes).
 
 Writes CSV and a markdown table into --out (default benchmarks/results) and prints the table, then
-checks the targets of the bandwidth-engine issue and says which are met.
+checks the targets of the bandwidth-engine issue (stated for float32) and says which are met; the exit
+status is 1 when one is missed.
 
     python benchmarks/bandwidth.py [--quick] [--dtype float32] [--repeats 7] [--out DIR]
 """
@@ -148,8 +149,11 @@ def main(argv=None) -> int:
         speed = [f"{row['speedup']:.1f}x"] if "speedup" in row else []
         lines.append(f"| {row['experiment']} | {row['n']} | {row['d']} | " + " | ".join(cells + speed) + " |")
 
-    lines += ["", "| target | paper SSE / GPU (ms) | required | measured (native) | met |", "|---|---|---|---|---|"]
     met_all = True
+    if args.dtype != "float32":  # the targets are stated for float32
+        TARGETS_MS.clear()
+    else:
+        lines += ["", "| target | paper SSE / GPU (ms) | required | measured (native) | met |", "|---|---|---|---|---|"]
     by_key = {(r["experiment"], r["n"], r["d"]): r for r in rows}
     for key, target in TARGETS_MS.items():
         if key not in by_key:
@@ -162,7 +166,7 @@ def main(argv=None) -> int:
             f"| {key[0]} n={key[1]} d={key[2]} | {sse:g} / {gpu:g} | <= {target:g} ms | {got:.1f} ms | {'yes' if met else 'NO'} |"
         )
     key = ("plugin", 32768, 1)
-    if key in by_key and "speedup" in by_key[key]:
+    if TARGETS_MS and key in by_key and "speedup" in by_key[key]:
         sp = by_key[key]["speedup"]
         met_all &= sp >= 12
         lines.append(f"| plugin n=32768 native vs sequential | | >= 12x | {sp:.1f}x | {'yes' if sp >= 12 else 'NO'} |")
