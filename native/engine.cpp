@@ -35,45 +35,27 @@ bool cpu_has_avx512() {
 }
 
 template <class T>
-struct Tables;
-
-template <>
-struct Tables<float> {
-    static const KernelTable<float>* get(const std::string& isa) {
+const KernelTable<T>* isa_table(const std::string& isa) {
 #if defined(PG_KDE_HAVE_AVX512)
-        if (isa == "avx512") return avx512::table_f32();
+    if (isa == "avx512") return avx512::table(T{});
 #endif
 #if defined(PG_KDE_HAVE_AVX2)
-        if (isa == "avx2") return avx2::table_f32();
+    if (isa == "avx2") return avx2::table(T{});
 #endif
-        return generic::table_f32();
-    }
-};
-
-template <>
-struct Tables<double> {
-    static const KernelTable<double>* get(const std::string& isa) {
-#if defined(PG_KDE_HAVE_AVX512)
-        if (isa == "avx512") return avx512::table_f64();
-#endif
-#if defined(PG_KDE_HAVE_AVX2)
-        if (isa == "avx2") return avx2::table_f64();
-#endif
-        return generic::table_f64();
-    }
-};
+    return generic::table(T{});
+}
 
 template <class T>
 const KernelTable<T>* select_table(const std::string& isa) {
     const std::vector<std::string> isas = available_isas();
-    if (isa.empty()) return Tables<T>::get(isas.front());
+    if (isa.empty()) return isa_table<T>(isas.front());
     if (std::find(isas.begin(), isas.end(), isa) == isas.end()) {
         std::string valid;
         for (const auto& s : isas) valid += (valid.empty() ? "" : ", ") + s;
         throw std::invalid_argument("instruction set '" + isa + "' is not available on this CPU or build; available: " +
                                     valid);
     }
-    return Tables<T>::get(isa);
+    return isa_table<T>(isa);
 }
 
 constexpr double kLog2e = 1.4426950408889634074;

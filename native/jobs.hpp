@@ -73,10 +73,11 @@ struct KernelTable {
     void (*exp_nonpos)(const T* x, T* y, std::size_t n);
 };
 
+// Each ISA namespace provides its kernels for both element types, overloaded on a tag value.
 #define PG_KDE_DECLARE_ISA(ns)                  \
     namespace ns {                              \
-    const KernelTable<float>* table_f32();      \
-    const KernelTable<double>* table_f64();     \
+    const KernelTable<float>* table(float);     \
+    const KernelTable<double>* table(double);   \
     }
 
 PG_KDE_DECLARE_ISA(generic)

@@ -2,7 +2,7 @@
 // instruction set. A translation unit defines
 //   PG_KDE_ISA_NS  the namespace of this build (generic, avx2, avx512)
 //   PG_KDE_VF      the float vector type      PG_KDE_VD  the double vector type
-// and then includes this header, which defines table_f32() / table_f64() in that namespace.
+// and then includes this header, which defines table(float) / table(double) in that namespace.
 //
 // Arithmetic is in the vector's precision; every row of a tile is summed in a vector accumulator of
 // that precision (at most a tile width of terms per lane) and then added to a double.
@@ -312,14 +312,14 @@ void exp_nonpos_array(const typename V::value_type* x, typename V::value_type* y
 #define PG_KDE_STR2(x) #x
 #define PG_KDE_STR(x) PG_KDE_STR2(x)
 
-const KernelTable<float>* table_f32() {
+const KernelTable<float>* table(float) {
     static const KernelTable<float> table = {PG_KDE_STR(PG_KDE_ISA_NS),    &plugin_tile<PG_KDE_VF>,
                                              &lscv_tile<PG_KDE_VF>,         &lscv_moments_tile<PG_KDE_VF>,
                                              &kde_block<PG_KDE_VF>,         &exp_nonpos_array<PG_KDE_VF>};
     return &table;
 }
 
-const KernelTable<double>* table_f64() {
+const KernelTable<double>* table(double) {
     static const KernelTable<double> table = {PG_KDE_STR(PG_KDE_ISA_NS),   &plugin_tile<PG_KDE_VD>,
                                               &lscv_tile<PG_KDE_VD>,        &lscv_moments_tile<PG_KDE_VD>,
                                               &kde_block<PG_KDE_VD>,        &exp_nonpos_array<PG_KDE_VD>};
