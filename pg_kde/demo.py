@@ -83,8 +83,9 @@ def main(argv=None) -> int:
     # LSCV on integer-valued delays: the minimum runs to the edge of the search and pg_kde says so.
     x, total = sample(flights, "dep_delay", 4096)
     r, ms, notes = _timed(bandwidth.lscv_h, x, backend="native", dtype="float32")
-    rows.append(("dep_delay", f"{len(x)}/{total}", "lscv_h", r.backend, "float32", _fmt_bw(r), ms,
-                 f"at_boundary={r.at_boundary}: " + "; ".join(notes)))
+    ties = len(x) - len(np.unique(x))
+    advice = f"at_boundary={r.at_boundary}: {ties} tied rows, LSCV runs to h -> 0; use plugin" if r.at_boundary else ""
+    rows.append(("dep_delay", f"{len(x)}/{total}", "lscv_h", r.backend, "float32", _fmt_bw(r), ms, advice))
 
     # 2-D: temperature and dew point are strongly correlated; a data-driven matrix follows that.
     X, total = sample(weather, ["temp", "dewp"], 3000)
