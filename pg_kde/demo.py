@@ -97,10 +97,10 @@ def main(argv=None) -> int:
 
     head = ("column", "rows", "method", "backend", "dtype", "bandwidth", "ms", "notes")
     widths = [max(len(str(v)) if i != 6 else 9 for v in [head[i]] + [row[i] for row in rows]) for i in range(8)]
-    widths[7] = min(widths[7], 60)
+    widths[7] = min(widths[7], 80)
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
     for row in rows:
-        cells = [str(v) for v in row[:6]] + [f"{row[6]:9.1f}", row[7][:60]]
+        cells = [str(v) for v in row[:6]] + [f"{row[6]:9.1f}", row[7][:80]]
         print("  ".join(c.ljust(w) for c, w in zip(cells, widths)))
 
     seq_ms, nat_ms = rows[-6][6], rows[-5][6]
