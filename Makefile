@@ -1,6 +1,7 @@
 # pg_kde: `make test` and `make demo` do all the set-up on a fresh Debian 12 machine (root, Python 3.11):
-# they install the compiler if it is missing, make a virtual environment in .venv and build pg_kde
-# into it with pip (scikit-build-core + pybind11 + CMake, fetched by pip when absent).
+# they install what is missing from Debian (g++, python3-venv/-dev, postgresql-15 and its plpython3), make
+# a virtual environment in .venv and build pg_kde into it with pip (scikit-build-core + pybind11 + CMake,
+# fetched by pip when absent). The SQL tests start their own throwaway local PostgreSQL.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +9,7 @@ PY := $(VENV)/bin/python
 # -P: never import the source tree from the working directory; the installed build is the one under test.
 RUN := $(PY) -P
 
-.PHONY: all install test demo bench bench-quick clean system-deps
+.PHONY: all install test demo bench bench-quick clean system-deps server-stop
 
 all: test
 
@@ -18,6 +19,9 @@ system-deps:
 	$(PYTHON) -c "import venv, ensurepip" >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	$(PYTHON) -c "import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
 	  || missing="$$missing python3-dev"; \
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql-15"; \
+	ls /usr/lib/postgresql/*/lib/plpython3.so >/dev/null 2>&1 || missing="$$missing postgresql-plpython3-15"; \
+	command -v pg_dump >/dev/null 2>&1 || missing="$$missing postgresql-client-15"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -27,8 +31,9 @@ $(PY): | system-deps
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-install: $(PY)
+install: system-deps $(PY)
 	$(PY) -m pip install -q '.[test,demo]'
+	$(VENV)/bin/pg-kde install
 
 test: install
 	$(VENV)/bin/pytest
@@ -42,5 +47,8 @@ bench: install
 bench-quick: install
 	$(RUN) benchmarks/bandwidth.py --quick
 
-clean:
-	rm -rf $(VENV) build .pytest_cache
+server-stop:
+	-$(VENV)/bin/pg-kde server stop
+
+clean: server-stop
+	rm -rf $(VENV) build .pytest_cache .pg_kde

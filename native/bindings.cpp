@@ -151,7 +151,7 @@ PYBIND11_MODULE(_native, m) {
           "Threads used when threads <= 0: PG_KDE_THREADS if set, else all hardware threads.");
     m.def("plugin_pair_sum", &plugin_pair_sum, py::arg("x"), py::arg("g"), py::arg("order"), py::arg("isa") = "",
           py::arg("threads") = 0, py::arg("sequential") = false,
-          "sum over i<j of poly_r(u^2) exp(-u^2/2), u = (x_i - x_j)/g, r = order (4 or 6).");
+          "sum over i<j of poly_r(u^2) exp(-u^2/2), u = (x_i - x_j)/g, r = order (2, 4 or 6).");
     m.def("lscv_pair_sums", &lscv_pair_sums, py::arg("z"), py::arg("scales"), py::arg("w"),
           py::arg("derivative") = false, py::arg("isa") = "", py::arg("threads") = 0, py::arg("sequential") = false,
           "For each scale s: (sum e(1 - w e), sum S e(1 - 2 w e)) over i<j, e = exp(-S s / 4), S = |z_i - z_j|^2.");

@@ -144,7 +144,8 @@ void parallel_for(std::size_t ntasks, int threads, Body&& body) {
 }
 
 void check_order(int order) {
-    if (order != 4 && order != 6) throw std::invalid_argument("PLUGIN kernel derivative order must be 4 or 6");
+    if (order != 2 && order != 4 && order != 6)
+        throw std::invalid_argument("PLUGIN kernel derivative order must be 2, 4 or 6");
 }
 
 }  // namespace
@@ -268,8 +269,9 @@ double sequential_plugin_pair_sum(const T* x, std::size_t n, double g, int order
             const T u = (x[i] - x[j]) * inv_g;
             const T u2 = u * u;
             const T e = std::exp(-u2 / T(2));
-            const T p = order == 4 ? (u2 * u2 - T(6) * u2 + T(3))
-                                   : (u2 * u2 * u2 - T(15) * u2 * u2 + T(45) * u2 - T(15));
+            const T p = order == 2   ? (u2 - T(1))
+                        : order == 4 ? (u2 * u2 - T(6) * u2 + T(3))
+                                     : (u2 * u2 * u2 - T(15) * u2 * u2 + T(45) * u2 - T(15));
             total += static_cast<double>(p * e);
         }
     return total;

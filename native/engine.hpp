@@ -23,7 +23,7 @@ struct RunOptions {
     int threads = 0;
 };
 
-// sum_{i<j} poly_r(u^2) exp(-u^2/2), u = (x_i - x_j)/g, r in {4, 6} (K^(r) = poly_r phi).
+// sum_{i<j} poly_r(u^2) exp(-u^2/2), u = (x_i - x_j)/g, r in {2, 4, 6} (K^(r) = poly_r phi).
 template <class T>
 double plugin_pair_sum(const T* x, std::size_t n, double g, int order, const RunOptions& opt);
 

@@ -26,7 +26,7 @@ struct Tile {
     bool diagonal;
 };
 
-// PLUGIN: sum over i<j of poly_r(u^2) exp(-u^2/2), u = (x_i - x_j)/g, r = 4 or 6, where
+// PLUGIN: sum over i<j of poly_r(u^2) exp(-u^2/2), u = (x_i - x_j)/g, r = 2, 4 or 6, where
 // K^(r)(u) = poly_r(u^2) phi(u). The kernel takes c = -1/(2 g^2), so that -u^2/2 = c (x_i - x_j)^2.
 template <class T>
 struct PluginJob {

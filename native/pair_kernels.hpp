@@ -97,6 +97,7 @@ inline std::size_t row_begin(const Tile& t, std::size_t i) { return t.diagonal ?
 
 // ---------------------------------------------------------------- PLUGIN: K^(4) and K^(6)
 // With x = c (x_i - x_j)^2, c = -1/(2 g^2), i.e. x = -u^2/2, the polynomials have integer coefficients:
+//   K^(2): u^2 - 1                     = -2x - 1
 //   K^(4): u^4 - 6u^2 + 3              =  4x^2 + 12x + 3
 //   K^(6): u^6 - 15u^4 + 45u^2 - 15    = -8x^3 - 60x^2 - 90x - 15
 // They are kept that way on purpose: coefficients such as 90 ln2 would be rounded in float32, the same
@@ -104,6 +105,7 @@ inline std::size_t row_begin(const Tile& t, std::size_t i) { return t.diagonal ?
 // The exponential is 2^(x log2 e).
 template <class V, int Order>
 inline V plugin_poly(V x) {
+    if (Order == 2) return V::fma(V::set1(-2), x, V::set1(-1));
     if (Order == 4) return V::fma(V::fma(V::set1(4), x, V::set1(12)), x, V::set1(3));
     return V::fma(V::fma(V::fma(V::set1(-8), x, V::set1(-60)), x, V::set1(-90)), x, V::set1(-15));
 }
@@ -139,7 +141,11 @@ double plugin_tile_impl(const PluginJob<typename V::value_type>& job, const Tile
 
 template <class V>
 double plugin_tile(const PluginJob<typename V::value_type>& job, const Tile& t) {
-    return job.order == 4 ? plugin_tile_impl<V, 4>(job, t) : plugin_tile_impl<V, 6>(job, t);
+    switch (job.order) {
+        case 2: return plugin_tile_impl<V, 2>(job, t);
+        case 4: return plugin_tile_impl<V, 4>(job, t);
+        default: return plugin_tile_impl<V, 6>(job, t);
+    }
 }
 
 // Squared distances from point i (of a) to points [j, j+W) of b.

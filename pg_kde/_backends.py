@@ -4,7 +4,7 @@ One registry, :data:`BACKENDS`. Each backend offers the same three primitives on
 caller has already centred and transformed (sphered, or multiplied by L⁻¹ where H = LLᵀ) in float64:
 
 ``plugin_pair_sum(x, g, order, dtype)``
-    Σ_{i<j} p_r(u²) exp(−u²/2), u = (xᵢ − xⱼ)/g, where K⁽ʳ⁾(u) = p_r(u²) φ(u), r = 4 or 6.
+    Σ_{i<j} p_r(u²) exp(−u²/2), u = (xᵢ − xⱼ)/g, where K⁽ʳ⁾(u) = p_r(u²) φ(u), r = 2, 4 or 6.
 ``lscv_pair_sums(z, scales, w, derivative, dtype)``
     for each scale s: A = Σ_{i<j} e(1 − w e) and, if wanted, D = Σ_{i<j} S e(1 − 2w e), with
     S = ‖zᵢ − zⱼ‖² and e = exp(−S s / 4).
@@ -58,7 +58,9 @@ class ReferenceBackend:
         for a, b in _row_blocks(n, n):
             u = (x[a:b, None] - x[None, a:]) / g  # rows i in [a, b), columns j in [a, n)
             u2 = u * u
-            if order == 4:
+            if order == 2:
+                poly = u2 - 1.0
+            elif order == 4:
                 poly = (u2 - 6.0) * u2 + 3.0
             else:
                 poly = ((u2 - 15.0) * u2 + 45.0) * u2 - 15.0

@@ -150,3 +150,17 @@ def test_lscv_H_is_no_worse_than_lscv_h(backend, rng):
     assert rH.objective <= rh.objective + 1e-12 * abs(rh.objective)  # H = h²Σ̂ is one of its candidates
     assert rH.objective == pytest.approx(bandwidth.lscv_H_objective(X, rH.H, backend=backend), rel=1e-12)
     assert np.all(np.linalg.eigvalsh(rH.H) > 0)
+
+
+def brute_psi2(x, g):
+    n = len(x)
+    u = (x[:, None] - x[None, :]) / g
+    return float(np.sum((u**2 - 1) * norm.pdf(u))) / (n**2 * g**3)
+
+
+def test_plugin_cdf_functional_matches_double_loop(rng):
+    x = rng.gamma(3.0, size=80)
+    r = bandwidth.plugin_cdf(x, backend="reference")
+    sigma, g3 = r.details["sigma"], r.details["g3"]
+    assert r.details["psi2"] == pytest.approx(brute_psi2(x, g3) * sigma**3, rel=1e-10)
+    assert r.h == pytest.approx((1 / (math.sqrt(math.pi) * -brute_psi2(x, g3) * len(x))) ** (1 / 3), rel=1e-10)

@@ -44,7 +44,7 @@ def test_exp_nonpos_flushes_to_zero_below_the_normal_range(isa, dtype):
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("n", [2, 3, 15, 16, 17, 33, 250, 1030])
-@pytest.mark.parametrize("order", [4, 6])
+@pytest.mark.parametrize("order", [2, 4, 6])
 def test_plugin_pair_sum(isa, dtype, n, order, rng):
     x = rng.standard_normal(n)
     g = 0.35
@@ -52,7 +52,8 @@ def test_plugin_pair_sum(isa, dtype, n, order, rng):
     got = NativeBackend(isa=isa).plugin_pair_sum(x, g, order, dtype)
     # K⁽ʳ⁾ changes sign, so the sum can cancel: compare with the sum of magnitudes.
     u2 = (x[:, None] - x[None, :]) ** 2 / g**2
-    magnitude = np.abs(((u2 - 15) * u2 + 45) * u2 - 15 if order == 6 else (u2 - 6) * u2 + 3) * np.exp(-u2 / 2)
+    poly = {2: u2 - 1, 4: (u2 - 6) * u2 + 3, 6: ((u2 - 15) * u2 + 45) * u2 - 15}[order]
+    magnitude = np.abs(poly) * np.exp(-u2 / 2)
     assert abs(got - expected) <= TOL[dtype] * (np.triu(magnitude, 1).sum() + 1e-300)
 
 
@@ -148,5 +149,7 @@ def test_native_rejects_unknown_isa_and_dtype():
         _native.plugin_pair_sum(np.zeros(4, dtype=np.int64), 1.0, 4)
     with pytest.raises(ValueError, match="order"):
         _native.plugin_pair_sum(np.zeros(4), 1.0, 5)
+    with pytest.raises(ValueError, match="2, 4 or 6"):
+        _native.plugin_pair_sum(np.zeros(4), 1.0, 3)
     with pytest.raises(ValueError, match="same number of columns"):
         _native.kde_sums(np.zeros((3, 2)), np.zeros((4, 3)))

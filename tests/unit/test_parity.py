@@ -29,6 +29,7 @@ def data():
 def reference(data):
     return {
         "plugin": bandwidth.plugin(data["mix"], backend="reference"),
+        "plugin_cdf": bandwidth.plugin_cdf(data["mix"], backend="reference"),
         "lscv_h": bandwidth.lscv_h(data["corr"], backend="reference"),
         "lscv_h_16": bandwidth.lscv_h(data["d16"], backend="reference"),
         "lscv_H": bandwidth.lscv_H(data["corr"], backend="reference"),
@@ -41,6 +42,12 @@ def test_plugin_parity(native_isa, dtype, data, reference):
     r = bandwidth.plugin(data["mix"], backend="native", dtype=dtype)
     assert (r.backend, r.dtype) == ("native", dtype)
     assert rel_err(r.h, reference["plugin"].h) <= RTOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_plugin_cdf_parity(native_isa, dtype, data, reference):
+    r = bandwidth.plugin_cdf(data["mix"], backend="native", dtype=dtype)
+    assert rel_err(r.h, reference["plugin_cdf"].h) <= RTOL[dtype]
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

@@ -1,0 +1,277 @@
+"""What the extension's PL/Python functions call. Each takes ``plpy`` (and PL/Python's ``GD``) as
+arguments; nothing here imports plpy, so the module loads anywhere.
+
+Identifiers never reach SQL text unquoted: the relation comes in as an oid and is formatted by the server
+(``format('%I.%I')``), column names go through ``plpy.quote_ident`` after a catalog lookup, and every
+value is a query parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+
+import numpy as np
+
+from . import __version__, bandwidth
+from .synopsis import (
+    ATOM_SHARE,
+    EXACT_DISTINCT,
+    Atoms,
+    atom_candidates,
+    cumulative_integrals,
+    scale_bandwidth,
+    smooth_masses,
+)
+
+_RELKINDS = {"r": "table", "p": "partitioned table", "m": "materialized view", "v": "view", "f": "foreign table"}
+_SAMPLEABLE = {"r", "p", "m"}
+
+
+def _check_version(plpy, GD, extversion: str) -> None:
+    """Fail loudly, once per backend, when the SQL objects and the importable package differ."""
+    if GD.get("pg_kde_version") == extversion:
+        return
+    if extversion != __version__:
+        plpy.error(
+            f"pg_kde: the extension's SQL is version {extversion} but the Python package the server imports is "
+            f"{__version__}",
+            hint="Install the matching pg_kde package for the server's Python, or ALTER EXTENSION pg_kde UPDATE.",
+        )
+    GD["pg_kde_version"] = extversion
+
+
+def _relation(plpy, relid: int):
+    plan = plpy.prepare(
+        "SELECT format('%I.%I', n.nspname, c.relname) AS name, c.relkind::text AS kind "
+        "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
+        ["oid"],
+    )
+    rows = plpy.execute(plan, [relid])
+    if not rows:
+        plpy.error(f"pg_kde: relation with oid {relid} does not exist")
+    if rows[0]["kind"] not in _RELKINDS:
+        plpy.error(f"pg_kde: {rows[0]['name']} is not a table, view or materialized view")
+    return rows[0]["name"], rows[0]["kind"]
+
+
+def _numeric_column(plpy, relid: int, rel: str, name: str) -> str:
+    plan = plpy.prepare(
+        "SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) AS type, t.typcategory::text AS category, "
+        "pg_catalog.has_column_privilege($1, a.attnum, 'SELECT') AS readable "
+        "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
+        "WHERE a.attrelid = $1 AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped",
+        ["oid", "text"],
+    )
+    rows = plpy.execute(plan, [relid, name])
+    if not rows:
+        plpy.error(f"pg_kde: column {plpy.quote_ident(name)} of {rel} does not exist", sqlstate="42703")
+    if not rows[0]["readable"]:
+        plpy.error(f"pg_kde: permission denied for column {plpy.quote_ident(name)} of {rel}", sqlstate="42501")
+    if rows[0]["category"] != "N":
+        plpy.error(
+            f"pg_kde: column {plpy.quote_ident(name)} of {rel} has type {rows[0]['type']}; synopses need a numeric column",
+            sqlstate="42804",
+        )
+    return plpy.quote_ident(name)
+
+
+def _extension_schema(plpy) -> str:
+    rows = plpy.execute(
+        "SELECT pg_catalog.quote_ident(n.nspname) AS s FROM pg_catalog.pg_extension e "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_kde'"
+    )
+    return rows[0]["s"]
+
+
+def _sample(plpy, rel: str, kind: str, exprs: list, n_total: int, size: int, seed: int = 20261122) -> np.ndarray:
+    """Up to ``size`` rows of the given float8 expressions with no NULLs, as an (m, len(exprs)) array.
+
+    Bernoulli sampling (repeatable) when the relation holds more rows than wanted; all rows otherwise."""
+    select = ", ".join(f"({e})::float8" for e in exprs)
+    not_null = " AND ".join(f"({e}) IS NOT NULL" for e in exprs)
+    source = rel
+    if n_total > size:
+        percent = min(100.0, 100.0 * 1.25 * size / n_total)
+        source = (
+            f"{rel} TABLESAMPLE BERNOULLI ({percent!r}) REPEATABLE ({seed})"
+            if kind in _SAMPLEABLE
+            else f"(SELECT * FROM {rel} WHERE pg_catalog.random() < {percent / 100.0!r}) s"
+        )
+    query = f"SELECT ARRAY[{select}] AS r FROM {source} WHERE {not_null} LIMIT {int(size)}"
+    rows = plpy.execute(query)
+    return np.array([r["r"] for r in rows], dtype=np.float64).reshape(len(rows), len(exprs))
+
+
+def _choose_method(method: str, d: int, for_counts: bool) -> str:
+    """A selector name from the registry. ``auto``: for a synopsis (range counts) of one column the
+    distribution-function plug-in, otherwise the density plug-in (1-D) or LSCV_H."""
+    if method != "auto" and method not in bandwidth.METHODS:
+        raise ValueError(f"unknown bandwidth method {method!r}; valid methods: auto, {', '.join(bandwidth.METHODS)}")
+    if method == "auto":
+        return ("plugin_cdf" if for_counts else "plugin") if d == 1 else "lscv_H"
+    if method in ("plugin", "plugin_cdf") and d != 1:
+        raise ValueError(f"method {method!r} is for one column; use lscv_h, lscv_H or normal_reference")
+    return method
+
+
+def _select_bandwidth(plpy, sample: np.ndarray, method: str, backend: str):
+    """Run a selector, passing its warnings on as PostgreSQL warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = bandwidth.select(sample, method=method, backend=backend, dtype="float32")
+        except ValueError as exc:
+            plpy.error(f"pg_kde: {exc}")
+    for w in caught:
+        plpy.warning(f"pg_kde: {w.message}")
+    return result
+
+
+def choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extversion):
+    """kde_bandwidth(): the paper's selectors on a sample of a table's columns."""
+    _check_version(plpy, GD, extversion)
+    rel, kind = _relation(plpy, relid)
+    if not cols:
+        plpy.error("pg_kde: no columns given")
+    if sample_size is None or sample_size < 2:
+        plpy.error("pg_kde: sample_size must be at least 2")
+    exprs = [_numeric_column(plpy, relid, rel, c) for c in cols]
+    try:
+        chosen = _choose_method(method, len(cols), for_counts=False)
+    except ValueError as exc:
+        plpy.error(f"pg_kde: {exc}")
+    n_total = plpy.execute(f"SELECT count(*) AS n FROM {rel}")[0]["n"]
+    sample = _sample(plpy, rel, kind, exprs, n_total, sample_size)
+    if len(sample) < 2:
+        plpy.error(f"pg_kde: {rel} has fewer than 2 rows with every column non-NULL")
+    result = _select_bandwidth(plpy, sample if len(cols) > 1 else sample[:, 0], chosen, backend)
+    if len(cols) == 1:
+        return [math.sqrt(result.H[0, 0])]
+    return result.H.ravel().tolist()
+
+
+def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extversion):
+    """kde_refresh(): build a 1-D synopsis in the caller's transaction and upsert its catalog row."""
+    started = time.perf_counter()
+    _check_version(plpy, GD, extversion)
+    rel, kind = _relation(plpy, relid)
+    if len(cols) != 1:
+        plpy.error("pg_kde: this version builds synopses of one column")
+    col = _numeric_column(plpy, relid, rel, cols[0])
+    if sample_size is None or sample_size < 100:
+        plpy.error("pg_kde: sample_size must be at least 100")
+    if grid_size is None or not 16 <= grid_size <= 65536:
+        plpy.error("pg_kde: grid_size must be between 16 and 65536")
+    try:
+        chosen = _choose_method(method, 1, for_counts=True)
+    except ValueError as exc:
+        plpy.error(f"pg_kde: {exc}")
+    schema = _extension_schema(plpy)
+    lock = plpy.prepare("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1)::bigint)", ["text"])
+    plpy.execute(lock, [f"pg_kde:{relid}:{cols[0]}"])
+
+    x = f"({col})::float8"
+    stats = plpy.execute(
+        f"SELECT count(*) AS n_all, count({col}) AS n, min({x}) AS lo, max({x}) AS hi, "
+        f"count(*) FILTER (WHERE {x} IN ('NaN', 'Infinity', '-Infinity')) AS bad, "
+        f"coalesce(bool_and({x} = trunc({x})), true) AS integral FROM {rel}"
+    )[0]
+    n_all, n = int(stats["n_all"]), int(stats["n"])
+    if n == 0:
+        plpy.error(f"pg_kde: column {col} of {rel} has no non-NULL values" if n_all else f"pg_kde: {rel} is empty")
+    if stats["bad"]:
+        plpy.error(f"pg_kde: column {col} of {rel} holds {stats['bad']} NaN or infinite value(s); a synopsis needs finite values")
+    lo, hi, integral = float(stats["lo"]), float(stats["hi"]), bool(stats["integral"])
+
+    sample = _sample(plpy, rel, kind, [col], n_all, sample_size)[:, 0]
+    values_query = f"SELECT {x} AS v FROM {rel} WHERE {col} IS NOT NULL"
+    # Few distinct values: the whole column as an exact frequency table.
+    atoms = None
+    if len(np.unique(sample)) <= EXACT_DISTINCT:
+        groups = plpy.execute(f"SELECT v, count(*) AS k FROM ({values_query}) s GROUP BY v LIMIT {EXACT_DISTINCT + 1}")
+        if len(groups) <= EXACT_DISTINCT:
+            atoms = Atoms.from_counts([g["v"] for g in groups], [g["k"] for g in groups])
+    if atoms is None:
+        candidates = atom_candidates(sample)
+        counted = plpy.execute(
+            plpy.prepare(f"SELECT v, count(*) AS k FROM ({values_query}) s WHERE v = ANY($1) GROUP BY v", ["float8[]"]),
+            [candidates.tolist()],
+        )
+        atoms = Atoms.from_counts([g["v"] for g in counted], [g["k"] for g in counted], min_count=ATOM_SHARE * n)
+    kde_rows = n - atoms.rows
+
+    summary = {"relation": rel, "column": cols[0], "rows": n, "nulls": n_all - n, "heavy_values": len(atoms.values),
+               "heavy_rows": atoms.rows, "kde_rows": kde_rows, "integer_valued": integral}
+    h, used_method, used_backend, used_sample = 0.0, "exact", "none", 0
+    grid_lo = grid_hi = None
+    cum = ([], [], [])
+    if kde_rows > 0:
+        # Integer data: every value owns [v - 1/2, v + 1/2], so the reflecting edges sit half a unit out.
+        grid_lo, grid_hi = (lo - 0.5, hi + 0.5) if integral else (lo, hi)
+        rest = sample[~np.isin(sample, atoms.values)]
+        delta = (grid_hi - grid_lo) / (grid_size - 1)
+        if len(rest) >= 50 and np.ptp(rest) > 0:
+            result = _select_bandwidth(plpy, rest, chosen, backend)
+            h = scale_bandwidth(math.sqrt(result.H[0, 0]), len(rest), kde_rows, result.method)
+            # The grid holds every row, so queries ask for this table's counts, not a population's: smoothing
+            # wider than one grid step only adds bias (docs/math.md §7).
+            h = min(h, delta)
+            used_method, used_backend, used_sample = result.method, result.backend, len(rest)
+        else:  # too few rows off the heavy values to choose a bandwidth: the grid's own resolution
+            h, used_method, used_sample = delta, "grid", len(rest)
+        binned = plpy.execute(
+            plpy.prepare(
+                f"SELECT b.k, sum(b.w) AS w FROM (SELECT (v - $1) / $2 AS p FROM ({values_query}) s "
+                f"WHERE NOT (v = ANY($3))) q, LATERAL (VALUES (floor(q.p)::int, 1 - (q.p - floor(q.p))), "
+                f"(floor(q.p)::int + 1, q.p - floor(q.p))) AS b(k, w) GROUP BY b.k",
+                ["float8", "float8", "float8[]"],
+            ),
+            [grid_lo, delta, atoms.values.tolist()],
+        )
+        weights = np.zeros(grid_size)
+        for r in binned:
+            k = min(max(int(r["k"]), 0), grid_size - 1)
+            weights[k] += float(r["w"])
+        masses = smooth_masses(weights, grid_lo, grid_hi, h)
+        cum = tuple(a.tolist() for a in cumulative_integrals(masses, grid_lo, grid_hi, kde_rows))
+
+    mod = plpy.execute(
+        plpy.prepare(
+            "SELECT coalesce(n_tup_ins + n_tup_upd + n_tup_del, 0) AS m FROM pg_catalog.pg_stat_user_tables WHERE relid = $1",
+            ["oid"],
+        ),
+        [relid],
+    )
+    atom_count, atom_sum, atom_sumsq = atoms.cumulative()
+    seconds = time.perf_counter() - started
+    upsert = plpy.prepare(
+        f"INSERT INTO {schema}.kde_synopsis (relid, cols, method, bandwidth, sample_size, n_rows, n_null, "
+        "integer_valued, atom_values, atom_cum_count, atom_cum_sum, atom_cum_sumsq, kde_rows, grid_lo, grid_hi, "
+        "grid_size, cum_count, cum_sum, cum_sumsq, built_at, build_seconds, backend, mod_count, options) "
+        "VALUES ($1::oid::regclass, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, "
+        "pg_catalog.now(), $20, $21, $22, $23) ON CONFLICT (relid, cols) DO UPDATE SET method = EXCLUDED.method, "
+        "bandwidth = EXCLUDED.bandwidth, sample_size = EXCLUDED.sample_size, n_rows = EXCLUDED.n_rows, "
+        "n_null = EXCLUDED.n_null, integer_valued = EXCLUDED.integer_valued, atom_values = EXCLUDED.atom_values, "
+        "atom_cum_count = EXCLUDED.atom_cum_count, atom_cum_sum = EXCLUDED.atom_cum_sum, "
+        "atom_cum_sumsq = EXCLUDED.atom_cum_sumsq, kde_rows = EXCLUDED.kde_rows, grid_lo = EXCLUDED.grid_lo, "
+        "grid_hi = EXCLUDED.grid_hi, grid_size = EXCLUDED.grid_size, cum_count = EXCLUDED.cum_count, "
+        "cum_sum = EXCLUDED.cum_sum, cum_sumsq = EXCLUDED.cum_sumsq, built_at = EXCLUDED.built_at, "
+        "build_seconds = EXCLUDED.build_seconds, backend = EXCLUDED.backend, mod_count = EXCLUDED.mod_count, "
+        "options = EXCLUDED.options",
+        ["oid", "text[]", "text", "float8[]", "int4", "int8", "int8", "bool", "float8[]", "float8[]", "float8[]",
+         "float8[]", "int8", "float8", "float8", "int4", "float8[]", "float8[]", "float8[]", "float8", "text", "int8",
+         "jsonb"],
+    )
+    plpy.execute(
+        upsert,
+        [relid, cols, used_method, [h], used_sample, n, n_all - n, integral, atoms.values.tolist(), atom_count,
+         atom_sum, atom_sumsq, kde_rows, grid_lo, grid_hi, grid_size if kde_rows > 0 else 0, cum[0], cum[1], cum[2],
+         seconds, used_backend, int(mod[0]["m"]) if mod else 0,
+         json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size, "backend": backend})],
+    )
+    summary.update({"method": used_method, "bandwidth": h, "sample_size": used_sample, "backend": used_backend,
+                    "grid_size": grid_size if kde_rows > 0 else 0, "seconds": round(seconds, 4)})
+    return json.dumps(summary)

@@ -1,0 +1,294 @@
+"""CREATE EXTENSION pg_kde on a real PostgreSQL: refresh, approximate answers against exact ones on data
+with known answers, bad input, privileges, hostile identifiers, staleness, concurrency, pg_dump."""
+
+import json
+import shutil
+import subprocess
+import threading
+import uuid
+
+import numpy as np
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg import sql  # noqa: E402
+
+from pg_kde import bandwidth  # noqa: E402
+
+
+def load(conn, table, columns: dict, types=None):
+    """Create ``table`` with float8 (or given) columns and COPY the arrays in (NaN -> NULL)."""
+    types = types or {}
+    conn.execute(
+        sql.SQL("CREATE TABLE {} ({})").format(
+            sql.Identifier(table),
+            sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(types.get(c, "float8"))) for c in columns),
+        )
+    )
+    names = list(columns)
+    with conn.cursor().copy(
+        sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, names)))
+    ) as cp:
+        for row in zip(*(np.asarray(columns[c]).tolist() for c in names)):
+            cp.write_row([None if (isinstance(v, float) and v != v) else v for v in row])
+
+
+def refresh(conn, table, col, **kw):
+    args = "".join(f", {k} => %({k})s" for k in kw)
+    return conn.execute(
+        f"SELECT kde_refresh(%(t)s::regclass, %(c)s{args})", {"t": sql.Identifier(table).as_string(conn), "c": col, **kw}
+    ).fetchone()[0]
+
+
+def approx(conn, fn, table, col, lo, hi):
+    return conn.execute(f"SELECT {fn}(%s::regclass, %s, %s, %s)", (sql.Identifier(table).as_string(conn), col, lo, hi)).fetchone()[0]
+
+
+def exact(conn, agg, table, col, lo, hi):
+    q = sql.SQL("SELECT {}({}) FROM {} WHERE {} BETWEEN %s AND %s").format(
+        sql.SQL(agg), sql.Identifier(col), sql.Identifier(table), sql.Identifier(col)
+    )
+    v = conn.execute(q, (lo, hi)).fetchone()[0]
+    return float(v) if v is not None else 0.0
+
+
+def test_continuous_column_matches_exact_answers(db, table):
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.normal(10, 3, 60000), rng.gamma(2.0, 4.0, 40000) + 20])
+    load(db, table, {"x": x})
+    s = refresh(db, table, "x")
+    assert s["rows"] == 100000 and s["kde_rows"] == 100000 and s["method"] == "plugin_cdf"
+    for lo, hi in [(5, 12), (0, 40), (22, 30), (9.9, 10.1), (-100, 100)]:
+        count = approx(db, "approx_count", table, "x", lo, hi)
+        assert count == pytest.approx(exact(db, "count", table, "x", lo, hi), rel=0.01, abs=30)
+        assert approx(db, "approx_sum", table, "x", lo, hi) == pytest.approx(exact(db, "sum", table, "x", lo, hi), rel=0.01, abs=500)
+        assert approx(db, "approx_avg", table, "x", lo, hi) == pytest.approx(exact(db, "avg", table, "x", lo, hi), rel=0.01)
+
+
+def test_heavy_values_are_exact_and_the_rest_smooth(db, table):
+    rng = np.random.default_rng(2)
+    atoms = rng.choice([0.0, 5.0, 15.0], size=30000, p=[0.5, 0.3, 0.2])
+    x = np.concatenate([atoms, rng.uniform(-50, 50, 20000)])
+    load(db, table, {"x": x})
+    s = refresh(db, table, "x")
+    assert s["heavy_values"] >= 3 and s["heavy_rows"] >= 30000
+    # A range that ends exactly on a heavy value counts all of it.
+    assert approx(db, "approx_count", table, "x", 0, 5) == pytest.approx(exact(db, "count", table, "x", 0, 5), rel=0.01)
+    assert approx(db, "approx_count", table, "x", 0, 0) == pytest.approx(exact(db, "count", table, "x", 0, 0), abs=1e-6)
+
+
+def test_integer_column_counts_whole_values(db, table):
+    rng = np.random.default_rng(3)
+    k = rng.integers(0, 20, 5000)  # few distinct values: an exact frequency table
+    wide = rng.integers(-5000, 5000, 5000)  # many distinct integers: atoms + KDE
+    load(db, table, {"k": k, "wide": wide}, types={"k": "integer", "wide": "bigint"})
+    s = refresh(db, table, "k")
+    assert s["method"] == "exact" and s["integer_valued"]
+    for lo, hi in [(2.5, 7.2), (3, 3), (-1, 0.5), (19, 19.9)]:
+        assert approx(db, "approx_count", table, "k", lo, hi) == exact(db, "count", table, "k", lo, hi)
+    s = refresh(db, table, "wide")
+    assert s["integer_valued"] and s["kde_rows"] > 0
+    # x BETWEEN 10.2 AND 11.7 holds only the value 11: continuity keeps it to one unit of width.
+    assert approx(db, "approx_count", table, "wide", 10.2, 11.7) < 5
+    assert approx(db, "approx_count", table, "wide", -1000, 1000) == pytest.approx(exact(db, "count", table, "wide", -1000, 1000), rel=0.03)
+
+
+def test_nulls_open_and_inverted_ranges(db, table):
+    x = np.where(np.arange(3000) % 4 == 0, np.nan, np.linspace(0, 1, 3000))
+    load(db, table, {"x": x})
+    s = refresh(db, table, "x")
+    assert (s["rows"], s["nulls"]) == (2250, 750)
+    assert approx(db, "approx_count", table, "x", None, None) == pytest.approx(2250)
+    assert approx(db, "approx_count", table, "x", float("-inf"), float("inf")) == pytest.approx(2250)
+    assert approx(db, "approx_count", table, "x", None, 0.5) == pytest.approx(exact(db, "count", table, "x", -1, 0.5), rel=0.01)
+    assert approx(db, "approx_count", table, "x", 0.8, 0.2) == 0
+    assert approx(db, "approx_avg", table, "x", 5, 6) is None
+
+
+def test_bad_columns_and_tables(db, table):
+    load(db, table, {"x": [1.0, 2.0, float("nan")], "s": ["a", "b", "c"]}, types={"s": "text"})
+    db.execute(sql.SQL("CREATE TABLE {} (x float8)").format(sql.Identifier(table + "_empty")))
+    try:
+        with pytest.raises(psycopg.errors.Error, match="is empty"):
+            refresh(db, table + "_empty", "x")
+        db.execute(sql.SQL("INSERT INTO {} VALUES (NULL)").format(sql.Identifier(table + "_empty")))
+        with pytest.raises(psycopg.errors.Error, match="no non-NULL values"):
+            refresh(db, table + "_empty", "x")
+    finally:
+        db.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table + "_empty")))
+    with pytest.raises(psycopg.errors.Error, match="has type text"):
+        refresh(db, table, "s")
+    with pytest.raises(psycopg.errors.Error, match="does not exist"):
+        refresh(db, table, "nope")
+    db.execute(sql.SQL("UPDATE {} SET x = 'NaN' WHERE x IS NULL").format(sql.Identifier(table)))
+    with pytest.raises(psycopg.errors.Error, match="NaN or infinite"):
+        refresh(db, table, "x")
+    with pytest.raises(psycopg.errors.Error, match="valid methods"):
+        refresh(db, table, "x", method="silverman")
+
+
+def test_constant_column_is_one_exact_value(db, table):
+    load(db, table, {"x": [7.5] * 500})
+    s = refresh(db, table, "x")
+    assert s["method"] == "exact" and s["heavy_values"] == 1
+    assert approx(db, "approx_count", table, "x", 7, 8) == 500
+    assert approx(db, "approx_sum", table, "x", 7, 8) == 3750
+    assert approx(db, "approx_count", table, "x", 7.6, 8) == 0
+
+
+def test_missing_synopsis_names_the_refresh_call(db, table):
+    load(db, table, {"x": [1.0, 2.0]})
+    with pytest.raises(psycopg.errors.UndefinedObject) as err:
+        approx(db, "approx_count", table, "x", 0, 1)
+    assert "kde_refresh" in (err.value.diag.message_hint or "")
+
+
+def test_failed_refresh_keeps_the_old_synopsis(db, table):
+    load(db, table, {"x": np.linspace(0, 10, 2000)})
+    refresh(db, table, "x")
+    before = db.execute("SELECT built_at, n_rows FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+    db.execute(sql.SQL("INSERT INTO {} VALUES ('Infinity')").format(sql.Identifier(table)))
+    with pytest.raises(psycopg.errors.Error, match="NaN or infinite"):
+        refresh(db, table, "x")
+    after = db.execute("SELECT built_at, n_rows FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+    assert after == before
+
+
+def test_hostile_identifiers(db):
+    hostile = 'x"; DROP TABLE y; --'
+    column = 'a b"c'
+    db.execute("CREATE TABLE y (v int)")
+    try:
+        load(db, hostile, {column: np.linspace(0, 1, 1000)})
+        s = refresh(db, hostile, column)
+        assert s["rows"] == 1000
+        assert approx(db, "approx_count", hostile, column, 0, 0.5) == pytest.approx(500, abs=5)
+        assert db.execute("SELECT count(*) FROM kde_synopses WHERE %s = ANY(cols)", (column,)).fetchone()[0] == 1
+        assert db.execute("SELECT to_regclass('y') IS NOT NULL").fetchone()[0]
+    finally:
+        db.execute(sql.SQL("DROP TABLE IF EXISTS {}, y").format(sql.Identifier(hostile)))
+
+
+def test_privileges(db, database, table):
+    load(db, table, {"x": np.linspace(0, 1, 1000), "secret": np.linspace(5, 6, 1000)})
+    refresh(db, table, "x")
+    refresh(db, table, "secret")
+    suffix = uuid.uuid4().hex[:6]
+    reader, outsider = f"kde_reader_{suffix}", f"kde_outsider_{suffix}"
+    for role in (reader, outsider):
+        db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    db.execute(sql.SQL("GRANT SELECT (x) ON {} TO {}").format(sql.Identifier(table), sql.Identifier(reader)))
+    try:
+        with psycopg.connect(database, user=reader, autocommit=True) as conn:
+            assert approx(conn, "approx_count", table, "x", 0, 0.5) == pytest.approx(500, abs=5)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                approx(conn, "approx_count", table, "secret", 5, 6)
+            seen = conn.execute("SELECT cols FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchall()
+            assert seen == [(["x"],)]  # the catalog row of the secret column is invisible
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):  # refreshing needs a grant
+                refresh(conn, table, "x")
+        db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(sql.Identifier(reader)))
+        with psycopg.connect(database, user=reader, autocommit=True) as conn:
+            assert refresh(conn, table, "x")["rows"] == 1000
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                refresh(conn, table, "secret")
+            # Row-level security hides the secret column's row from this role: a direct DELETE finds nothing.
+            gone = conn.execute("DELETE FROM kde_synopsis WHERE relid = %s::regclass AND cols = '{secret}'", (table,))
+            assert gone.rowcount == 0
+        assert db.execute("SELECT count(*) FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()[0] == 2
+        with psycopg.connect(database, user=outsider, autocommit=True) as conn:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                approx(conn, "approx_count", table, "x", 0, 1)
+            assert conn.execute("SELECT count(*) FROM kde_synopses").fetchone()[0] == 0
+    finally:
+        db.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
+        db.execute(sql.SQL("REVOKE ALL ON kde_synopsis FROM {}").format(sql.Identifier(reader)))
+        for role in (reader, outsider):
+            db.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_kde_bandwidth_is_the_python_selector(db, table):
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(0, 2, 3000), rng.normal(0, 1, 3000)
+    load(db, table, {"x": x, "y": x * 0.5 + y})
+    (h,) = db.execute("SELECT kde_bandwidth(%s, 'x', 'plugin', 'reference')", (table,)).fetchone()[0]
+    assert h == pytest.approx(bandwidth.plugin(x, backend="reference").h, rel=1e-12)
+    H = db.execute("SELECT kde_bandwidth(%s, ARRAY['x','y'], 'lscv_h', 'native')", (table,)).fetchone()[0]
+    np.testing.assert_allclose(np.reshape(H, (2, 2)), bandwidth.lscv_h(np.column_stack([x, x * 0.5 + y]), backend="native", dtype="float32").H, rtol=1e-5)
+    with pytest.raises(psycopg.errors.Error, match="valid methods"):
+        db.execute("SELECT kde_bandwidth(%s, 'x', 'bogus')", (table,))
+    with pytest.raises(psycopg.errors.Error, match="valid backends"):
+        db.execute("SELECT kde_bandwidth(%s, 'x', 'plugin', 'gpu')", (table,))
+
+
+def test_staleness(db, table):
+    load(db, table, {"x": np.linspace(0, 1, 1000)})
+    db.execute("SELECT pg_stat_force_next_flush()")
+    refresh(db, table, "x")
+    db.execute(sql.SQL("UPDATE {} SET x = x + 1 WHERE x < 0.5").format(sql.Identifier(table)))
+    db.execute("SELECT pg_stat_force_next_flush()")
+    db.execute("SELECT 1")  # the flush happens at the end of a transaction
+    row = db.execute("SELECT rows_modified, stale FROM kde_synopses WHERE relid = %s::regclass", (table,)).fetchone()
+    assert row[0] >= 500 and row[1] is True
+    assert db.execute("SELECT kde_refresh_stale()").fetchone()[0] >= 1
+    assert approx(db, "approx_count", table, "x", 1, 2) == pytest.approx(500, abs=5)
+
+
+def test_concurrent_refresh_while_querying(database, db, table):
+    load(db, table, {"x": np.linspace(0, 100, 20000)})
+    refresh(db, table, "x")
+    errors, answers = [], []
+
+    def query():
+        with psycopg.connect(database, autocommit=True) as conn:
+            for _ in range(60):
+                try:
+                    answers.append(approx(conn, "approx_count", table, "x", 0, 50))
+                except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                    errors.append(exc)
+
+    def refresher():
+        with psycopg.connect(database, autocommit=True) as conn:
+            for _ in range(3):
+                refresh(conn, table, "x")
+
+    threads = [threading.Thread(target=query), threading.Thread(target=refresher), threading.Thread(target=refresher)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(a == pytest.approx(10000, rel=0.01) for a in answers)
+
+
+@pytest.mark.skipif(shutil.which("pg_dump") is None, reason="pg_dump is not installed")
+def test_pg_dump_keeps_synopses(server_dsn, database, db, table):
+    load(db, table, {"x": np.linspace(0, 1, 1000)})
+    refresh(db, table, "x")
+    expected = approx(db, "approx_count", table, "x", 0.2, 0.7)
+    target = f"pg_kde_restore_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {target}")
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(database)
+        args = [f"--host={info['host']}", f"--port={info['port']}", f"--username={info['user']}"]
+        dump = subprocess.run(["pg_dump", *args, "--format=custom", info["dbname"]], capture_output=True, check=True)
+        subprocess.run(["pg_restore", *args, f"--dbname={target}"], input=dump.stdout, capture_output=True, check=True)
+        with psycopg.connect(psycopg.conninfo.make_conninfo(database, dbname=target), autocommit=True) as conn:
+            assert approx(conn, "approx_count", table, "x", 0.2, 0.7) == pytest.approx(expected, rel=1e-12)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {target} WITH (FORCE)")
+
+
+def test_admin_api_refresh_list_drop(db, table):
+    from pg_kde import admin
+
+    load(db, table, {"x": np.linspace(0, 1, 500), "y": np.linspace(1, 2, 500)})
+    seen = []
+    summaries = admin.refresh(db, [(table, "x"), (table, "y")], progress=lambda *a: seen.append(a[:3]))
+    assert [s["column"] for s in summaries] == ["x", "y"] and [s[0] for s in seen] == [1, 2]
+    listed = [r for r in admin.list_synopses(db) if r["relation"] == table]
+    assert sorted(r["cols"][0] for r in listed) == ["x", "y"]
+    assert admin.drop(db, table, "x") is True and admin.drop(db, table, "x") is False
+    assert json.loads(json.dumps(summaries[0]))["rows"] == 500
