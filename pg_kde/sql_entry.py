@@ -21,7 +21,10 @@ from .synopsis import (
     EXACT_DISTINCT,
     Atoms,
     atom_candidates,
-    cumulative_integrals,
+    cell_prefix,
+    grid_layout,
+    is_discrete,
+    point_weights,
     scale_bandwidth,
     smooth_masses,
 )
@@ -207,12 +210,12 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
                "heavy_rows": atoms.rows, "kde_rows": kde_rows, "integer_valued": integral}
     h, used_method, used_backend, used_sample = 0.0, "exact", "none", 0
     grid_lo = grid_hi = None
-    cum = ([], [], [])
+    cell_count, cell_sum, kde_mass, discrete = [], [], [], False
     if kde_rows > 0:
-        # Integer data: every value owns [v - 1/2, v + 1/2], so the reflecting edges sit half a unit out.
-        grid_lo, grid_hi = (lo - 0.5, hi + 0.5) if integral else (lo, hi)
+        grid_lo, grid_hi, grid_size = grid_layout(lo, hi, integral, grid_size)
         rest = sample[~np.isin(sample, atoms.values)]
         delta = (grid_hi - grid_lo) / (grid_size - 1)
+        discrete = is_discrete(sample, delta, integral)
         if len(rest) >= 50 and np.ptp(rest) > 0:
             result = _select_bandwidth(plpy, rest, chosen, backend)
             h = scale_bandwidth(math.sqrt(result.H[0, 0]), len(rest), kde_rows, result.method)
@@ -222,21 +225,24 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
             used_method, used_backend, used_sample = result.method, result.backend, len(rest)
         else:  # too few rows off the heavy values to choose a bandwidth: the grid's own resolution
             h, used_method, used_sample = delta, "grid", len(rest)
-        binned = plpy.execute(
+        # One scan: per grid cell, its rows, their sum and the sum of their offsets within the cell.
+        cells = plpy.execute(
             plpy.prepare(
-                f"SELECT b.k, sum(b.w) AS w FROM (SELECT (v - $1) / $2 AS p FROM ({values_query}) s "
-                f"WHERE NOT (v = ANY($3))) q, LATERAL (VALUES (floor(q.p)::int, 1 - (q.p - floor(q.p))), "
-                f"(floor(q.p)::int + 1, q.p - floor(q.p))) AS b(k, w) GROUP BY b.k",
+                f"SELECT c, count(*) AS n, sum(v) AS s, sum(p - c) AS t FROM (SELECT v, p, "
+                f"least(floor(p)::int, {grid_size - 2}) AS c FROM (SELECT v, (v - $1) / $2 AS p FROM ({values_query}) s "
+                f"WHERE NOT (v = ANY($3))) q) r GROUP BY c",
                 ["float8", "float8", "float8[]"],
             ),
             [grid_lo, delta, atoms.values.tolist()],
         )
-        weights = np.zeros(grid_size)
-        for r in binned:
-            k = min(max(int(r["k"]), 0), grid_size - 1)
-            weights[k] += float(r["w"])
-        masses = smooth_masses(weights, grid_lo, grid_hi, h)
-        cum = tuple(a.tolist() for a in cumulative_integrals(masses, grid_lo, grid_hi, kde_rows))
+        rows_in, sums_in, offsets_in = (np.zeros(grid_size - 1) for _ in range(3))
+        for r in cells:
+            k = min(max(int(r["c"]), 0), grid_size - 2)
+            rows_in[k] += float(r["n"])
+            sums_in[k] += float(r["s"])
+            offsets_in[k] += float(r["t"])
+        masses = smooth_masses(point_weights(rows_in, np.clip(offsets_in, 0.0, rows_in)), grid_lo, grid_hi, h)
+        cell_count, cell_sum, kde_mass = cell_prefix(rows_in), cell_prefix(sums_in), masses.tolist()
 
     mod = plpy.execute(
         plpy.prepare(
@@ -245,33 +251,30 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
         ),
         [relid],
     )
-    atom_count, atom_sum, atom_sumsq = atoms.cumulative()
+    atom_count, atom_sum = atoms.cumulative()
     seconds = time.perf_counter() - started
+    columns = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued",
+               "atom_values", "atom_cum_count", "atom_cum_sum", "kde_rows", "grid_lo", "grid_hi", "grid_size",
+               "cell_cum_count", "cell_cum_sum", "kde_mass", "cell_discrete", "build_seconds", "backend", "mod_count",
+               "options"]
+    types = ["oid", "text[]", "text", "float8[]", "int4", "int8", "int8", "bool", "float8[]", "float8[]", "float8[]",
+             "int8", "float8", "float8", "int4", "float8[]", "float8[]", "float8[]", "bool", "float8", "text", "int8",
+             "jsonb"]
+    values = ", ".join("$1::oid::regclass" if i == 0 else f"${i + 1}" for i in range(len(columns)))
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[2:])
     upsert = plpy.prepare(
-        f"INSERT INTO {schema}.kde_synopsis (relid, cols, method, bandwidth, sample_size, n_rows, n_null, "
-        "integer_valued, atom_values, atom_cum_count, atom_cum_sum, atom_cum_sumsq, kde_rows, grid_lo, grid_hi, "
-        "grid_size, cum_count, cum_sum, cum_sumsq, built_at, build_seconds, backend, mod_count, options) "
-        "VALUES ($1::oid::regclass, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, "
-        "pg_catalog.now(), $20, $21, $22, $23) ON CONFLICT (relid, cols) DO UPDATE SET method = EXCLUDED.method, "
-        "bandwidth = EXCLUDED.bandwidth, sample_size = EXCLUDED.sample_size, n_rows = EXCLUDED.n_rows, "
-        "n_null = EXCLUDED.n_null, integer_valued = EXCLUDED.integer_valued, atom_values = EXCLUDED.atom_values, "
-        "atom_cum_count = EXCLUDED.atom_cum_count, atom_cum_sum = EXCLUDED.atom_cum_sum, "
-        "atom_cum_sumsq = EXCLUDED.atom_cum_sumsq, kde_rows = EXCLUDED.kde_rows, grid_lo = EXCLUDED.grid_lo, "
-        "grid_hi = EXCLUDED.grid_hi, grid_size = EXCLUDED.grid_size, cum_count = EXCLUDED.cum_count, "
-        "cum_sum = EXCLUDED.cum_sum, cum_sumsq = EXCLUDED.cum_sumsq, built_at = EXCLUDED.built_at, "
-        "build_seconds = EXCLUDED.build_seconds, backend = EXCLUDED.backend, mod_count = EXCLUDED.mod_count, "
-        "options = EXCLUDED.options",
-        ["oid", "text[]", "text", "float8[]", "int4", "int8", "int8", "bool", "float8[]", "float8[]", "float8[]",
-         "float8[]", "int8", "float8", "float8", "int4", "float8[]", "float8[]", "float8[]", "float8", "text", "int8",
-         "jsonb"],
+        f"INSERT INTO {schema}.kde_synopsis ({', '.join(columns)}, built_at) VALUES ({values}, pg_catalog.now()) "
+        f"ON CONFLICT (relid, cols) DO UPDATE SET {updates}, built_at = EXCLUDED.built_at",
+        types,
     )
     plpy.execute(
         upsert,
         [relid, cols, used_method, [h], used_sample, n, n_all - n, integral, atoms.values.tolist(), atom_count,
-         atom_sum, atom_sumsq, kde_rows, grid_lo, grid_hi, grid_size if kde_rows > 0 else 0, cum[0], cum[1], cum[2],
-         seconds, used_backend, int(mod[0]["m"]) if mod else 0,
+         atom_sum, kde_rows, grid_lo, grid_hi, grid_size if kde_rows > 0 else 0, cell_count, cell_sum, kde_mass,
+         discrete, seconds, used_backend, int(mod[0]["m"]) if mod else 0,
          json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size, "backend": backend})],
     )
     summary.update({"method": used_method, "bandwidth": h, "sample_size": used_sample, "backend": used_backend,
+                    "discrete": discrete,
                     "grid_size": grid_size if kde_rows > 0 else 0, "seconds": round(seconds, 4)})
     return json.dumps(summary)

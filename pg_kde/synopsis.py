@@ -4,9 +4,10 @@ A synopsis answers COUNT, SUM and sums of squares over ranges as two parts that 
 
 - *heavy values* ("atoms"): every value holding at least ``ATOM_SHARE`` of the rows, kept exactly with
   its count from the whole table (a column with few distinct values is all atoms);
-- the *smooth part*: a Gaussian KDE of the other rows, built from their linearly binned counts on a
-  grid over [lo, hi] by convolution, reflected at both ends, so no mass leaks past the data's range.
-  It is stored as cumulative integrals of f, x·f and x²·f at the grid points, scaled to row counts.
+- the *smooth part*, the other rows on a grid over [lo, hi]: each grid cell's exact row count and sum
+  (stored cumulatively), and a Gaussian KDE of those rows, built from their linearly binned counts by
+  convolution and reflected at both ends so no mass leaks past the data's range. Its mass at each grid
+  point says where rows sit inside a cell that a query range cuts.
 
 docs/math.md §7 gives the formulas. This module does no I/O; :mod:`pg_kde.sql_entry` feeds it from SQL.
 """
@@ -22,6 +23,10 @@ from scipy.signal import fftconvolve
 ATOM_SHARE = 0.001
 #: A column with at most this many distinct values becomes an exact frequency table.
 EXACT_DISTINCT = 1024
+#: Integer columns spanning at most this many values get one grid cell per value.
+INTEGER_CELLS = 16383
+#: A grid cell spanning fewer possible values than this counts as discretised (see is_discrete).
+DISCRETE_POSITIONS = 20
 
 
 def atom_candidates(sample: np.ndarray) -> np.ndarray:
@@ -54,9 +59,38 @@ class Atoms:
         return int(round(float(self.counts.sum())))
 
     def cumulative(self):
-        """(cum_count, cum_sum, cum_sumsq) as lists, for the catalog."""
-        v, k = self.values, self.counts
-        return np.cumsum(k).tolist(), np.cumsum(k * v).tolist(), np.cumsum(k * v * v).tolist()
+        """(cum_count, cum_sum) as lists, for the catalog."""
+        return np.cumsum(self.counts).tolist(), np.cumsum(self.counts * self.values).tolist()
+
+
+def grid_layout(lo: float, hi: float, integral: bool, size: int):
+    """(grid_lo, grid_hi, grid_size) for data on [lo, hi].
+
+    Continuous data: ``size`` points over [lo, hi]. Integer data: every value v owns [v − ½, v + ½], so
+    the grid starts at lo − ½ with a whole-number step. One cell per value when the range allows
+    (up to INTEGER_CELLS values; ``size`` is raised for it), so a range with continuity-corrected ends
+    never cuts a cell and counts are exact; a wider range gets the smallest whole step that fits ``size``.
+    """
+    if not integral:
+        return lo, hi, size
+    values = int(round(hi - lo)) + 1
+    if values <= max(size - 1, INTEGER_CELLS):
+        step, cells = 1, values
+    else:
+        step = -(-values // (size - 1))
+        cells = -(-values // step)
+    return lo - 0.5, lo - 0.5 + step * cells, cells + 1
+
+
+def is_discrete(sample: np.ndarray, delta: float, integral: bool) -> bool:
+    """Whether rows inside a grid cell can only sit on a few values (integers, or data rounded to a
+    resolution q with Δ/q < DISCRETE_POSITIONS): then they cluster, and a binomial model of where a
+    cell's rows fall would understate the uncertainty."""
+    if integral:
+        return True
+    gaps = np.diff(np.unique(sample))
+    gaps = gaps[gaps > 0]
+    return bool(len(gaps)) and delta / float(gaps.min()) < DISCRETE_POSITIONS
 
 
 def grid_points(lo: float, hi: float, size: int) -> np.ndarray:
@@ -96,26 +130,22 @@ def smooth_masses(weights: np.ndarray, lo: float, hi: float, h: float) -> np.nda
     return masses * (weights.sum() / masses.sum())
 
 
-def cumulative_integrals(masses: np.ndarray, lo: float, hi: float, rows: float):
-    """Cumulative ∫f, ∫x f, ∫x² f at the grid points, for the piecewise-linear density through the masses.
+def point_weights(cell_rows: np.ndarray, cell_offsets: np.ndarray) -> np.ndarray:
+    """Linear-binning weights at the grid points from per-cell aggregates.
 
-    The density at grid point k is masses[k]/Δ, linear in between; integrals over each cell are exact for
-    that density, and the whole is scaled so that ∫f equals ``rows``.
+    A row at fraction t of cell k gives 1 − t to grid point k and t to point k + 1; so point weights
+    follow from each cell's row count n_k and the sum of its rows' offsets Σt (what the SQL scan returns).
     """
-    m = len(masses)
-    delta = (hi - lo) / (m - 1)
-    x = grid_points(lo, hi, m)[:-1]
-    d0, d1 = masses[:-1] / delta, masses[1:] / delta
-    slope = (d1 - d0) / delta
-    cell_count = delta * (d0 + d1) / 2.0
-    cell_sum = d0 * (x * delta + delta**2 / 2.0) + slope * (x * delta**2 / 2.0 + delta**3 / 3.0)
-    cell_sumsq = d0 * (x * x * delta + x * delta**2 + delta**3 / 3.0) + slope * (
-        x * x * delta**2 / 2.0 + 2.0 * x * delta**3 / 3.0 + delta**4 / 4.0
-    )
-    total = cell_count.sum()
-    scale = rows / total if total > 0 else 0.0
-    prefix = lambda cells: np.concatenate([[0.0], np.cumsum(cells) * scale])  # noqa: E731
-    return prefix(cell_count), prefix(cell_sum), prefix(cell_sumsq)
+    m = len(cell_rows) + 1
+    weights = np.zeros(m)
+    weights[:-1] += cell_rows - cell_offsets
+    weights[1:] += cell_offsets
+    return weights
+
+
+def cell_prefix(cells: np.ndarray) -> list:
+    """Cumulative sums before each grid point (length cells + 1, starting at 0), for the catalog."""
+    return np.concatenate([[0.0], np.cumsum(cells)]).tolist()
 
 
 def scale_bandwidth(h_sample: float, sample_rows: int, rows: int, method: str) -> float:

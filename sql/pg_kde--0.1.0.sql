@@ -4,9 +4,10 @@
 -- ---------------------------------------------------------------------------------------------- catalog
 -- One row per (table, column set). A synopsis is two parts that add up:
 --   heavy values ("atoms"): values holding >= 0.1% of the rows, kept exactly (sorted, with cumulative
---     counts, sums and sums of squares over the whole table); a column with few distinct values is all atoms;
---   the smooth part: a Gaussian KDE of the remaining rows on grid_size points over [grid_lo, grid_hi],
---     stored as cumulative integrals of f, x f and x² f scaled to row counts.
+--     counts and sums over the whole table); a column with few distinct values is all atoms;
+--   the smooth part, the other rows, on grid_size points over [grid_lo, grid_hi]: exact cumulative row
+--     counts and sums per grid cell (cell_cum_*, from a full scan), and the KDE's mass at each grid point
+--     (kde_mass), which says where rows sit inside the cells a query range cuts.
 CREATE TABLE kde_synopsis (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL,
@@ -19,14 +20,14 @@ CREATE TABLE kde_synopsis (
     atom_values     float8[]    NOT NULL,
     atom_cum_count  float8[]    NOT NULL,
     atom_cum_sum    float8[]    NOT NULL,
-    atom_cum_sumsq  float8[]    NOT NULL,
     kde_rows        bigint      NOT NULL,
     grid_lo         float8,
     grid_hi         float8,
     grid_size       integer     NOT NULL,
-    cum_count       float8[]    NOT NULL,
-    cum_sum         float8[]    NOT NULL,
-    cum_sumsq       float8[]    NOT NULL,
+    cell_cum_count  float8[]    NOT NULL,
+    cell_cum_sum    float8[]    NOT NULL,
+    kde_mass        float8[]    NOT NULL,
+    cell_discrete   boolean     NOT NULL,
     built_at        timestamptz NOT NULL DEFAULT now(),
     build_seconds   float8      NOT NULL,
     backend         text        NOT NULL,
@@ -34,6 +35,11 @@ CREATE TABLE kde_synopsis (
     options         jsonb       NOT NULL,
     PRIMARY KEY (relid, cols)
 );
+-- Arrays are read whole by every query: keep them uncompressed (no pglz on the read path).
+ALTER TABLE kde_synopsis ALTER COLUMN atom_values SET STORAGE EXTERNAL,
+    ALTER COLUMN atom_cum_count SET STORAGE EXTERNAL, ALTER COLUMN atom_cum_sum SET STORAGE EXTERNAL,
+    ALTER COLUMN cell_cum_count SET STORAGE EXTERNAL, ALTER COLUMN cell_cum_sum SET STORAGE EXTERNAL,
+    ALTER COLUMN kde_mass SET STORAGE EXTERNAL;
 COMMENT ON TABLE kde_synopsis IS 'pg_kde synopses: exact heavy values plus a KDE of the other rows, per table and column set';
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis', '');
 
@@ -148,72 +154,211 @@ END
 $$;
 COMMENT ON FUNCTION _kde_atoms_upto(float8[], float8[], float8, boolean) IS 'pg_kde internal: cumulative atom lookup';
 
--- A cumulative grid array [lo, hi] evaluated at x, linear between grid points, 0 below and total above.
-CREATE FUNCTION _kde_grid_upto(cum float8[], lo float8, hi float8, x float8) RETURNS float8
+-- Share of a grid cell's rows between fractions t0 < t1 of the cell, when the density runs linearly from
+-- d0 to d1 across it: F(t) = (d0 t + (d1 - d0) t^2 / 2) / ((d0 + d1) / 2).
+CREATE FUNCTION _kde_cell_share(d0 float8, d1 float8, t0 float8, t1 float8) RETURNS float8
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN d0 + d1 <= 0 THEN t1 - t0
+                ELSE (d0 * (t1 - t0) + (d1 - d0) * (t1 * t1 - t0 * t0) / 2) / ((d0 + d1) / 2) END
+$$;
+COMMENT ON FUNCTION _kde_cell_share(float8, float8, float8, float8) IS 'pg_kde internal: share of a cell';
+
+-- Mean position (as a fraction of the cell) of the rows between t0 and t1 under the same linear density.
+CREATE FUNCTION _kde_cell_mean(d0 float8, d1 float8, t0 float8, t1 float8) RETURNS float8
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN d0 * (t1 - t0) + (d1 - d0) * (t1 * t1 - t0 * t0) / 2 <= 0 THEN (t0 + t1) / 2
+                ELSE (d0 * (t1 * t1 - t0 * t0) / 2 + (d1 - d0) * (t1 ^ 3 - t0 ^ 3) / 3)
+                     / (d0 * (t1 - t0) + (d1 - d0) * (t1 * t1 - t0 * t0) / 2) END
+$$;
+COMMENT ON FUNCTION _kde_cell_mean(float8, float8, float8, float8) IS 'pg_kde internal: mean position in a cell';
+
+-- The smooth part's count (moment 0) or sum (moment 1) over a <= x <= b: whole cells exactly from the
+-- cumulative cell arrays; the (at most two) cells the range cuts by the KDE's share of their rows. Also
+-- the variance of that share (each cut cell's rows Binomial(n, share)) and hard bounds (none to all of a
+-- cut cell's rows inside the range).
+CREATE FUNCTION _kde_smooth(s kde_synopsis, a float8, b float8, moment integer,
+                            OUT estimate float8, OUT variance float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    m integer := cardinality(cum);
-    p float8;
-    i integer;
+    m integer := s.grid_size;
+    cells float8[] := CASE WHEN moment = 0 THEN s.cell_cum_count ELSE s.cell_cum_sum END;
+    counts float8[] := s.cell_cum_count;
+    mass float8[] := s.kde_mass;
+    delta float8;
+    pa float8;
+    pb float8;
+    ka integer;
+    kb integer;
+    c integer;
+    t0 float8;
+    t1 float8;
+    n float8;
+    share float8;
+    x float8;
 BEGIN
-    IF m IS NULL OR m = 0 OR x <= lo THEN
-        RETURN 0;
-    ELSIF x >= hi THEN
-        RETURN cum[m];
+    estimate := 0; variance := 0; low := 0; high := 0;
+    IF s.kde_rows = 0 THEN
+        RETURN;
     END IF;
-    p := (x - lo) / (hi - lo) * (m - 1);
-    i := least(floor(p)::integer, m - 2);
-    RETURN cum[i + 1] + (p - i) * (cum[i + 2] - cum[i + 1]);
+    a := greatest(a, s.grid_lo);
+    b := least(b, s.grid_hi);
+    IF a >= b THEN
+        RETURN;
+    END IF;
+    delta := (s.grid_hi - s.grid_lo) / (m - 1);
+    pa := (a - s.grid_lo) / delta;
+    pb := (b - s.grid_lo) / delta;
+    -- A bound within rounding of a cell edge is on it (integer grids put continuity-corrected bounds there).
+    IF abs(pa - round(pa)) < 1e-9 THEN pa := round(pa); END IF;
+    IF abs(pb - round(pb)) < 1e-9 THEN pb := round(pb); END IF;
+    ka := least(floor(pa)::integer, m - 2);
+    kb := least(floor(pb)::integer, m - 2);
+    IF kb > ka + 1 THEN  -- whole cells ka+1 .. kb-1 (cell k holds cells[k + 2] - cells[k + 1])
+        estimate := cells[kb + 1] - cells[ka + 2];
+    END IF;
+    low := estimate;
+    high := estimate;
+    FOR c IN SELECT DISTINCT unnest(ARRAY[ka, kb]) LOOP
+        t0 := CASE WHEN c = ka THEN pa - ka ELSE 0 END;
+        t1 := CASE WHEN c = kb THEN least(pb - kb, 1) ELSE 1 END;
+        n := counts[c + 2] - counts[c + 1];
+        CONTINUE WHEN n <= 0 OR t1 <= t0;
+        IF t0 = 0 AND t1 = 1 THEN  -- the range covers this cell whole: exact
+            estimate := estimate + cells[c + 2] - cells[c + 1];
+            low := low + cells[c + 2] - cells[c + 1];
+            high := high + cells[c + 2] - cells[c + 1];
+            CONTINUE;
+        END IF;
+        share := @extschema@._kde_cell_share(mass[c + 1], mass[c + 2], t0, t1);
+        IF moment = 0 THEN
+            estimate := estimate + n * share;
+            variance := variance + n * share * (1 - share);
+            high := high + n;
+        ELSE
+            x := s.grid_lo + (c + @extschema@._kde_cell_mean(mass[c + 1], mass[c + 2], t0, t1)) * delta;
+            estimate := estimate + n * share * x;
+            variance := variance + n * share * (1 - share) * x * x;
+            low := low + least(0, n * (s.grid_lo + (c + t0) * delta));
+            high := high + greatest(0, n * (s.grid_lo + (c + t1) * delta));
+        END IF;
+    END LOOP;
 END
 $$;
-COMMENT ON FUNCTION _kde_grid_upto(float8[], float8, float8, float8) IS 'pg_kde internal: cumulative grid lookup';
+COMMENT ON FUNCTION _kde_smooth(kde_synopsis, float8, float8, integer) IS 'pg_kde internal: the smooth part of a range';
 
--- Moment 0, 1 or 2 (count, sum, sum of squares) of the rows with lo <= x <= hi; NULL bounds are open.
-CREATE FUNCTION _kde_range(s kde_synopsis, lo float8, hi float8, moment integer) RETURNS float8
+-- Count (moment 0) or sum (moment 1) of the rows with lo <= x <= hi, NULL bounds open, with the
+-- variance and hard bounds of the estimate.
+CREATE FUNCTION _kde_range(s kde_synopsis, lo float8, hi float8, moment integer,
+                           OUT estimate float8, OUT variance float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     a float8 := coalesce(lo, '-Infinity');
     b float8 := coalesce(hi, 'Infinity');
-    atoms float8[];
-    grid float8[];
-    total float8;
+    atoms float8[] := CASE WHEN moment = 0 THEN s.atom_cum_count ELSE s.atom_cum_sum END;
+    exact float8;
+    smooth record;
 BEGIN
+    estimate := 0; variance := 0; low := 0; high := 0;
     IF a > b THEN
-        RETURN 0;
+        RETURN;
     END IF;
-    atoms := CASE moment WHEN 0 THEN s.atom_cum_count WHEN 1 THEN s.atom_cum_sum ELSE s.atom_cum_sumsq END;
-    grid := CASE moment WHEN 0 THEN s.cum_count WHEN 1 THEN s.cum_sum ELSE s.cum_sumsq END;
-    total := @extschema@._kde_atoms_upto(s.atom_values, atoms, b, true)
+    exact := @extschema@._kde_atoms_upto(s.atom_values, atoms, b, true)
            - @extschema@._kde_atoms_upto(s.atom_values, atoms, a, false);
     IF s.integer_valued THEN
         -- Whole values only: x in [a, b] means x in [ceil(a), floor(b)], each value owning x ± 1/2.
         a := ceil(a) - 0.5;
         b := floor(b) + 0.5;
     END IF;
-    IF a < b AND s.kde_rows > 0 THEN
-        total := total + @extschema@._kde_grid_upto(grid, s.grid_lo, s.grid_hi, b)
-                       - @extschema@._kde_grid_upto(grid, s.grid_lo, s.grid_hi, a);
-    END IF;
-    RETURN total;
+    smooth := @extschema@._kde_smooth(s, a, b, moment);
+    estimate := exact + smooth.estimate;
+    variance := smooth.variance;
+    low := exact + smooth.low;
+    high := exact + smooth.high;
 END
 $$;
 COMMENT ON FUNCTION _kde_range(kde_synopsis, float8, float8, integer) IS 'pg_kde internal: a moment over a range';
 
+-- Standard normal quantile (Acklam's rational approximation, relative error < 1.2e-9).
+CREATE FUNCTION _kde_normal_quantile(p float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    a float8[] := ARRAY[-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                        1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00];
+    b float8[] := ARRAY[-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                        6.680131188771972e+01, -1.328068155288572e+01];
+    c float8[] := ARRAY[-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                        -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00];
+    d float8[] := ARRAY[7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                        3.754408661907416e+00];
+    q float8;
+    r float8;
+BEGIN
+    IF p <= 0 OR p >= 1 THEN
+        RAISE EXCEPTION 'probability must be between 0 and 1, got %', p;
+    ELSIF p < 0.02425 THEN
+        q := sqrt(-2 * ln(p));
+        RETURN (((((c[1] * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) * q + c[6])
+             / ((((d[1] * q + d[2]) * q + d[3]) * q + d[4]) * q + 1);
+    ELSIF p > 1 - 0.02425 THEN
+        RETURN -@extschema@._kde_normal_quantile(1 - p);
+    END IF;
+    q := p - 0.5;
+    r := q * q;
+    RETURN (((((a[1] * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * r + a[6]) * q
+         / (((((b[1] * r + b[2]) * r + b[3]) * r + b[4]) * r + b[5]) * r + 1);
+END
+$$;
+COMMENT ON FUNCTION _kde_normal_quantile(float8) IS 'pg_kde internal: inverse of the standard normal CDF';
+
+-- An interval at the given confidence: estimate ± z sqrt(variance), never outside the hard bounds.
+CREATE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
+                              OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s @extschema@.kde_synopsis;
+    r record;
+    half float8;
+BEGIN
+    IF confidence IS NULL OR NOT (confidence > 0 AND confidence < 1) THEN
+        RAISE EXCEPTION 'confidence must be between 0 and 1 (exclusive), got %', confidence
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    s := @extschema@._kde_synopsis_for(tbl, ARRAY[col]);
+    r := @extschema@._kde_range(s, lo, hi, moment);
+    -- Discretised data (a cell spans few possible values) clusters on them: the binomial model would be
+    -- too narrow, so the interval is the hard bounds.
+    half := CASE WHEN s.cell_discrete THEN 'Infinity'::float8
+                 ELSE @extschema@._kde_normal_quantile((1 + confidence) / 2) * sqrt(r.variance) END;
+    estimate := r.estimate;
+    low := greatest(r.low, r.estimate - half);
+    high := least(r.high, r.estimate + half);
+END
+$$;
+COMMENT ON FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer) IS 'pg_kde internal: an interval';
+
 CREATE FUNCTION approx_count(tbl regclass, col text, lo float8, hi float8) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT @extschema@._kde_range(@extschema@._kde_synopsis_for(tbl, ARRAY[col]), lo, hi, 0) $$;
+AS $$ SELECT (@extschema@._kde_range(@extschema@._kde_synopsis_for(tbl, ARRAY[col]), lo, hi, 0)).estimate $$;
 COMMENT ON FUNCTION approx_count(regclass, text, float8, float8) IS
     'Approximate count of rows with lo <= col <= hi (NULL or infinite bounds are open) from the synopsis';
 
 CREATE FUNCTION approx_sum(tbl regclass, col text, lo float8, hi float8) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT @extschema@._kde_range(@extschema@._kde_synopsis_for(tbl, ARRAY[col]), lo, hi, 1) $$;
+AS $$ SELECT (@extschema@._kde_range(@extschema@._kde_synopsis_for(tbl, ARRAY[col]), lo, hi, 1)).estimate $$;
 COMMENT ON FUNCTION approx_sum(regclass, text, float8, float8) IS
     'Approximate sum of col over rows with lo <= col <= hi (NULL or infinite bounds are open) from the synopsis';
 
@@ -221,12 +366,28 @@ CREATE FUNCTION approx_avg(tbl regclass, col text, lo float8, hi float8) RETURNS
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT CASE WHEN c > 0 THEN @extschema@._kde_range(s, lo, hi, 1) / c END
+    SELECT CASE WHEN c > 0 THEN (@extschema@._kde_range(s, lo, hi, 1)).estimate / c END
     FROM (SELECT @extschema@._kde_synopsis_for(tbl, ARRAY[col]) AS s) q,
-         LATERAL (SELECT @extschema@._kde_range(q.s, lo, hi, 0) AS c) n
+         LATERAL (SELECT (@extschema@._kde_range(q.s, lo, hi, 0)).estimate AS c) n
 $$;
 COMMENT ON FUNCTION approx_avg(regclass, text, float8, float8) IS
     'Approximate average of col over rows with lo <= col <= hi (NULL when the range holds no rows)';
+
+CREATE FUNCTION approx_count_ci(tbl regclass, col text, lo float8, hi float8, confidence float8 DEFAULT 0.95,
+                                OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM @extschema@._kde_interval(tbl, col, lo, hi, confidence, 0) $$;
+COMMENT ON FUNCTION approx_count_ci(regclass, text, float8, float8, float8) IS
+    'approx_count with an interval: heavy values and whole grid cells are exact; only the cells the range cuts are uncertain (binomial spread at the given confidence, within hard bounds)';
+
+CREATE FUNCTION approx_sum_ci(tbl regclass, col text, lo float8, hi float8, confidence float8 DEFAULT 0.95,
+                              OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM @extschema@._kde_interval(tbl, col, lo, hi, confidence, 1) $$;
+COMMENT ON FUNCTION approx_sum_ci(regclass, text, float8, float8, float8) IS
+    'approx_sum with an interval, as approx_count_ci';
 
 -- ---------------------------------------------------------------------------------------------- staleness
 CREATE VIEW kde_synopses WITH (security_invoker = true) AS

@@ -292,3 +292,39 @@ def test_admin_api_refresh_list_drop(db, table):
     assert sorted(r["cols"][0] for r in listed) == ["x", "y"]
     assert admin.drop(db, table, "x") is True and admin.drop(db, table, "x") is False
     assert json.loads(json.dumps(summaries[0]))["rows"] == 500
+
+
+def test_intervals_cover_the_exact_answers(db, table):
+    rng = np.random.default_rng(6)
+    load(db, table, {"x": rng.gamma(2.0, 5.0, 50000)})
+    refresh(db, table, "x", grid_size=256)  # a coarse grid: cut cells hold many rows, intervals are wide
+    covered_count = covered_sum = 0
+    for _ in range(100):
+        lo, hi = (float(v) for v in np.sort(rng.uniform(0, 40, 2)))
+        est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'x', %s, %s)", (table, lo, hi)).fetchone()
+        assert low <= est <= high
+        n = exact(db, "count", table, "x", lo, hi)
+        covered_count += low - 1e-9 <= n <= high + 1e-9
+        assert est == pytest.approx(approx(db, "approx_count", table, "x", lo, hi))
+        s_est, s_low, s_high = db.execute("SELECT * FROM approx_sum_ci(%s, 'x', %s, %s, 0.9)", (table, lo, hi)).fetchone()
+        assert s_low <= s_est <= s_high
+        covered_sum += s_low - 1e-6 <= exact(db, "sum", table, "x", lo, hi) <= s_high + 1e-6
+    assert covered_count >= 90 and covered_sum >= 85
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="confidence"):
+        db.execute("SELECT * FROM approx_count_ci(%s, 'x', 1, 2, 1.5)", (table,))
+
+
+def test_interval_collapses_on_exact_parts(db, table):
+    load(db, table, {"k": np.arange(1000) % 10}, types={"k": "integer"})
+    refresh(db, table, "k")
+    assert db.execute("SELECT * FROM approx_count_ci(%s, 'k', 2, 4)", (table,)).fetchone() == (300.0, 300.0, 300.0)
+
+
+def test_integer_ranges_on_cell_edges_are_exact_with_no_width(db, table):
+    rng = np.random.default_rng(8)
+    load(db, table, {"v": rng.integers(0, 3000, 20000)}, types={"v": "integer"})
+    s = refresh(db, table, "v")
+    assert s["kde_rows"] > 0  # many distinct values: the smooth part, one grid cell per value
+    for lo, hi in [(100, 200), (99.5, 2000.2), (0, 2999)]:
+        est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'v', %s, %s)", (table, lo, hi)).fetchone()
+        assert est == low == high == exact(db, "count", table, "v", lo, hi)

@@ -7,9 +7,10 @@ from pg_kde import bandwidth
 from pg_kde.synopsis import (
     Atoms,
     atom_candidates,
-    cumulative_integrals,
+    cell_prefix,
     grid_points,
     linear_binning,
+    point_weights,
     scale_bandwidth,
     smooth_masses,
 )
@@ -34,14 +35,15 @@ def test_smoothing_preserves_mass_and_reflects_at_the_edges(rng):
     assert np.array_equal(smooth_masses(w, lo, hi, 1e-9), w)
 
 
-def test_cumulative_integrals_are_exact_for_a_linear_density():
-    lo, hi, n = 0.0, 2.0, 401
-    g = grid_points(lo, hi, n)
-    delta = g[1] - g[0]
-    masses = g * delta  # density f(x) = x on [0, 2]: ∫f = 2, ∫x f = 8/3, ∫x² f = 4
-    C, S, Q = cumulative_integrals(masses, lo, hi, rows=2.0)
-    np.testing.assert_allclose([C[-1], S[-1], Q[-1]], [2.0, 8 / 3, 4.0], rtol=1e-12)
-    np.testing.assert_allclose(C, g**2 / 2, rtol=1e-12, atol=1e-15)
+def test_point_weights_from_cell_aggregates_are_linear_binning(rng):
+    x = rng.uniform(0, 3, 5000)
+    lo, hi, m = 0.0, 3.0, 61
+    p = (x - lo) / (hi - lo) * (m - 1)
+    cell = np.minimum(np.floor(p).astype(int), m - 2)
+    rows = np.bincount(cell, minlength=m - 1).astype(float)
+    offsets = np.bincount(cell, weights=p - cell, minlength=m - 1)
+    np.testing.assert_allclose(point_weights(rows, offsets), linear_binning(x, lo, hi, m), rtol=1e-12, atol=1e-9)
+    assert cell_prefix(np.array([2.0, 3.0])) == [0.0, 2.0, 5.0]
 
 
 def test_atoms_and_candidates(rng):
@@ -50,8 +52,8 @@ def test_atoms_and_candidates(rng):
     assert 3.0 in candidates
     atoms = Atoms.from_counts([7.0, 3.0, 1.5], [40, 500, 3], min_count=10)
     np.testing.assert_array_equal(atoms.values, [3.0, 7.0])
-    count, total, squares = atoms.cumulative()
-    assert count == [500, 540] and total == [1500, 1780] and squares == [4500, 6460]
+    count, total = atoms.cumulative()
+    assert count == [500, 540] and total == [1500, 1780]
     assert atoms.rows == 540
 
 
@@ -65,3 +67,15 @@ def test_plugin_cdf_on_normal_data_is_near_the_amise_value():
     x = np.random.default_rng(21).standard_normal(20000)
     # For N(0, 1): R(f') = 1/(4√π), so h_F = (4/n)^{1/3}.
     assert bandwidth.plugin_cdf(x, backend="native").h == pytest.approx((4 / 20000) ** (1 / 3), rel=0.05)
+
+
+def test_grid_layout_and_discreteness():
+    from pg_kde.synopsis import grid_layout, is_discrete
+
+    assert grid_layout(0.0, 1.0, False, 2048) == (0.0, 1.0, 2048)
+    lo, hi, m = grid_layout(3.0, 2402.0, True, 2048)  # one cell per integer value
+    assert (lo, hi, m) == (2.5, 2402.5, 2401)
+    lo, hi, m = grid_layout(0.0, 99999.0, True, 2048)  # too many values: a whole step of 49
+    assert (hi - lo) / (m - 1) == 49 and lo == -0.5 and hi >= 99999.5 and m <= 2048
+    assert is_discrete(np.round(np.linspace(0, 1, 500), 2), 0.05, False)  # 5 possible values per cell
+    assert not is_discrete(np.linspace(0, 1, 500) ** 2, 0.05, False)
