@@ -21,12 +21,17 @@ from .synopsis import (
     EXACT_DISTINCT,
     Atoms,
     atom_candidates,
+    bilinear_weights,
+    cap_bandwidth_matrix,
+    cell_masses,
     cell_prefix,
     grid_layout,
     is_discrete,
     point_weights,
     scale_bandwidth,
     smooth_masses,
+    smooth_masses_2d,
+    summed_area,
 )
 
 _RELKINDS = {"r": "table", "p": "partitioned table", "m": "materialized view", "v": "view", "f": "foreign table"}
@@ -161,8 +166,10 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
     started = time.perf_counter()
     _check_version(plpy, GD, extversion)
     rel, kind = _relation(plpy, relid)
+    if len(cols) == 2:
+        return _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, backend, started)
     if len(cols) != 1:
-        plpy.error("pg_kde: this version builds synopses of one column")
+        plpy.error("pg_kde: synopses cover one column or a pair of columns")
     col = _numeric_column(plpy, relid, rel, cols[0])
     if sample_size is None or sample_size < 100:
         plpy.error("pg_kde: sample_size must be at least 100")
@@ -278,3 +285,112 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
                     "discrete": discrete,
                     "grid_size": grid_size if kde_rows > 0 else 0, "seconds": round(seconds, 4)})
     return json.dumps(summary)
+
+
+def _mod_count(plpy, relid) -> int:
+    rows = plpy.execute(
+        plpy.prepare(
+            "SELECT coalesce(n_tup_ins + n_tup_upd + n_tup_del, 0) AS m FROM pg_catalog.pg_stat_user_tables WHERE relid = $1",
+            ["oid"],
+        ),
+        [relid],
+    )
+    return int(rows[0]["m"]) if rows else 0
+
+
+def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, backend, started):
+    """A 2-D synopsis of a pair of columns: exact summed-area tables of the grid cells' counts and sums
+    (one scan), and a KDE with a bandwidth matrix (LSCV_H by default) shaping the cells a box cuts."""
+    if cols[0] == cols[1]:
+        plpy.error("pg_kde: a 2-D synopsis needs two different columns")
+    exprs = [_numeric_column(plpy, relid, rel, c) for c in cols]
+    if sample_size is None or sample_size < 100:
+        plpy.error("pg_kde: sample_size must be at least 100")
+    if grid_size is None or not 8 <= grid_size <= 1024:
+        plpy.error("pg_kde: grid_size must be between 8 and 1024 for a 2-D synopsis")
+    try:
+        chosen = _choose_method(method, 2, for_counts=True)
+    except ValueError as exc:
+        plpy.error(f"pg_kde: {exc}")
+    schema = _extension_schema(plpy)
+    lock = plpy.prepare("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1)::bigint)", ["text"])
+    plpy.execute(lock, [f"pg_kde:{relid}:{cols[0]}:{cols[1]}"])
+
+    x1, x2 = (f"({e})::float8" for e in exprs)
+    both = f"{exprs[0]} IS NOT NULL AND {exprs[1]} IS NOT NULL"
+    stats = plpy.execute(
+        f"SELECT count(*) AS n_all, count(*) FILTER (WHERE {both}) AS n, "
+        f"min({x1}) FILTER (WHERE {both}) AS lo1, max({x1}) FILTER (WHERE {both}) AS hi1, "
+        f"min({x2}) FILTER (WHERE {both}) AS lo2, max({x2}) FILTER (WHERE {both}) AS hi2, "
+        f"count(*) FILTER (WHERE {x1} IN ('NaN', 'Infinity', '-Infinity') OR {x2} IN ('NaN', 'Infinity', '-Infinity')) AS bad, "
+        f"coalesce(bool_and({x1} = trunc({x1})), true) AS int1, coalesce(bool_and({x2} = trunc({x2})), true) AS int2 "
+        f"FROM {rel}"
+    )[0]
+    n_all, n = int(stats["n_all"]), int(stats["n"])
+    names = ", ".join(plpy.quote_ident(c) for c in cols)
+    if n == 0:
+        plpy.error(f"pg_kde: {rel} has no rows with both {names} non-NULL" if n_all else f"pg_kde: {rel} is empty")
+    if stats["bad"]:
+        plpy.error(f"pg_kde: columns {names} of {rel} hold {stats['bad']} NaN or infinite value(s); a synopsis needs finite values")
+    for i, c in enumerate(cols, 1):
+        if stats[f"lo{i}"] == stats[f"hi{i}"]:
+            plpy.error(f"pg_kde: column {plpy.quote_ident(c)} of {rel} is constant where both columns are non-NULL; "
+                       "use a 1-D synopsis of the other column")
+    layouts = [grid_layout(float(stats[f"lo{i}"]), float(stats[f"hi{i}"]), bool(stats[f"int{i}"]), grid_size,
+                           value_cells=grid_size - 1) for i in (1, 2)]
+    (g1lo, g1hi, m1), (g2lo, g2hi, m2) = layouts
+    deltas = ((g1hi - g1lo) / (m1 - 1), (g2hi - g2lo) / (m2 - 1))
+
+    sample = _sample(plpy, rel, kind, exprs, n_all, sample_size)
+    result = _select_bandwidth(plpy, sample, chosen, backend)
+    rate = 2.0 / 6.0  # H ∝ n^{−2/(d+4)} for d = 2
+    H = result.H * (len(sample) / n) ** rate if n > len(sample) else result.H
+    H = cap_bandwidth_matrix(H, deltas)
+
+    cells = plpy.execute(
+        plpy.prepare(
+            f"SELECT c1, c2, count(*) AS n, sum(v1) AS s1, sum(v2) AS s2, sum(p1 - c1) AS t1, sum(p2 - c2) AS t2, "
+            f"sum((p1 - c1) * (p2 - c2)) AS t12 FROM (SELECT v1, v2, p1, p2, least(floor(p1)::int, {m1 - 2}) AS c1, "
+            f"least(floor(p2)::int, {m2 - 2}) AS c2 FROM (SELECT {x1} AS v1, {x2} AS v2, ({x1} - $1) / $2 AS p1, "
+            f"({x2} - $3) / $4 AS p2 FROM {rel} WHERE {both}) a) b GROUP BY c1, c2",
+            ["float8", "float8", "float8", "float8"],
+        ),
+        [g1lo, deltas[0], g2lo, deltas[1]],
+    )
+    shape = (m1 - 1, m2 - 1)
+    rows_in, sum1, sum2, t1, t2, t12 = (np.zeros(shape) for _ in range(6))
+    for r in cells:
+        i, j = min(max(int(r["c1"]), 0), m1 - 2), min(max(int(r["c2"]), 0), m2 - 2)
+        rows_in[i, j] += float(r["n"])
+        sum1[i, j] += float(r["s1"])
+        sum2[i, j] += float(r["s2"])
+        t1[i, j] += float(r["t1"])
+        t2[i, j] += float(r["t2"])
+        t12[i, j] += float(r["t12"])
+    masses = smooth_masses_2d(bilinear_weights(rows_in, t1, t2, t12), deltas, H)
+    sat = lambda a: summed_area(a).ravel().tolist()  # noqa: E731 - row-major (m1, m2)
+
+    seconds = time.perf_counter() - started
+    columns = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued",
+               "grid_lo", "grid_hi", "grid_size", "sat_count", "sat_sum", "kde_sat", "build_seconds", "backend",
+               "mod_count", "options"]
+    types = ["oid", "text[]", "text", "float8[]", "int4", "int8", "int8", "bool[]", "float8[]", "float8[]", "int4[]",
+             "float8[]", "float8[]", "float8[]", "float8", "text", "int8", "jsonb"]
+    values = ", ".join("$1::oid::regclass" if i == 0 else f"${i + 1}" for i in range(len(columns)))
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[2:])
+    plan = plpy.prepare(
+        f"INSERT INTO {schema}.kde_synopsis_2d ({', '.join(columns)}, built_at) VALUES ({values}, pg_catalog.now()) "
+        f"ON CONFLICT (relid, cols) DO UPDATE SET {updates}, built_at = EXCLUDED.built_at",
+        types,
+    )
+    sums = np.stack([summed_area(sum1), summed_area(sum2)]).ravel().tolist()
+    plpy.execute(
+        plan,
+        [relid, cols, result.method, H.ravel().tolist(), len(sample), n, n_all - n,
+         [bool(stats["int1"]), bool(stats["int2"])], [g1lo, g2lo], [g1hi, g2hi], [m1, m2], sat(rows_in), sums,
+         sat(cell_masses(masses)), seconds, result.backend, _mod_count(plpy, relid),
+         json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size, "backend": backend})],
+    )
+    return json.dumps({"relation": rel, "columns": list(cols), "rows": n, "nulls": n_all - n, "method": result.method,
+                       "bandwidth": H.ravel().tolist(), "sample_size": len(sample), "backend": result.backend,
+                       "grid_size": [m1, m2], "seconds": round(seconds, 4)})

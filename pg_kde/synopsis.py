@@ -63,18 +63,18 @@ class Atoms:
         return np.cumsum(self.counts).tolist(), np.cumsum(self.counts * self.values).tolist()
 
 
-def grid_layout(lo: float, hi: float, integral: bool, size: int):
+def grid_layout(lo: float, hi: float, integral: bool, size: int, value_cells: int = INTEGER_CELLS):
     """(grid_lo, grid_hi, grid_size) for data on [lo, hi].
 
     Continuous data: ``size`` points over [lo, hi]. Integer data: every value v owns [v − ½, v + ½], so
     the grid starts at lo − ½ with a whole-number step. One cell per value when the range allows
-    (up to INTEGER_CELLS values; ``size`` is raised for it), so a range with continuity-corrected ends
+    (up to ``value_cells`` values; ``size`` is raised for it), so a range with continuity-corrected ends
     never cuts a cell and counts are exact; a wider range gets the smallest whole step that fits ``size``.
     """
     if not integral:
         return lo, hi, size
     values = int(round(hi - lo)) + 1
-    if values <= max(size - 1, INTEGER_CELLS):
+    if values <= max(size - 1, value_cells):
         step, cells = 1, values
     else:
         step = -(-values // (size - 1))
@@ -155,3 +155,56 @@ def scale_bandwidth(h_sample: float, sample_rows: int, rows: int, method: str) -
         return h_sample
     rate = 1.0 / 3.0 if method == "plugin_cdf" else 0.2
     return h_sample * (sample_rows / rows) ** rate
+
+
+# ------------------------------------------------------------------------------------------------- 2-D
+def bilinear_weights(rows, t1, t2, t12) -> np.ndarray:
+    """Bilinear-binning weights at the (m1, m2) grid points from per-cell aggregates: a row at offsets
+    (t1, t2) in cell (i, j) gives (1−t1)(1−t2), t1(1−t2), (1−t1)t2 and t1·t2 to the cell's corners; so
+    the weights follow from each cell's row count and its sums of t1, t2 and t1·t2 (all (m1−1, m2−1))."""
+    m1, m2 = rows.shape[0] + 1, rows.shape[1] + 1
+    w = np.zeros((m1, m2))
+    w[:-1, :-1] += rows - t1 - t2 + t12
+    w[1:, :-1] += t1 - t12
+    w[:-1, 1:] += t2 - t12
+    w[1:, 1:] += t12
+    return w
+
+
+def smooth_masses_2d(weights: np.ndarray, deltas, H: np.ndarray) -> np.ndarray:
+    """2-D analogue of smooth_masses: a Gaussian with bandwidth matrix H on the grid, the counts mirrored
+    at all four edges first; rescaled to the binned total."""
+    d1, d2 = deltas
+    half1 = int(min(weights.shape[0] - 1, np.floor(6.0 * np.sqrt(H[0, 0]) / d1)))
+    half2 = int(min(weights.shape[1] - 1, np.floor(6.0 * np.sqrt(H[1, 1]) / d2)))
+    if half1 == 0 and half2 == 0:
+        return weights.astype(np.float64)
+    u = np.arange(-half1, half1 + 1)[:, None] * d1
+    v = np.arange(-half2, half2 + 1)[None, :] * d2
+    inv = np.linalg.inv(H)
+    kernel = np.exp(-0.5 * (inv[0, 0] * u * u + 2 * inv[0, 1] * u * v + inv[1, 1] * v * v))
+    kernel /= kernel.sum()
+    mirrored = np.pad(weights, ((half1, half1), (half2, half2)), mode="reflect")
+    masses = np.clip(fftconvolve(mirrored, kernel, mode="same")[half1:-half1 or None, half2:-half2 or None], 0.0, None)
+    return masses * (weights.sum() / masses.sum())
+
+
+def cell_masses(point_masses: np.ndarray) -> np.ndarray:
+    """Mass of each cell as the mean of its four corner masses, rescaled to the same total."""
+    cells = (point_masses[:-1, :-1] + point_masses[1:, :-1] + point_masses[:-1, 1:] + point_masses[1:, 1:]) / 4.0
+    total = cells.sum()
+    return cells * (point_masses.sum() / total) if total > 0 else cells
+
+
+def summed_area(cells: np.ndarray) -> np.ndarray:
+    """Cumulative sums before each grid point, shape (m1, m2), zero on the first row and column."""
+    out = np.zeros((cells.shape[0] + 1, cells.shape[1] + 1))
+    out[1:, 1:] = cells.cumsum(axis=0).cumsum(axis=1)
+    return out
+
+
+def cap_bandwidth_matrix(H: np.ndarray, deltas) -> np.ndarray:
+    """Shrink H so that no axis's kernel standard deviation exceeds that axis's grid step, keeping its
+    correlation: the grid holds every row (docs/math.md §8)."""
+    scale = np.minimum(1.0, np.asarray(deltas) / np.sqrt(np.diag(H)))
+    return H * np.outer(scale, scale)

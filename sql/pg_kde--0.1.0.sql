@@ -62,6 +62,42 @@ CREATE POLICY kde_synopsis_column_privilege ON kde_synopsis
     WITH CHECK (@extschema@._kde_can_read(relid, cols));
 GRANT SELECT ON kde_synopsis TO PUBLIC;
 
+-- 2-D synopses of a pair of columns: grid_*[k] describe axis k; sat_count and kde_sat are summed-area
+-- tables at the grid points (row-major, grid_size[1] x grid_size[2]) of the cells' exact row counts and of
+-- the KDE's cell masses; sat_sum holds the two columns' exact summed-area tables of values, one after the
+-- other. bandwidth is H (row-major) as used on the grid.
+CREATE TABLE kde_synopsis_2d (
+    relid           regclass    NOT NULL,
+    cols            text[]      NOT NULL CHECK (cardinality(cols) = 2),
+    method          text        NOT NULL,
+    bandwidth       float8[]    NOT NULL,
+    sample_size     integer     NOT NULL,
+    n_rows          bigint      NOT NULL,
+    n_null          bigint      NOT NULL,
+    integer_valued  boolean[]   NOT NULL,
+    grid_lo         float8[]    NOT NULL,
+    grid_hi         float8[]    NOT NULL,
+    grid_size       integer[]   NOT NULL,
+    sat_count       float8[]    NOT NULL,
+    sat_sum         float8[]    NOT NULL,
+    kde_sat         float8[]    NOT NULL,
+    built_at        timestamptz NOT NULL DEFAULT now(),
+    build_seconds   float8      NOT NULL,
+    backend         text        NOT NULL,
+    mod_count       bigint      NOT NULL,
+    options         jsonb       NOT NULL,
+    PRIMARY KEY (relid, cols)
+);
+ALTER TABLE kde_synopsis_2d ALTER COLUMN sat_count SET STORAGE EXTERNAL,
+    ALTER COLUMN sat_sum SET STORAGE EXTERNAL, ALTER COLUMN kde_sat SET STORAGE EXTERNAL;
+COMMENT ON TABLE kde_synopsis_2d IS 'pg_kde 2-D synopses: exact summed-area tables of grid cells plus a KDE, per pair of columns';
+SELECT pg_catalog.pg_extension_config_dump('kde_synopsis_2d', '');
+ALTER TABLE kde_synopsis_2d ENABLE ROW LEVEL SECURITY;
+CREATE POLICY kde_synopsis_2d_column_privilege ON kde_synopsis_2d
+    USING (@extschema@._kde_can_read(relid, cols))
+    WITH CHECK (@extschema@._kde_can_read(relid, cols));
+GRANT SELECT ON kde_synopsis_2d TO PUBLIC;
+
 -- ---------------------------------------------------------------------------------------------- refresh
 CREATE FUNCTION _kde_refresh(relid oid, cols text[], method text, sample_size integer, grid_size integer,
                              backend text, extversion text) RETURNS jsonb
@@ -80,6 +116,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._kde_refresh(tbl::oid, ARRAY[col], method, sample_size, grid_size, backend, '0.1.0') $$;
 COMMENT ON FUNCTION kde_refresh(regclass, text, text, integer, integer, text) IS
     'Build or rebuild the synopsis of one numeric column (method: auto = plugin_cdf | plugin | lscv_h | lscv_H | normal_reference); returns a summary';
+
+CREATE FUNCTION kde_refresh(tbl regclass, cols text[], method text DEFAULT 'auto', sample_size integer DEFAULT 5000,
+                            grid_size integer DEFAULT 128, backend text DEFAULT 'auto') RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@._kde_refresh(tbl::oid, cols, method, sample_size, grid_size, backend, '0.1.0') $$;
+COMMENT ON FUNCTION kde_refresh(regclass, text[], text, integer, integer, text) IS
+    'Build or rebuild the synopsis of one column or, with two, of a pair (method: auto = lscv_H for a pair); returns a summary';
 
 CREATE FUNCTION _kde_bandwidth(relid oid, cols text[], method text, backend text, sample_size integer,
                                extversion text) RETURNS float8[]
@@ -389,15 +433,160 @@ AS $$ SELECT * FROM @extschema@._kde_interval(tbl, col, lo, hi, confidence, 1) $
 COMMENT ON FUNCTION approx_sum_ci(regclass, text, float8, float8, float8) IS
     'approx_sum with an interval, as approx_count_ci';
 
+-- 2-D: the synopsis of a pair in either order (swapped tells which).
+CREATE FUNCTION _kde_synopsis2_for(tbl regclass, col1 text, col2 text, OUT s kde_synopsis_2d, OUT swapped boolean)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT has_column_privilege(tbl, col1, 'SELECT') OR NOT has_column_privilege(tbl, col2, 'SELECT') THEN
+        RAISE EXCEPTION 'permission denied for columns %, % of relation %', quote_ident(col1), quote_ident(col2), tbl
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    swapped := false;
+    SELECT * INTO s FROM @extschema@.kde_synopsis_2d k WHERE k.relid = tbl AND k.cols = ARRAY[col1, col2];
+    IF NOT FOUND THEN
+        swapped := true;
+        SELECT * INTO s FROM @extschema@.kde_synopsis_2d k WHERE k.relid = tbl AND k.cols = ARRAY[col2, col1];
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no pg_kde synopsis for columns %, % of %', col1, col2, tbl
+            USING ERRCODE = 'undefined_object',
+                  HINT = format('Build it with: SELECT kde_refresh(%L, ARRAY[%L, %L]);', tbl::text, col1, col2);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION _kde_synopsis2_for(regclass, text, text) IS 'pg_kde internal: a 2-D synopsis, privilege-checked';
+
+-- A summed-area table (m1 x m2, row-major, starting at offset) interpolated bilinearly at fractional grid
+-- coordinates: exact at grid points, and exact for a density uniform within each cell.
+CREATE FUNCTION _kde_sat_at(sat float8[], m1 integer, m2 integer, offs integer, p1 float8, p2 float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    i integer := least(floor(p1)::integer, m1 - 2);
+    j integer := least(floor(p2)::integer, m2 - 2);
+    f float8 := p1 - i;
+    g float8 := p2 - j;
+    base integer := offs + i * m2 + j + 1;
+BEGIN
+    RETURN (1 - f) * (1 - g) * sat[base] + (1 - f) * g * sat[base + 1]
+         + f * (1 - g) * sat[base + m2] + f * g * sat[base + m2 + 1];
+END
+$$;
+COMMENT ON FUNCTION _kde_sat_at(float8[], integer, integer, integer, float8, float8) IS 'pg_kde internal: summed-area lookup';
+
+-- What a box [a1, b1] x [a2, b2] holds: moment 0 the row count, moment k (1 or 2) the sum of column k.
+-- Counts: whole cells inside the box exactly, the strip of cells the box cuts shaped by the KDE; sums: the
+-- exact summed-area table of values, uniform within cells.
+CREATE FUNCTION _kde_box(s kde_synopsis_2d, a1 float8, b1 float8, a2 float8, b2 float8, moment integer) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m1 integer := s.grid_size[1];
+    m2 integer := s.grid_size[2];
+    counts float8[] := s.sat_count;
+    kde float8[] := s.kde_sat;
+    sums float8[];
+    pa1 float8; pb1 float8; pa2 float8; pb2 float8;
+    ia1 integer; ib1 integer; ia2 integer; ib2 integer;
+    inner_exact float8 := 0;
+    inner_kde float8 := 0;
+    box_kde float8;
+    outer_exact float8;
+BEGIN
+    IF s.integer_valued[1] THEN a1 := ceil(a1) - 0.5; b1 := floor(b1) + 0.5; END IF;
+    IF s.integer_valued[2] THEN a2 := ceil(a2) - 0.5; b2 := floor(b2) + 0.5; END IF;
+    a1 := greatest(a1, s.grid_lo[1]); b1 := least(b1, s.grid_hi[1]);
+    a2 := greatest(a2, s.grid_lo[2]); b2 := least(b2, s.grid_hi[2]);
+    IF a1 >= b1 OR a2 >= b2 THEN
+        RETURN 0;
+    END IF;
+    pa1 := (a1 - s.grid_lo[1]) / (s.grid_hi[1] - s.grid_lo[1]) * (m1 - 1);
+    pb1 := (b1 - s.grid_lo[1]) / (s.grid_hi[1] - s.grid_lo[1]) * (m1 - 1);
+    pa2 := (a2 - s.grid_lo[2]) / (s.grid_hi[2] - s.grid_lo[2]) * (m2 - 1);
+    pb2 := (b2 - s.grid_lo[2]) / (s.grid_hi[2] - s.grid_lo[2]) * (m2 - 1);
+    IF abs(pa1 - round(pa1)) < 1e-9 THEN pa1 := round(pa1); END IF;
+    IF abs(pb1 - round(pb1)) < 1e-9 THEN pb1 := round(pb1); END IF;
+    IF abs(pa2 - round(pa2)) < 1e-9 THEN pa2 := round(pa2); END IF;
+    IF abs(pb2 - round(pb2)) < 1e-9 THEN pb2 := round(pb2); END IF;
+    IF moment > 0 THEN
+        sums := s.sat_sum;
+        RETURN @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pb1, pb2)
+             - @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pa1, pb2)
+             - @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pb1, pa2)
+             + @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pa1, pa2);
+    END IF;
+    box_kde := @extschema@._kde_sat_at(kde, m1, m2, 0, pb1, pb2) - @extschema@._kde_sat_at(kde, m1, m2, 0, pa1, pb2)
+             - @extschema@._kde_sat_at(kde, m1, m2, 0, pb1, pa2) + @extschema@._kde_sat_at(kde, m1, m2, 0, pa1, pa2);
+    ia1 := ceil(pa1)::integer; ib1 := floor(pb1)::integer; ia2 := ceil(pa2)::integer; ib2 := floor(pb2)::integer;
+    IF ia1 < ib1 AND ia2 < ib2 THEN
+        inner_exact := counts[ib1 * m2 + ib2 + 1] - counts[ia1 * m2 + ib2 + 1] - counts[ib1 * m2 + ia2 + 1]
+                     + counts[ia1 * m2 + ia2 + 1];
+        inner_kde := kde[ib1 * m2 + ib2 + 1] - kde[ia1 * m2 + ib2 + 1] - kde[ib1 * m2 + ia2 + 1] + kde[ia1 * m2 + ia2 + 1];
+    END IF;
+    ia1 := floor(pa1)::integer; ib1 := ceil(pb1)::integer; ia2 := floor(pa2)::integer; ib2 := ceil(pb2)::integer;
+    outer_exact := counts[ib1 * m2 + ib2 + 1] - counts[ia1 * m2 + ib2 + 1] - counts[ib1 * m2 + ia2 + 1]
+                 + counts[ia1 * m2 + ia2 + 1];
+    RETURN least(greatest(inner_exact + (box_kde - inner_kde), inner_exact), outer_exact);
+END
+$$;
+COMMENT ON FUNCTION _kde_box(kde_synopsis_2d, float8, float8, float8, float8, integer) IS 'pg_kde internal: a box query';
+
+CREATE FUNCTION approx_count(tbl regclass, col1 text, lo1 float8, hi1 float8, col2 text, lo2 float8, hi2 float8)
+RETURNS float8
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    a1 float8 := coalesce(lo1, '-Infinity'); b1 float8 := coalesce(hi1, 'Infinity');
+    a2 float8 := coalesce(lo2, '-Infinity'); b2 float8 := coalesce(hi2, 'Infinity');
+BEGIN
+    r := @extschema@._kde_synopsis2_for(tbl, col1, col2);
+    IF a1 > b1 OR a2 > b2 THEN
+        RETURN 0;
+    ELSIF r.swapped THEN
+        RETURN @extschema@._kde_box(r.s, a2, b2, a1, b1, 0);
+    END IF;
+    RETURN @extschema@._kde_box(r.s, a1, b1, a2, b2, 0);
+END
+$$;
+COMMENT ON FUNCTION approx_count(regclass, text, float8, float8, text, float8, float8) IS
+    'Approximate count of rows with lo1 <= col1 <= hi1 and lo2 <= col2 <= hi2, jointly, from the pair''s 2-D synopsis';
+
+CREATE FUNCTION approx_sum(tbl regclass, sum_col text, pred_col text, lo float8, hi float8) RETURNS float8
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    a float8 := coalesce(lo, '-Infinity');
+    b float8 := coalesce(hi, 'Infinity');
+BEGIN
+    r := @extschema@._kde_synopsis2_for(tbl, sum_col, pred_col);
+    IF a > b THEN
+        RETURN 0;
+    ELSIF r.swapped THEN  -- stored as (pred_col, sum_col): sum column 2 over the box pred_col in [a, b]
+        RETURN @extschema@._kde_box(r.s, a, b, '-Infinity', 'Infinity', 2);
+    END IF;
+    RETURN @extschema@._kde_box(r.s, '-Infinity', 'Infinity', a, b, 1);
+END
+$$;
+COMMENT ON FUNCTION approx_sum(regclass, text, text, float8, float8) IS
+    'Approximate sum of sum_col over rows with lo <= pred_col <= hi, from the pair''s 2-D synopsis';
+
 -- ---------------------------------------------------------------------------------------------- staleness
 CREATE VIEW kde_synopses WITH (security_invoker = true) AS
 SELECT k.relid,
        k.cols,
        k.method,
        k.n_rows,
-       cardinality(k.atom_values) AS heavy_values,
+       k.heavy_values,
        k.kde_rows,
-       pg_column_size(k.*) AS bytes,
+       k.bytes,
        k.built_at,
        now() - k.built_at AS age,
        k.build_seconds,
@@ -405,7 +594,13 @@ SELECT k.relid,
        greatest(coalesce(t.n_tup_ins + t.n_tup_upd + t.n_tup_del, k.mod_count) - k.mod_count, 0) AS rows_modified,
        greatest(coalesce(t.n_tup_ins + t.n_tup_upd + t.n_tup_del, k.mod_count) - k.mod_count, 0)
            > 0.1 * greatest(k.n_rows + k.n_null, 1) AS stale
-FROM @extschema@.kde_synopsis k
+FROM (SELECT relid, cols, method, n_rows, n_null, cardinality(atom_values) AS heavy_values, kde_rows,
+             pg_column_size(s.*) AS bytes, built_at, build_seconds, backend, mod_count
+      FROM @extschema@.kde_synopsis s
+      UNION ALL
+      SELECT relid, cols, method, n_rows, n_null, 0, n_rows, pg_column_size(d.*), built_at, build_seconds, backend,
+             mod_count
+      FROM @extschema@.kde_synopsis_2d d) k
 LEFT JOIN pg_catalog.pg_stat_user_tables t ON t.relid = k.relid;
 COMMENT ON VIEW kde_synopses IS
     'Every synopsis the current role may read, with its size, age, rows modified since its build and a stale flag (> 10% of the rows modified)';
@@ -420,8 +615,10 @@ DECLARE
     n integer := 0;
 BEGIN
     FOR r IN SELECT k.relid, k.cols, k.options
-             FROM @extschema@.kde_synopses v JOIN @extschema@.kde_synopsis k USING (relid, cols)
-             WHERE v.stale AND cardinality(k.cols) = 1
+             FROM @extschema@.kde_synopses v
+             JOIN (SELECT relid, cols, options FROM @extschema@.kde_synopsis
+                   UNION ALL SELECT relid, cols, options FROM @extschema@.kde_synopsis_2d) k USING (relid, cols)
+             WHERE v.stale
     LOOP
         -- The same request as the last refresh (options holds its arguments).
         PERFORM @extschema@._kde_refresh(r.relid::oid, r.cols, r.options ->> 'method',

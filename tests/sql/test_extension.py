@@ -328,3 +328,50 @@ def test_integer_ranges_on_cell_edges_are_exact_with_no_width(db, table):
     for lo, hi in [(100, 200), (99.5, 2000.2), (0, 2999)]:
         est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'v', %s, %s)", (table, lo, hi)).fetchone()
         assert est == low == high == exact(db, "count", table, "v", lo, hi)
+
+
+def test_two_column_synopsis_answers_joint_boxes(db, table):
+    rng = np.random.default_rng(9)
+    X = rng.multivariate_normal([50, 20], [[100, 54], [54, 36]], size=40000)  # correlation 0.9
+    load(db, table, {"a": X[:, 0], "b": X[:, 1]})
+    s = db.execute("SELECT kde_refresh(%s::regclass, ARRAY['a', 'b'])", (table,)).fetchone()[0]
+    assert s["method"] == "lscv_H" and s["rows"] == 40000
+    H = np.reshape(s["bandwidth"], (2, 2))
+    assert H[0, 1] > 0 and np.all(np.linalg.eigvalsh(H) > 0)  # follows the correlation
+    q = sql.SQL("SELECT count(*), sum(a) FROM {} WHERE a BETWEEN %s AND %s AND b BETWEEN %s AND %s").format(sql.Identifier(table))
+    errors, planner = [], []
+    for _ in range(40):
+        (a1, a2), (b1, b2) = np.sort(rng.uniform(30, 70, 2)), np.sort(rng.uniform(8, 32, 2))
+        n = db.execute(q, (a1, a2, b1, b2)).fetchone()[0]
+        if n < 200:
+            continue
+        got = db.execute("SELECT approx_count(%s, 'a', %s, %s, 'b', %s, %s)", (table, a1, a2, b1, b2)).fetchone()[0]
+        swapped = db.execute("SELECT approx_count(%s, 'b', %s, %s, 'a', %s, %s)", (table, b1, b2, a1, a2)).fetchone()[0]
+        assert got == pytest.approx(swapped)
+        errors.append(abs(got - n) / n)
+        plan = db.execute(sql.SQL("EXPLAIN (FORMAT JSON) SELECT * FROM {} WHERE a BETWEEN %s AND %s AND b BETWEEN %s AND %s")
+                          .format(sql.Identifier(table)), (a1, a2, b1, b2)).fetchone()[0][0]["Plan"]["Plan Rows"]
+        planner.append(abs(plan - n) / n)
+    assert np.median(errors) < 0.02 and np.median(errors) < np.median(planner) / 3
+    # Sum of one column where the other is in range, in both storage orders.
+    exact_sum = float(db.execute(sql.SQL("SELECT sum(a) FROM {} WHERE b BETWEEN 15 AND 25").format(sql.Identifier(table))).fetchone()[0])
+    assert db.execute("SELECT approx_sum(%s, 'a', 'b', 15, 25)", (table,)).fetchone()[0] == pytest.approx(exact_sum, rel=0.01)
+    exact_b = float(db.execute(sql.SQL("SELECT sum(b) FROM {} WHERE a BETWEEN 40 AND 60").format(sql.Identifier(table))).fetchone()[0])
+    assert db.execute("SELECT approx_sum(%s, 'b', 'a', 40, 60)", (table,)).fetchone()[0] == pytest.approx(exact_b, rel=0.01)
+    # Open, inverted and empty boxes; the whole table.
+    assert db.execute("SELECT approx_count(%s, 'a', NULL, NULL, 'b', NULL, NULL)", (table,)).fetchone()[0] == pytest.approx(40000)
+    assert db.execute("SELECT approx_count(%s, 'a', 60, 40, 'b', 0, 30)", (table,)).fetchone()[0] == 0
+    assert db.execute("SELECT approx_count(%s, 'a', 1000, 2000, 'b', 0, 30)", (table,)).fetchone()[0] == 0
+    listed = db.execute("SELECT cols FROM kde_synopses WHERE relid = %s::regclass", (table,)).fetchall()
+    assert listed == [(["a", "b"],)]
+
+
+def test_two_column_synopsis_errors(db, table):
+    load(db, table, {"a": np.arange(100.0), "b": np.full(100, 3.0), "c": np.arange(100.0) % 7})
+    with pytest.raises(psycopg.errors.Error, match="constant"):
+        db.execute("SELECT kde_refresh(%s::regclass, ARRAY['a', 'b'])", (table,))
+    with pytest.raises(psycopg.errors.Error, match="two different columns"):
+        db.execute("SELECT kde_refresh(%s::regclass, ARRAY['a', 'a'])", (table,))
+    with pytest.raises(psycopg.errors.UndefinedObject) as err:
+        db.execute("SELECT approx_count(%s, 'a', 0, 1, 'c', 0, 1)", (table,))
+    assert "ARRAY" in (err.value.diag.message_hint or "")
