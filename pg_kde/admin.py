@@ -51,10 +51,16 @@ def connect(dsn: str, **kwargs):
 
 
 def parse_target(text: str):
-    """'schema.table.column' or 'table.column' -> ('schema.table' or 'table', 'column')."""
+    """'schema.table.column' or 'table.column' -> ('schema.table' or 'table', 'column'); a pair of
+    columns 'table.a,b' -> ('table', ['a', 'b'])."""
     table, sep, column = text.rpartition(".")
     if not sep or not table or not column:
-        raise ValueError(f"expected TABLE.COLUMN, got {text!r}")
+        raise ValueError(f"expected TABLE.COLUMN or TABLE.COLUMN1,COLUMN2, got {text!r}")
+    if "," in column:
+        pair = [c.strip() for c in column.split(",")]
+        if len(pair) != 2 or not all(pair):
+            raise ValueError(f"a pair of columns is TABLE.COLUMN1,COLUMN2, got {text!r}")
+        return table, pair
     return table, column
 
 
@@ -64,14 +70,16 @@ def refresh(conn, targets: Iterable, progress: Optional[Callable] = None, **opti
     backend). Returns the summaries."""
     targets = list(targets)
     names = ", ".join(f"{k} => %({k})s" for k in options)
-    sql = "SELECT kde_refresh(%(table)s::regclass, %(column)s" + (", " + names if names else "") + ")"
     summaries = []
     for i, (table, column) in enumerate(targets, 1):
         started = time.perf_counter()
+        cast = "::text[]" if isinstance(column, list) else "::text"
+        sql = f"SELECT kde_refresh(%(table)s::regclass, %(column)s{cast}" + (", " + names if names else "") + ")"
         with conn.transaction():
             summaries.append(conn.execute(sql, {"table": table, "column": column, **options}).fetchone()[0])
         if progress:
-            progress(i, len(targets), f"{table}.{column}", time.perf_counter() - started)
+            name = ",".join(column) if isinstance(column, list) else column
+            progress(i, len(targets), f"{table}.{name}", time.perf_counter() - started)
     return summaries
 
 
@@ -89,9 +97,15 @@ def list_synopses(conn) -> list:
     return [dict(zip(cols, row)) for row in cur.fetchall()]
 
 
-def drop(conn, table: str, column: str) -> bool:
-    """Delete the synopsis of (table, column); False if there was none."""
-    cur = conn.execute(
-        "DELETE FROM kde_synopsis WHERE relid = %s::regclass AND cols = ARRAY[%s]::text[]", (table, column)
-    )
+def drop(conn, table: str, column) -> bool:
+    """Delete the synopsis of (table, column), or of a pair given as a list; False if there was none."""
+    if isinstance(column, list):
+        cur = conn.execute(
+            "DELETE FROM kde_synopsis_2d WHERE relid = %s::regclass AND cols IN (%s::text[], %s::text[])",
+            (table, column, column[::-1]),
+        )
+    else:
+        cur = conn.execute(
+            "DELETE FROM kde_synopsis WHERE relid = %s::regclass AND cols = ARRAY[%s]::text[]", (table, column)
+        )
     return cur.rowcount > 0

@@ -26,8 +26,10 @@ from .synopsis import (
     cell_masses,
     cell_prefix,
     grid_layout,
+    grid_positions,
     is_discrete,
     point_weights,
+    quantile_grid,
     scale_bandwidth,
     smooth_masses,
     smooth_masses_2d,
@@ -125,14 +127,18 @@ def _choose_method(method: str, d: int, for_counts: bool) -> str:
     return method
 
 
-def _select_bandwidth(plpy, sample: np.ndarray, method: str, backend: str):
-    """Run a selector, passing its warnings on as PostgreSQL warnings."""
+def _select_bandwidth(plpy, sample: np.ndarray, method: str, backend: str, required: bool = True):
+    """Run a selector, passing its warnings on as PostgreSQL warnings. When it rejects the data, raise
+    the error, or with ``required=False`` warn and return None."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             result = bandwidth.select(sample, method=method, backend=backend, dtype="float32")
         except ValueError as exc:
-            plpy.error(f"pg_kde: {exc}")
+            if required:
+                plpy.error(f"pg_kde: {exc}")
+            plpy.warning(f"pg_kde: no bandwidth ({exc}); the synopsis keeps its exact cells unsmoothed")
+            return None
     for w in caught:
         plpy.warning(f"pg_kde: {w.message}")
     return result
@@ -299,8 +305,9 @@ def _mod_count(plpy, relid) -> int:
 
 
 def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, backend, started):
-    """A 2-D synopsis of a pair of columns: exact summed-area tables of the grid cells' counts and sums
-    (one scan), and a KDE with a bandwidth matrix (LSCV_H by default) shaping the cells a box cuts."""
+    """A 2-D synopsis of a pair of columns on an equal-depth grid: exact summed-area tables of the grid
+    cells' counts and sums (one scan), and a KDE in grid-index coordinates with a bandwidth matrix (LSCV_H
+    by default) shaping the cells a box cuts."""
     if cols[0] == cols[1]:
         plpy.error("pg_kde: a 2-D synopsis needs two different columns")
     exprs = [_numeric_column(plpy, relid, rel, c) for c in cols]
@@ -336,26 +343,33 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
         if stats[f"lo{i}"] == stats[f"hi{i}"]:
             plpy.error(f"pg_kde: column {plpy.quote_ident(c)} of {rel} is constant where both columns are non-NULL; "
                        "use a 1-D synopsis of the other column")
-    layouts = [grid_layout(float(stats[f"lo{i}"]), float(stats[f"hi{i}"]), bool(stats[f"int{i}"]), grid_size,
-                           value_cells=grid_size - 1) for i in (1, 2)]
-    (g1lo, g1hi, m1), (g2lo, g2hi, m2) = layouts
-    deltas = ((g1hi - g1lo) / (m1 - 1), (g2hi - g2lo) / (m2 - 1))
-
     sample = _sample(plpy, rel, kind, exprs, n_all, sample_size)
-    result = _select_bandwidth(plpy, sample, chosen, backend)
-    rate = 2.0 / 6.0  # H ∝ n^{−2/(d+4)} for d = 2
-    H = result.H * (len(sample) / n) ** rate if n > len(sample) else result.H
-    H = cap_bandwidth_matrix(H, deltas)
+    grids = [quantile_grid(sample[:, k], float(stats[f"lo{k + 1}"]), float(stats[f"hi{k + 1}"]),
+                           bool(stats[f"int{k + 1}"]), grid_size) for k in (0, 1)]
+    m1, m2 = len(grids[0]), len(grids[1])
+    # The KDE lives in grid-index coordinates (each axis's cells of unit width): choose H on the sample
+    # mapped there, carry it to N rows, and cap each axis at one cell.
+    positions = np.column_stack([grid_positions(sample[:, k], grids[k]) for k in (0, 1)])
+    result = _select_bandwidth(plpy, positions, chosen, backend, required=False)
+    if result is None:  # e.g. one column a function of the other: exact cells, no smoothing
+        H, used_method, used_backend = np.zeros((2, 2)), "grid", "none"
+    else:
+        rate = 2.0 / 6.0  # H ∝ n^{−2/(d+4)} for d = 2
+        H = result.H * (len(sample) / n) ** rate if n > len(sample) else result.H
+        H = cap_bandwidth_matrix(H, (1.0, 1.0))
+        used_method, used_backend = result.method, result.backend
 
     cells = plpy.execute(
         plpy.prepare(
-            f"SELECT c1, c2, count(*) AS n, sum(v1) AS s1, sum(v2) AS s2, sum(p1 - c1) AS t1, sum(p2 - c2) AS t2, "
-            f"sum((p1 - c1) * (p2 - c2)) AS t12 FROM (SELECT v1, v2, p1, p2, least(floor(p1)::int, {m1 - 2}) AS c1, "
-            f"least(floor(p2)::int, {m2 - 2}) AS c2 FROM (SELECT {x1} AS v1, {x2} AS v2, ({x1} - $1) / $2 AS p1, "
-            f"({x2} - $3) / $4 AS p2 FROM {rel} WHERE {both}) a) b GROUP BY c1, c2",
-            ["float8", "float8", "float8", "float8"],
+            f"SELECT c1, c2, count(*) AS n, sum(v1) AS s1, sum(v2) AS s2, sum(t1) AS t1, sum(t2) AS t2, "
+            f"sum(t1 * t2) AS t12 FROM (SELECT v1, v2, c1, c2, (v1 - $1[c1 + 1]) / ($1[c1 + 2] - $1[c1 + 1]) AS t1, "
+            f"(v2 - $2[c2 + 1]) / ($2[c2 + 2] - $2[c2 + 1]) AS t2 FROM (SELECT v1, v2, "
+            f"least(greatest(width_bucket(v1, $1) - 1, 0), {m1 - 2}) AS c1, "
+            f"least(greatest(width_bucket(v2, $2) - 1, 0), {m2 - 2}) AS c2 "
+            f"FROM (SELECT {x1} AS v1, {x2} AS v2 FROM {rel} WHERE {both}) a) b) c GROUP BY c1, c2",
+            ["float8[]", "float8[]"],
         ),
-        [g1lo, deltas[0], g2lo, deltas[1]],
+        [grids[0].tolist(), grids[1].tolist()],
     )
     shape = (m1 - 1, m2 - 1)
     rows_in, sum1, sum2, t1, t2, t12 = (np.zeros(shape) for _ in range(6))
@@ -367,12 +381,12 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
         t1[i, j] += float(r["t1"])
         t2[i, j] += float(r["t2"])
         t12[i, j] += float(r["t12"])
-    masses = smooth_masses_2d(bilinear_weights(rows_in, t1, t2, t12), deltas, H)
+    masses = smooth_masses_2d(bilinear_weights(rows_in, t1, t2, t12), (1.0, 1.0), H)
     sat = lambda a: summed_area(a).ravel().tolist()  # noqa: E731 - row-major (m1, m2)
 
     seconds = time.perf_counter() - started
     columns = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued",
-               "grid_lo", "grid_hi", "grid_size", "sat_count", "sat_sum", "kde_sat", "build_seconds", "backend",
+               "grid1", "grid2", "grid_size", "sat_count", "sat_sum", "kde_sat", "build_seconds", "backend",
                "mod_count", "options"]
     types = ["oid", "text[]", "text", "float8[]", "int4", "int8", "int8", "bool[]", "float8[]", "float8[]", "int4[]",
              "float8[]", "float8[]", "float8[]", "float8", "text", "int8", "jsonb"]
@@ -386,11 +400,11 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
     sums = np.stack([summed_area(sum1), summed_area(sum2)]).ravel().tolist()
     plpy.execute(
         plan,
-        [relid, cols, result.method, H.ravel().tolist(), len(sample), n, n_all - n,
-         [bool(stats["int1"]), bool(stats["int2"])], [g1lo, g2lo], [g1hi, g2hi], [m1, m2], sat(rows_in), sums,
-         sat(cell_masses(masses)), seconds, result.backend, _mod_count(plpy, relid),
+        [relid, cols, used_method, H.ravel().tolist(), len(sample), n, n_all - n,
+         [bool(stats["int1"]), bool(stats["int2"])], grids[0].tolist(), grids[1].tolist(), [m1, m2], sat(rows_in), sums,
+         sat(cell_masses(masses)), seconds, used_backend, _mod_count(plpy, relid),
          json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size, "backend": backend})],
     )
-    return json.dumps({"relation": rel, "columns": list(cols), "rows": n, "nulls": n_all - n, "method": result.method,
-                       "bandwidth": H.ravel().tolist(), "sample_size": len(sample), "backend": result.backend,
+    return json.dumps({"relation": rel, "columns": list(cols), "rows": n, "nulls": n_all - n, "method": used_method,
+                       "bandwidth": H.ravel().tolist(), "sample_size": len(sample), "backend": used_backend,
                        "grid_size": [m1, m2], "seconds": round(seconds, 4)})

@@ -175,6 +175,8 @@ def smooth_masses_2d(weights: np.ndarray, deltas, H: np.ndarray) -> np.ndarray:
     """2-D analogue of smooth_masses: a Gaussian with bandwidth matrix H on the grid, the counts mirrored
     at all four edges first; rescaled to the binned total."""
     d1, d2 = deltas
+    if not np.all(np.linalg.eigvalsh(H) > 0):  # no bandwidth: the binned counts as they are
+        return weights.astype(np.float64)
     half1 = int(min(weights.shape[0] - 1, np.floor(6.0 * np.sqrt(H[0, 0]) / d1)))
     half2 = int(min(weights.shape[1] - 1, np.floor(6.0 * np.sqrt(H[1, 1]) / d2)))
     if half1 == 0 and half2 == 0:
@@ -208,3 +210,22 @@ def cap_bandwidth_matrix(H: np.ndarray, deltas) -> np.ndarray:
     correlation: the grid holds every row (docs/math.md §8)."""
     scale = np.minimum(1.0, np.asarray(deltas) / np.sqrt(np.diag(H)))
     return H * np.outer(scale, scale)
+
+
+def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size: int) -> np.ndarray:
+    """Grid points for one axis of a 2-D synopsis at the sample's quantiles, so every cell holds about the
+    same share of rows wherever the data are dense (an equal-width grid puts heavy-tailed data into a few
+    cells). The ends are the table's min and max; integer axes put their points on half-integers (each
+    value owns [v − ½, v + ½]), so dense values get cells of their own. Strictly increasing, at most
+    ``size`` points, at least 2."""
+    points = np.quantile(sample, np.linspace(0.0, 1.0, size)) if len(sample) else np.array([lo, hi])
+    if integral:
+        points = np.floor(points) + 0.5
+        lo, hi = lo - 0.5, hi + 0.5
+    points = np.unique(np.clip(points, lo, hi))
+    return np.unique(np.concatenate([[lo], points[(points > lo) & (points < hi)], [hi]]))
+
+
+def grid_positions(values: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Fractional grid-index coordinates of values (0 at grid[0], len(grid) − 1 at grid[-1])."""
+    return np.interp(values, grid, np.arange(len(grid), dtype=np.float64))

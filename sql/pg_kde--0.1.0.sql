@@ -62,10 +62,11 @@ CREATE POLICY kde_synopsis_column_privilege ON kde_synopsis
     WITH CHECK (@extschema@._kde_can_read(relid, cols));
 GRANT SELECT ON kde_synopsis TO PUBLIC;
 
--- 2-D synopses of a pair of columns: grid_*[k] describe axis k; sat_count and kde_sat are summed-area
--- tables at the grid points (row-major, grid_size[1] x grid_size[2]) of the cells' exact row counts and of
--- the KDE's cell masses; sat_sum holds the two columns' exact summed-area tables of values, one after the
--- other. bandwidth is H (row-major) as used on the grid.
+-- 2-D synopses of a pair of columns on an equal-depth grid: grid1, grid2 hold each axis's grid points (at
+-- the data's quantiles); sat_count and kde_sat are summed-area tables at the grid points (row-major,
+-- grid_size[1] x grid_size[2]) of the cells' exact row counts and of the KDE's cell masses; sat_sum holds
+-- the two columns' exact summed-area tables of values, one after the other. bandwidth is H (row-major) in
+-- grid-index units, as used on the grid.
 CREATE TABLE kde_synopsis_2d (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL CHECK (cardinality(cols) = 2),
@@ -75,8 +76,8 @@ CREATE TABLE kde_synopsis_2d (
     n_rows          bigint      NOT NULL,
     n_null          bigint      NOT NULL,
     integer_valued  boolean[]   NOT NULL,
-    grid_lo         float8[]    NOT NULL,
-    grid_hi         float8[]    NOT NULL,
+    grid1           float8[]    NOT NULL,
+    grid2           float8[]    NOT NULL,
     grid_size       integer[]   NOT NULL,
     sat_count       float8[]    NOT NULL,
     sat_sum         float8[]    NOT NULL,
@@ -477,6 +478,28 @@ END
 $$;
 COMMENT ON FUNCTION _kde_sat_at(float8[], integer, integer, integer, float8, float8) IS 'pg_kde internal: summed-area lookup';
 
+-- Fractional grid-index coordinate of x on a grid (0 at grid[1], cardinality - 1 at the last point).
+CREATE FUNCTION _kde_grid_pos(grid float8[], x float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m integer := cardinality(grid);
+    k integer;
+    p float8;
+BEGIN
+    IF x <= grid[1] THEN
+        RETURN 0;
+    ELSIF x >= grid[m] THEN
+        RETURN m - 1;
+    END IF;
+    k := width_bucket(x, grid);
+    p := (k - 1) + (x - grid[k]) / (grid[k + 1] - grid[k]);
+    RETURN CASE WHEN abs(p - round(p)) < 1e-9 THEN round(p) ELSE p END;
+END
+$$;
+COMMENT ON FUNCTION _kde_grid_pos(float8[], float8) IS 'pg_kde internal: position on a grid';
+
 -- What a box [a1, b1] x [a2, b2] holds: moment 0 the row count, moment k (1 or 2) the sum of column k.
 -- Counts: whole cells inside the box exactly, the strip of cells the box cuts shaped by the KDE; sums: the
 -- exact summed-area table of values, uniform within cells.
@@ -499,19 +522,16 @@ DECLARE
 BEGIN
     IF s.integer_valued[1] THEN a1 := ceil(a1) - 0.5; b1 := floor(b1) + 0.5; END IF;
     IF s.integer_valued[2] THEN a2 := ceil(a2) - 0.5; b2 := floor(b2) + 0.5; END IF;
-    a1 := greatest(a1, s.grid_lo[1]); b1 := least(b1, s.grid_hi[1]);
-    a2 := greatest(a2, s.grid_lo[2]); b2 := least(b2, s.grid_hi[2]);
     IF a1 >= b1 OR a2 >= b2 THEN
         RETURN 0;
     END IF;
-    pa1 := (a1 - s.grid_lo[1]) / (s.grid_hi[1] - s.grid_lo[1]) * (m1 - 1);
-    pb1 := (b1 - s.grid_lo[1]) / (s.grid_hi[1] - s.grid_lo[1]) * (m1 - 1);
-    pa2 := (a2 - s.grid_lo[2]) / (s.grid_hi[2] - s.grid_lo[2]) * (m2 - 1);
-    pb2 := (b2 - s.grid_lo[2]) / (s.grid_hi[2] - s.grid_lo[2]) * (m2 - 1);
-    IF abs(pa1 - round(pa1)) < 1e-9 THEN pa1 := round(pa1); END IF;
-    IF abs(pb1 - round(pb1)) < 1e-9 THEN pb1 := round(pb1); END IF;
-    IF abs(pa2 - round(pa2)) < 1e-9 THEN pa2 := round(pa2); END IF;
-    IF abs(pb2 - round(pb2)) < 1e-9 THEN pb2 := round(pb2); END IF;
+    pa1 := @extschema@._kde_grid_pos(s.grid1, a1);
+    pb1 := @extschema@._kde_grid_pos(s.grid1, b1);
+    pa2 := @extschema@._kde_grid_pos(s.grid2, a2);
+    pb2 := @extschema@._kde_grid_pos(s.grid2, b2);
+    IF pa1 >= pb1 OR pa2 >= pb2 THEN
+        RETURN 0;
+    END IF;
     IF moment > 0 THEN
         sums := s.sat_sum;
         RETURN @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pb1, pb2)

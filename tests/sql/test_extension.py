@@ -284,7 +284,7 @@ def test_pg_dump_keeps_synopses(server_dsn, database, db, table):
 def test_admin_api_refresh_list_drop(db, table):
     from pg_kde import admin
 
-    load(db, table, {"x": np.linspace(0, 1, 500), "y": np.linspace(1, 2, 500)})
+    load(db, table, {"x": np.linspace(0, 1, 500), "y": np.sin(np.arange(500.0))})
     seen = []
     summaries = admin.refresh(db, [(table, "x"), (table, "y")], progress=lambda *a: seen.append(a[:3]))
     assert [s["column"] for s in summaries] == ["x", "y"] and [s[0] for s in seen] == [1, 2]
@@ -292,6 +292,12 @@ def test_admin_api_refresh_list_drop(db, table):
     assert sorted(r["cols"][0] for r in listed) == ["x", "y"]
     assert admin.drop(db, table, "x") is True and admin.drop(db, table, "x") is False
     assert json.loads(json.dumps(summaries[0]))["rows"] == 500
+    target = admin.parse_target(f"{table}.x,y")
+    assert target == (table, ["x", "y"])
+    assert admin.refresh(db, [target])[0]["columns"] == ["x", "y"]
+    assert admin.drop(db, table, ["y", "x"]) is True
+    with pytest.raises(ValueError, match="TABLE.COLUMN"):
+        admin.parse_target("nodot")
 
 
 def test_intervals_cover_the_exact_answers(db, table):
@@ -364,6 +370,15 @@ def test_two_column_synopsis_answers_joint_boxes(db, table):
     assert db.execute("SELECT approx_count(%s, 'a', 1000, 2000, 'b', 0, 30)", (table,)).fetchone()[0] == 0
     listed = db.execute("SELECT cols FROM kde_synopses WHERE relid = %s::regclass", (table,)).fetchall()
     assert listed == [(["a", "b"],)]
+
+
+def test_two_column_synopsis_of_dependent_columns_keeps_exact_cells(db, table):
+    x = np.arange(2000.0) * 0.37
+    load(db, table, {"x": x, "y": x})  # identical columns: no bandwidth matrix exists
+    s = db.execute("SELECT kde_refresh(%s::regclass, ARRAY['x', 'y'])", (table,)).fetchone()[0]
+    assert s["method"] == "grid"
+    got = db.execute("SELECT approx_count(%s, 'x', 37, 333, 'y', 0, 10000)", (table,)).fetchone()[0]
+    assert got == pytest.approx(exact(db, "count", table, "x", 37, 333), rel=0.02)
 
 
 def test_two_column_synopsis_errors(db, table):

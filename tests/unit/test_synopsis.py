@@ -79,3 +79,29 @@ def test_grid_layout_and_discreteness():
     assert (hi - lo) / (m - 1) == 49 and lo == -0.5 and hi >= 99999.5 and m <= 2048
     assert is_discrete(np.round(np.linspace(0, 1, 500), 2), 0.05, False)  # 5 possible values per cell
     assert not is_discrete(np.linspace(0, 1, 500) ** 2, 0.05, False)
+
+
+def test_quantile_grid_and_positions(rng):
+    from pg_kde.synopsis import grid_positions, quantile_grid
+
+    x = np.concatenate([rng.normal(0, 1, 9000), rng.uniform(50, 1000, 1000)])  # dense core, long tail
+    g = quantile_grid(x, x.min(), x.max(), False, 64)
+    assert g[0] == x.min() and g[-1] == x.max() and np.all(np.diff(g) > 0) and len(g) <= 64
+    counts = np.histogram(x, g)[0]
+    assert counts.max() < 4 * len(x) / 63  # about equal depth, unlike 64 equal-width cells
+    k = rng.integers(0, 40, 5000).astype(float)
+    gi = quantile_grid(k, 0.0, 39.0, True, 200)
+    assert gi[0] == -0.5 and gi[-1] == 39.5 and np.all(gi % 1 == 0.5)  # one cell per value: 40 cells
+    assert len(gi) == 41
+    np.testing.assert_allclose(grid_positions(np.array([-0.5, 0.0, 39.5]), gi), [0.0, 0.5, 40.0])
+
+
+def test_smooth_masses_2d_preserves_mass_and_follows_correlation(rng):
+    from pg_kde.synopsis import smooth_masses_2d
+
+    w = np.zeros((41, 41))
+    w[20, 20] = 100.0
+    m = smooth_masses_2d(w, (1.0, 1.0), np.array([[4.0, 3.0], [3.0, 4.0]]))
+    assert m.sum() == pytest.approx(100.0)
+    assert m[23, 23] > m[23, 17]  # positive correlation spreads mass along the diagonal
+    assert np.array_equal(smooth_masses_2d(w, (1.0, 1.0), np.zeros((2, 2))), w)
