@@ -344,8 +344,10 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
             plpy.error(f"pg_kde: column {plpy.quote_ident(c)} of {rel} is constant where both columns are non-NULL; "
                        "use a 1-D synopsis of the other column")
     sample = _sample(plpy, rel, kind, exprs, n_all, sample_size)
-    grids = [quantile_grid(sample[:, k], float(stats[f"lo{k + 1}"]), float(stats[f"hi{k + 1}"]),
-                           bool(stats[f"int{k + 1}"]), grid_size) for k in (0, 1)]
+    layouts = [quantile_grid(sample[:, k], float(stats[f"lo{k + 1}"]), float(stats[f"hi{k + 1}"]),
+                             bool(stats[f"int{k + 1}"]), grid_size) for k in (0, 1)]
+    grids = [g for g, _ in layouts]
+    lattices = [(v.tolist() if v is not None else []) for _, v in layouts]
     m1, m2 = len(grids[0]), len(grids[1])
     # The KDE lives in grid-index coordinates (each axis's cells of unit width): choose H on the sample
     # mapped there, carry it to N rows, and cap each axis at one cell.
@@ -386,10 +388,10 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
 
     seconds = time.perf_counter() - started
     columns = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued",
-               "grid1", "grid2", "grid_size", "sat_count", "sat_sum", "kde_sat", "build_seconds", "backend",
-               "mod_count", "options"]
-    types = ["oid", "text[]", "text", "float8[]", "int4", "int8", "int8", "bool[]", "float8[]", "float8[]", "int4[]",
-             "float8[]", "float8[]", "float8[]", "float8", "text", "int8", "jsonb"]
+               "grid1", "grid2", "lattice1", "lattice2", "grid_size", "sat_count", "sat_sum", "kde_sat",
+               "build_seconds", "backend", "mod_count", "options"]
+    types = ["oid", "text[]", "text", "float8[]", "int4", "int8", "int8", "bool[]", "float8[]", "float8[]", "float8[]",
+             "float8[]", "int4[]", "float8[]", "float8[]", "float8[]", "float8", "text", "int8", "jsonb"]
     values = ", ".join("$1::oid::regclass" if i == 0 else f"${i + 1}" for i in range(len(columns)))
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[2:])
     plan = plpy.prepare(
@@ -401,7 +403,8 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
     plpy.execute(
         plan,
         [relid, cols, used_method, H.ravel().tolist(), len(sample), n, n_all - n,
-         [bool(stats["int1"]), bool(stats["int2"])], grids[0].tolist(), grids[1].tolist(), [m1, m2], sat(rows_in), sums,
+         [bool(stats["int1"]), bool(stats["int2"])], grids[0].tolist(), grids[1].tolist(), lattices[0], lattices[1],
+         [m1, m2], sat(rows_in), sums,
          sat(cell_masses(masses)), seconds, used_backend, _mod_count(plpy, relid),
          json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size, "backend": backend})],
     )

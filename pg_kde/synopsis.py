@@ -27,6 +27,8 @@ EXACT_DISTINCT = 1024
 INTEGER_CELLS = 16383
 #: A grid cell spanning fewer possible values than this counts as discretised (see is_discrete).
 DISCRETE_POSITIONS = 20
+#: A 2-D axis whose sample shows at most this many distinct values keeps them as its value lattice.
+LATTICE_VALUES = 4096
 
 
 def atom_candidates(sample: np.ndarray) -> np.ndarray:
@@ -212,18 +214,35 @@ def cap_bandwidth_matrix(H: np.ndarray, deltas) -> np.ndarray:
     return H * np.outer(scale, scale)
 
 
-def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size: int) -> np.ndarray:
-    """Grid points for one axis of a 2-D synopsis at the sample's quantiles, so every cell holds about the
-    same share of rows wherever the data are dense (an equal-width grid puts heavy-tailed data into a few
-    cells). The ends are the table's min and max; integer axes put their points on half-integers (each
-    value owns [v − ½, v + ½]), so dense values get cells of their own. Strictly increasing, at most
-    ``size`` points, at least 2."""
-    points = np.quantile(sample, np.linspace(0.0, 1.0, size)) if len(sample) else np.array([lo, hi])
+def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size: int):
+    """Grid points for one axis of a 2-D synopsis, and the axis's value lattice (or None).
+
+    Points sit at the sample's quantiles, so every cell holds about the same share of rows wherever the
+    data are dense (an equal-width grid puts heavy-tailed data into a few cells), with the ends at the
+    table's min and max. Values never sit on a cell edge:
+    - integer axes put their points on half-integers (each value owns [v − ½, v + ½]);
+    - a discretised axis (at most ``LATTICE_VALUES`` distinct values in the sample) puts them at
+      midpoints between consecutive distinct values, and returns those values as its lattice, so
+      queries can move a bound to the midpoint just outside the values it includes.
+    Strictly increasing, at most ``size`` points, at least 2.
+    """
+    lattice = None
     if integral:
-        points = np.floor(points) + 0.5
+        points = np.floor(np.quantile(sample, np.linspace(0.0, 1.0, size))) + 0.5
         lo, hi = lo - 0.5, hi + 0.5
+    else:
+        values = np.unique(np.concatenate([sample, [lo, hi]]))
+        if 2 <= len(values) <= LATTICE_VALUES:
+            lattice = values
+            mids = (values[:-1] + values[1:]) / 2.0
+            lo, hi = values[0] - (values[1] - values[0]) / 2.0, values[-1] + (values[-1] - values[-2]) / 2.0
+            # Midpoints at the sample's quantiles: each value's rows stay whole in one cell.
+            ranks = np.searchsorted(values, np.quantile(sample, np.linspace(0.0, 1.0, size)[1:-1]))
+            points = mids[np.clip(ranks, 0, len(mids) - 1)] if len(mids) > size - 2 else mids
+        else:
+            points = np.quantile(sample, np.linspace(0.0, 1.0, size))
     points = np.unique(np.clip(points, lo, hi))
-    return np.unique(np.concatenate([[lo], points[(points > lo) & (points < hi)], [hi]]))
+    return np.unique(np.concatenate([[lo], points[(points > lo) & (points < hi)], [hi]])), lattice
 
 
 def grid_positions(values: np.ndarray, grid: np.ndarray) -> np.ndarray:

@@ -66,7 +66,8 @@ GRANT SELECT ON kde_synopsis TO PUBLIC;
 -- the data's quantiles); sat_count and kde_sat are summed-area tables at the grid points (row-major,
 -- grid_size[1] x grid_size[2]) of the cells' exact row counts and of the KDE's cell masses; sat_sum holds
 -- the two columns' exact summed-area tables of values, one after the other. bandwidth is H (row-major) in
--- grid-index units, as used on the grid.
+-- grid-index units, as used on the grid. lattice1/2 hold a discretised axis's distinct values (empty for a
+-- continuous or integer axis); its grid points are midpoints between them.
 CREATE TABLE kde_synopsis_2d (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL CHECK (cardinality(cols) = 2),
@@ -78,6 +79,8 @@ CREATE TABLE kde_synopsis_2d (
     integer_valued  boolean[]   NOT NULL,
     grid1           float8[]    NOT NULL,
     grid2           float8[]    NOT NULL,
+    lattice1        float8[]    NOT NULL,
+    lattice2        float8[]    NOT NULL,
     grid_size       integer[]   NOT NULL,
     sat_count       float8[]    NOT NULL,
     sat_sum         float8[]    NOT NULL,
@@ -119,7 +122,7 @@ COMMENT ON FUNCTION kde_refresh(regclass, text, text, integer, integer, text) IS
     'Build or rebuild the synopsis of one numeric column (method: auto = plugin_cdf | plugin | lscv_h | lscv_H | normal_reference); returns a summary';
 
 CREATE FUNCTION kde_refresh(tbl regclass, cols text[], method text DEFAULT 'auto', sample_size integer DEFAULT 5000,
-                            grid_size integer DEFAULT 128, backend text DEFAULT 'auto') RETURNS jsonb
+                            grid_size integer DEFAULT 256, backend text DEFAULT 'auto') RETURNS jsonb
 LANGUAGE sql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._kde_refresh(tbl::oid, cols, method, sample_size, grid_size, backend, '0.1.0') $$;
@@ -500,6 +503,30 @@ END
 $$;
 COMMENT ON FUNCTION _kde_grid_pos(float8[], float8) IS 'pg_kde internal: position on a grid';
 
+-- A bound moved onto a discretised axis's lattice: the midpoint just below the smallest value >= x (lower
+-- bound) or just above the largest value <= x (upper bound); the grid's points are those midpoints, so
+-- every value's rows stay whole. Beyond the ends: the grid's ends.
+CREATE FUNCTION _kde_lattice_bound(lattice float8[], grid float8[], x float8, upper boolean) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m integer := cardinality(lattice);
+    k integer := width_bucket(x, lattice);  -- values <= x
+BEGIN
+    IF NOT upper AND k > 0 AND lattice[k] = x THEN
+        k := k - 1;  -- values < x
+    END IF;
+    IF k = 0 THEN
+        RETURN grid[1];
+    ELSIF k = m THEN
+        RETURN grid[cardinality(grid)];
+    END IF;
+    RETURN (lattice[k] + lattice[k + 1]) / 2;
+END
+$$;
+COMMENT ON FUNCTION _kde_lattice_bound(float8[], float8[], float8, boolean) IS 'pg_kde internal: snap a bound';
+
 -- What a box [a1, b1] x [a2, b2] holds: moment 0 the row count, moment k (1 or 2) the sum of column k.
 -- Counts: whole cells inside the box exactly, the strip of cells the box cuts shaped by the KDE; sums: the
 -- exact summed-area table of values, uniform within cells.
@@ -522,6 +549,17 @@ DECLARE
 BEGIN
     IF s.integer_valued[1] THEN a1 := ceil(a1) - 0.5; b1 := floor(b1) + 0.5; END IF;
     IF s.integer_valued[2] THEN a2 := ceil(a2) - 0.5; b2 := floor(b2) + 0.5; END IF;
+    IF a1 > b1 OR a2 > b2 THEN
+        RETURN 0;
+    END IF;
+    IF cardinality(s.lattice1) > 0 THEN
+        a1 := @extschema@._kde_lattice_bound(s.lattice1, s.grid1, a1, false);
+        b1 := @extschema@._kde_lattice_bound(s.lattice1, s.grid1, b1, true);
+    END IF;
+    IF cardinality(s.lattice2) > 0 THEN
+        a2 := @extschema@._kde_lattice_bound(s.lattice2, s.grid2, a2, false);
+        b2 := @extschema@._kde_lattice_bound(s.lattice2, s.grid2, b2, true);
+    END IF;
     IF a1 >= b1 OR a2 >= b2 THEN
         RETURN 0;
     END IF;

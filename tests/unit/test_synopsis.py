@@ -85,15 +85,20 @@ def test_quantile_grid_and_positions(rng):
     from pg_kde.synopsis import grid_positions, quantile_grid
 
     x = np.concatenate([rng.normal(0, 1, 9000), rng.uniform(50, 1000, 1000)])  # dense core, long tail
-    g = quantile_grid(x, x.min(), x.max(), False, 64)
+    g, lattice = quantile_grid(x, x.min(), x.max(), False, 64)
+    assert lattice is None
     assert g[0] == x.min() and g[-1] == x.max() and np.all(np.diff(g) > 0) and len(g) <= 64
     counts = np.histogram(x, g)[0]
     assert counts.max() < 4 * len(x) / 63  # about equal depth, unlike 64 equal-width cells
     k = rng.integers(0, 40, 5000).astype(float)
-    gi = quantile_grid(k, 0.0, 39.0, True, 200)
+    gi, _ = quantile_grid(k, 0.0, 39.0, True, 200)
     assert gi[0] == -0.5 and gi[-1] == 39.5 and np.all(gi % 1 == 0.5)  # one cell per value: 40 cells
     assert len(gi) == 41
     np.testing.assert_allclose(grid_positions(np.array([-0.5, 0.0, 39.5]), gi), [0.0, 0.5, 40.0])
+    r = np.round(rng.normal(50, 10, 5000) * 1.8, 2)  # discretised, not on a regular lattice
+    gr, lattice = quantile_grid(r, r.min(), r.max(), False, 64)
+    assert lattice is not None and len(gr) <= 64
+    assert not np.isin(gr, lattice).any()  # no value sits on a cell edge
 
 
 def test_smooth_masses_2d_preserves_mass_and_follows_correlation(rng):
