@@ -390,3 +390,22 @@ def test_two_column_synopsis_errors(db, table):
     with pytest.raises(psycopg.errors.UndefinedObject) as err:
         db.execute("SELECT approx_count(%s, 'a', 0, 1, 'c', 0, 1)", (table,))
     assert "ARRAY" in (err.value.diag.message_hint or "")
+
+
+def test_pg_kde_command(database, db, table, tmp_path, capsys):
+    from pg_kde import cli
+
+    load(db, table, {"x": np.linspace(0, 1, 300), "y": np.cos(np.arange(300.0))})
+    assert cli.main(["refresh", "--dsn", database, f"{table}.x", f"{table}.x,y"]) == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["rows"] for line in out.splitlines()] == [300, 300]
+    assert "2/2" in err  # the progress bar
+    assert cli.main(["list", "--dsn", database]) == 0
+    listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sorted(r["cols"] for r in listed if r["relation"] == table) == [["x"], ["x", "y"]]
+    assert cli.main(["drop", "--dsn", database, f"{table}.x"]) == 0
+    assert "dropped" in capsys.readouterr().out
+    assert cli.main(["server", "status", "--dir", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["running"] is False
+    assert cli.main(["refresh", "--dsn", database, "nodot"]) == 1
+    assert "TABLE.COLUMN" in capsys.readouterr().err
