@@ -6,7 +6,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   : "${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD}"
   pwfile=$(mktemp)
   printf '%s\n' "$POSTGRES_PASSWORD" > "$pwfile"
-  initdb -D "$PGDATA" -U postgres --pwfile="$pwfile" -A scram-sha-256 -E UTF8
+  initdb -D "$PGDATA" -U postgres --pwfile="$pwfile" --auth-local=trust --auth-host=scram-sha-256 -E UTF8
   rm -f "$pwfile"
   echo "host all all all scram-sha-256" >> "$PGDATA/pg_hba.conf"
   pg_ctl -D "$PGDATA" -w start -o "-c listen_addresses=''"
