@@ -25,13 +25,13 @@ from .synopsis import (
     cap_bandwidth_matrix,
     cell_masses,
     cell_prefix,
+    grid_density,
     grid_layout,
     grid_positions,
     is_discrete,
     point_weights,
     quantile_grid,
     scale_bandwidth,
-    smooth_masses,
     smooth_masses_2d,
     summed_area,
 )
@@ -222,31 +222,37 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
     summary = {"relation": rel, "column": cols[0], "rows": n, "nulls": n_all - n, "heavy_values": len(atoms.values),
                "heavy_rows": atoms.rows, "kde_rows": kde_rows, "integer_valued": integral}
     h, used_method, used_backend, used_sample = 0.0, "exact", "none", 0
-    grid_lo = grid_hi = None
-    cell_count, cell_sum, kde_mass, discrete = [], [], [], False
+    grid, lattice = [], []
+    cell_count, cell_sum, cell_offset, kde_mass, discrete = [], [], [], [], False
     if kde_rows > 0:
-        grid_lo, grid_hi, grid_size = grid_layout(lo, hi, integral, grid_size)
         rest = sample[~np.isin(sample, atoms.values)]
-        delta = (grid_hi - grid_lo) / (grid_size - 1)
-        discrete = is_discrete(sample, delta, integral)
+        if integral:  # one cell per value where the range allows (a whole-number step otherwise)
+            g_lo, g_hi, size = grid_layout(lo, hi, True, grid_size)
+            points, values = np.linspace(g_lo, g_hi, size), None
+        else:  # equal depth: cells hold similar shares of rows, whatever the skew
+            points, values = quantile_grid(rest if len(rest) else sample, lo, hi, False, grid_size)
+        grid_size = len(points)
+        widths = np.diff(points)
+        discrete = integral or values is not None or is_discrete(rest, float(np.median(widths)), False)
+        lattice = values.tolist() if values is not None else []
+        typical = float(np.median(widths))
         if len(rest) >= 50 and np.ptp(rest) > 0:
+            # Chosen on the sample, carried to the table's rows, capped at a typical cell: the cells are
+            # exact, the KDE only says where rows sit inside a cell (docs/math.md §7).
             result = _select_bandwidth(plpy, rest, chosen, backend)
-            h = scale_bandwidth(math.sqrt(result.H[0, 0]), len(rest), kde_rows, result.method)
-            # The grid holds every row, so queries ask for this table's counts, not a population's: smoothing
-            # wider than one grid step only adds bias (docs/math.md §7).
-            h = min(h, delta)
+            h = min(scale_bandwidth(math.sqrt(result.H[0, 0]), len(rest), kde_rows, result.method), typical)
             used_method, used_backend, used_sample = result.method, result.backend, len(rest)
         else:  # too few rows off the heavy values to choose a bandwidth: the grid's own resolution
-            h, used_method, used_sample = delta, "grid", len(rest)
+            h, used_method, used_sample = typical, "grid", len(rest)
         # One scan: per grid cell, its rows, their sum and the sum of their offsets within the cell.
         cells = plpy.execute(
             plpy.prepare(
-                f"SELECT c, count(*) AS n, sum(v) AS s, sum(p - c) AS t FROM (SELECT v, p, "
-                f"least(floor(p)::int, {grid_size - 2}) AS c FROM (SELECT v, (v - $1) / $2 AS p FROM ({values_query}) s "
-                f"WHERE NOT (v = ANY($3))) q) r GROUP BY c",
-                ["float8", "float8", "float8[]"],
+                f"SELECT c, count(*) AS n, sum(v) AS s, sum((v - $1[c + 1]) / ($1[c + 2] - $1[c + 1])) AS t "
+                f"FROM (SELECT v, least(greatest(width_bucket(v, $1) - 1, 0), {grid_size - 2}) AS c "
+                f"FROM ({values_query}) s WHERE NOT (v = ANY($2))) q GROUP BY c",
+                ["float8[]", "float8[]"],
             ),
-            [grid_lo, delta, atoms.values.tolist()],
+            [points.tolist(), atoms.values.tolist()],
         )
         rows_in, sums_in, offsets_in = (np.zeros(grid_size - 1) for _ in range(3))
         for r in cells:
@@ -254,8 +260,10 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
             rows_in[k] += float(r["n"])
             sums_in[k] += float(r["s"])
             offsets_in[k] += float(r["t"])
-        masses = smooth_masses(point_weights(rows_in, np.clip(offsets_in, 0.0, rows_in)), grid_lo, grid_hi, h)
-        cell_count, cell_sum, kde_mass = cell_prefix(rows_in), cell_prefix(sums_in), masses.tolist()
+        density = grid_density(points, point_weights(rows_in, np.clip(offsets_in, 0.0, rows_in)), h)
+        grid = points.tolist()
+        cell_count, cell_sum, kde_mass = cell_prefix(rows_in), cell_prefix(sums_in), density.tolist()
+        cell_offset = cell_prefix(np.clip(offsets_in, 0.0, rows_in))
 
     mod = plpy.execute(
         plpy.prepare(
@@ -267,12 +275,12 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
     atom_count, atom_sum = atoms.cumulative()
     seconds = time.perf_counter() - started
     columns = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued",
-               "atom_values", "atom_cum_count", "atom_cum_sum", "kde_rows", "grid_lo", "grid_hi", "grid_size",
-               "cell_cum_count", "cell_cum_sum", "kde_mass", "cell_discrete", "build_seconds", "backend", "mod_count",
+               "atom_values", "atom_cum_count", "atom_cum_sum", "kde_rows", "grid", "lattice", "grid_size",
+               "cell_cum_count", "cell_cum_sum", "cell_cum_offset", "kde_mass", "cell_discrete", "build_seconds", "backend", "mod_count",
                "options"]
     types = ["oid", "text[]", "text", "float8[]", "int4", "int8", "int8", "bool", "float8[]", "float8[]", "float8[]",
-             "int8", "float8", "float8", "int4", "float8[]", "float8[]", "float8[]", "bool", "float8", "text", "int8",
-             "jsonb"]
+             "int8", "float8[]", "float8[]", "int4", "float8[]", "float8[]", "float8[]", "float8[]", "bool", "float8", "text",
+             "int8", "jsonb"]
     values = ", ".join("$1::oid::regclass" if i == 0 else f"${i + 1}" for i in range(len(columns)))
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[2:])
     upsert = plpy.prepare(
@@ -283,8 +291,8 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
     plpy.execute(
         upsert,
         [relid, cols, used_method, [h], used_sample, n, n_all - n, integral, atoms.values.tolist(), atom_count,
-         atom_sum, kde_rows, grid_lo, grid_hi, grid_size if kde_rows > 0 else 0, cell_count, cell_sum, kde_mass,
-         discrete, seconds, used_backend, int(mod[0]["m"]) if mod else 0,
+         atom_sum, kde_rows, grid, lattice, grid_size if kde_rows > 0 else 0, cell_count, cell_sum, cell_offset,
+         kde_mass, discrete, seconds, used_backend, int(mod[0]["m"]) if mod else 0,
          json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size, "backend": backend})],
     )
     summary.update({"method": used_method, "bandwidth": h, "sample_size": used_sample, "backend": used_backend,

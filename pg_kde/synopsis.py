@@ -4,10 +4,12 @@ A synopsis answers COUNT, SUM and sums of squares over ranges as two parts that 
 
 - *heavy values* ("atoms"): every value holding at least ``ATOM_SHARE`` of the rows, kept exactly with
   its count from the whole table (a column with few distinct values is all atoms);
-- the *smooth part*, the other rows on a grid over [lo, hi]: each grid cell's exact row count and sum
-  (stored cumulatively), and a Gaussian KDE of those rows, built from their linearly binned counts by
-  convolution and reflected at both ends so no mass leaks past the data's range. Its mass at each grid
-  point says where rows sit inside a cell that a query range cuts.
+- the *smooth part*, the other rows on a grid over [lo, hi] (equal-depth for continuous columns, one
+  cell per value for integer ones): each grid cell's exact row count, sum and mean offset (stored
+  cumulatively), and the density of a Gaussian KDE of those rows at the grid points, reflected at both
+  ends so no mass leaks past the data's range. Inside a cell that a query range cuts, rows are placed by
+  the linear density with the cell's exact mean offset; the KDE is the second opinion that sizes the
+  interval's smoothing-bias allowance.
 
 docs/math.md §7 gives the formulas. This module does no I/O; :mod:`pg_kde.sql_entry` feeds it from SQL.
 """
@@ -110,28 +112,6 @@ def linear_binning(x: np.ndarray, lo: float, hi: float, size: int) -> np.ndarray
     return weights[:size]
 
 
-def smooth_masses(weights: np.ndarray, lo: float, hi: float, h: float) -> np.ndarray:
-    """Binned counts convolved with a Gaussian of bandwidth h, reflected at lo and hi.
-
-    The reflection estimator f̂(x) + f̂(2lo − x) + f̂(2hi − x) keeps the mass that a plain KDE would put
-    outside the data's range inside it. A grid point's mirror images are grid points too, so it is a
-    convolution of the mirrored count sequence. Returns the mass at each grid point, summing to the count.
-    """
-    m = len(weights)
-    delta = (hi - lo) / (m - 1)
-    half = int(min(m - 1, np.floor(6.0 * h / delta)))  # kernel beyond 6h is below 1e-8 of its peak
-    if half == 0:
-        return weights.astype(np.float64)
-    j = np.arange(-half, half + 1)
-    kernel = np.exp(-0.5 * (j * delta / h) ** 2)
-    kernel /= kernel.sum()
-    mirrored = np.concatenate([weights[:0:-1], weights, weights[-2::-1]])
-    masses = np.clip(fftconvolve(mirrored, kernel, mode="same")[m - 1 : 2 * m - 1], 0.0, None)
-    # Mirroring about a grid point gives the edge point's own half-kernel back twice (~h/range of the
-    # total); rescale so the mass is exactly the binned count.
-    return masses * (weights.sum() / masses.sum())
-
-
 def point_weights(cell_rows: np.ndarray, cell_offsets: np.ndarray) -> np.ndarray:
     """Linear-binning weights at the grid points from per-cell aggregates.
 
@@ -143,6 +123,20 @@ def point_weights(cell_rows: np.ndarray, cell_offsets: np.ndarray) -> np.ndarray
     weights[:-1] += cell_rows - cell_offsets
     weights[1:] += cell_offsets
     return weights
+
+
+def grid_density(points: np.ndarray, weights: np.ndarray, h: float) -> np.ndarray:
+    """The reflection KDE's density at each grid point (data units, any grid spacing) from the binned
+    weights at the grid points: Σⱼ wⱼ [K_h(gᵢ − gⱼ) + K_h(gᵢ − (2lo − gⱼ)) + K_h(gᵢ − (2hi − gⱼ))]. Only the
+    ratio of neighbouring values is used (where rows sit inside a cell), so no normalisation."""
+    lo, hi = points[0], points[-1]
+    sources = np.concatenate([points, 2 * lo - points, 2 * hi - points])
+    mass = np.concatenate([weights, weights, weights])
+    density = np.zeros(len(points))
+    for start in range(0, len(points), 256):  # blocks keep the temporary at 256 x 3M
+        u = (points[start : start + 256, None] - sources[None, :]) / h
+        density[start : start + 256] = np.exp(-0.5 * u * u) @ mass
+    return density
 
 
 def cell_prefix(cells: np.ndarray) -> list:
@@ -174,8 +168,9 @@ def bilinear_weights(rows, t1, t2, t12) -> np.ndarray:
 
 
 def smooth_masses_2d(weights: np.ndarray, deltas, H: np.ndarray) -> np.ndarray:
-    """2-D analogue of smooth_masses: a Gaussian with bandwidth matrix H on the grid, the counts mirrored
-    at all four edges first; rescaled to the binned total."""
+    """Binned counts convolved with a Gaussian of bandwidth matrix H on a regular grid, mirrored at all
+    four edges first (the reflection estimator, so no mass leaves the grid); rescaled to the binned
+    total."""
     d1, d2 = deltas
     if not np.all(np.linalg.eigvalsh(H) > 0):  # no bandwidth: the binned counts as they are
         return weights.astype(np.float64)

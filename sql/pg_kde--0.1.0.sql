@@ -5,9 +5,11 @@
 -- One row per (table, column set). A synopsis is two parts that add up:
 --   heavy values ("atoms"): values holding >= 0.1% of the rows, kept exactly (sorted, with cumulative
 --     counts and sums over the whole table); a column with few distinct values is all atoms;
---   the smooth part, the other rows, on grid_size points over [grid_lo, grid_hi]: exact cumulative row
---     counts and sums per grid cell (cell_cum_*, from a full scan), and the KDE's mass at each grid point
---     (kde_mass), which says where rows sit inside the cells a query range cuts.
+--   the smooth part, the other rows, on grid_size points (grid: equal-depth for continuous columns, one
+--     cell per value for integer ones; lattice: a discretised column's distinct values, the grid then at
+--     midpoints between them): exact cumulative row counts and sums per grid cell (cell_cum_*, from a full
+--     scan), and the KDE's mass at each grid point (kde_mass), which says where rows sit inside the cells
+--     a query range cuts.
 CREATE TABLE kde_synopsis (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL,
@@ -21,11 +23,12 @@ CREATE TABLE kde_synopsis (
     atom_cum_count  float8[]    NOT NULL,
     atom_cum_sum    float8[]    NOT NULL,
     kde_rows        bigint      NOT NULL,
-    grid_lo         float8,
-    grid_hi         float8,
+    grid            float8[]    NOT NULL,
+    lattice         float8[]    NOT NULL,
     grid_size       integer     NOT NULL,
     cell_cum_count  float8[]    NOT NULL,
     cell_cum_sum    float8[]    NOT NULL,
+    cell_cum_offset float8[]    NOT NULL,
     kde_mass        float8[]    NOT NULL,
     cell_discrete   boolean     NOT NULL,
     built_at        timestamptz NOT NULL DEFAULT now(),
@@ -36,9 +39,11 @@ CREATE TABLE kde_synopsis (
     PRIMARY KEY (relid, cols)
 );
 -- Arrays are read whole by every query: keep them uncompressed (no pglz on the read path).
-ALTER TABLE kde_synopsis ALTER COLUMN atom_values SET STORAGE EXTERNAL,
+ALTER TABLE kde_synopsis ALTER COLUMN grid SET STORAGE EXTERNAL, ALTER COLUMN lattice SET STORAGE EXTERNAL,
+    ALTER COLUMN atom_values SET STORAGE EXTERNAL,
     ALTER COLUMN atom_cum_count SET STORAGE EXTERNAL, ALTER COLUMN atom_cum_sum SET STORAGE EXTERNAL,
     ALTER COLUMN cell_cum_count SET STORAGE EXTERNAL, ALTER COLUMN cell_cum_sum SET STORAGE EXTERNAL,
+    ALTER COLUMN cell_cum_offset SET STORAGE EXTERNAL,
     ALTER COLUMN kde_mass SET STORAGE EXTERNAL;
 COMMENT ON TABLE kde_synopsis IS 'pg_kde synopses: exact heavy values plus a KDE of the other rows, per table and column set';
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis', '');
@@ -202,6 +207,52 @@ END
 $$;
 COMMENT ON FUNCTION _kde_atoms_upto(float8[], float8[], float8, boolean) IS 'pg_kde internal: cumulative atom lookup';
 
+-- Fractional grid-index coordinate of x on a grid (0 at grid[1], cardinality - 1 at the last point).
+CREATE FUNCTION _kde_grid_pos(grid float8[], x float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m integer := cardinality(grid);
+    k integer;
+    p float8;
+BEGIN
+    IF x <= grid[1] THEN
+        RETURN 0;
+    ELSIF x >= grid[m] THEN
+        RETURN m - 1;
+    END IF;
+    k := width_bucket(x, grid);
+    p := (k - 1) + (x - grid[k]) / (grid[k + 1] - grid[k]);
+    RETURN CASE WHEN abs(p - round(p)) < 1e-9 THEN round(p) ELSE p END;
+END
+$$;
+COMMENT ON FUNCTION _kde_grid_pos(float8[], float8) IS 'pg_kde internal: position on a grid';
+
+-- A bound moved onto a discretised axis's lattice: the midpoint just below the smallest value >= x (lower
+-- bound) or just above the largest value <= x (upper bound); the grid's points are those midpoints, so
+-- every value's rows stay whole. Beyond the ends: the grid's ends.
+CREATE FUNCTION _kde_lattice_bound(lattice float8[], grid float8[], x float8, upper boolean) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m integer := cardinality(lattice);
+    k integer := width_bucket(x, lattice);  -- values <= x
+BEGIN
+    IF NOT upper AND k > 0 AND lattice[k] = x THEN
+        k := k - 1;  -- values < x
+    END IF;
+    IF k = 0 THEN
+        RETURN grid[1];
+    ELSIF k = m THEN
+        RETURN grid[cardinality(grid)];
+    END IF;
+    RETURN (lattice[k] + lattice[k + 1]) / 2;
+END
+$$;
+COMMENT ON FUNCTION _kde_lattice_bound(float8[], float8[], float8, boolean) IS 'pg_kde internal: snap a bound';
+
 -- Share of a grid cell's rows between fractions t0 < t1 of the cell, when the density runs linearly from
 -- d0 to d1 across it: F(t) = (d0 t + (d1 - d0) t^2 / 2) / ((d0 + d1) / 2).
 CREATE FUNCTION _kde_cell_share(d0 float8, d1 float8, t0 float8, t1 float8) RETURNS float8
@@ -226,10 +277,11 @@ COMMENT ON FUNCTION _kde_cell_mean(float8, float8, float8, float8) IS 'pg_kde in
 
 -- The smooth part's count (moment 0) or sum (moment 1) over a <= x <= b: whole cells exactly from the
 -- cumulative cell arrays; the (at most two) cells the range cuts by the KDE's share of their rows. Also
--- the variance of that share (each cut cell's rows Binomial(n, share)) and hard bounds (none to all of a
--- cut cell's rows inside the range).
+-- the variance of that share (each cut cell's rows Binomial(n, share)), a smoothing-bias allowance (how far
+-- the KDE's share is from a uniform cell's), and hard bounds (none to all of a cut cell's rows inside).
 CREATE FUNCTION _kde_smooth(s kde_synopsis, a float8, b float8, moment integer,
-                            OUT estimate float8, OUT variance float8, OUT low float8, OUT high float8)
+                            OUT estimate float8, OUT variance float8, OUT bias float8, OUT low float8,
+                            OUT high float8)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -237,8 +289,11 @@ DECLARE
     m integer := s.grid_size;
     cells float8[] := CASE WHEN moment = 0 THEN s.cell_cum_count ELSE s.cell_cum_sum END;
     counts float8[] := s.cell_cum_count;
+    offsets float8[] := s.cell_cum_offset;
     mass float8[] := s.kde_mass;
-    delta float8;
+    grid float8[] := s.grid;
+    slope float8;
+    kde_share float8;
     pa float8;
     pb float8;
     ka integer;
@@ -250,21 +305,19 @@ DECLARE
     share float8;
     x float8;
 BEGIN
-    estimate := 0; variance := 0; low := 0; high := 0;
+    estimate := 0; variance := 0; bias := 0; low := 0; high := 0;
     IF s.kde_rows = 0 THEN
         RETURN;
     END IF;
-    a := greatest(a, s.grid_lo);
-    b := least(b, s.grid_hi);
-    IF a >= b THEN
+    IF cardinality(s.lattice) > 0 THEN  -- keep every value's rows on one side of the bounds
+        a := @extschema@._kde_lattice_bound(s.lattice, grid, a, false);
+        b := @extschema@._kde_lattice_bound(s.lattice, grid, b, true);
+    END IF;
+    pa := @extschema@._kde_grid_pos(grid, a);
+    pb := @extschema@._kde_grid_pos(grid, b);
+    IF pa >= pb THEN
         RETURN;
     END IF;
-    delta := (s.grid_hi - s.grid_lo) / (m - 1);
-    pa := (a - s.grid_lo) / delta;
-    pb := (b - s.grid_lo) / delta;
-    -- A bound within rounding of a cell edge is on it (integer grids put continuity-corrected bounds there).
-    IF abs(pa - round(pa)) < 1e-9 THEN pa := round(pa); END IF;
-    IF abs(pb - round(pb)) < 1e-9 THEN pb := round(pb); END IF;
     ka := least(floor(pa)::integer, m - 2);
     kb := least(floor(pb)::integer, m - 2);
     IF kb > ka + 1 THEN  -- whole cells ka+1 .. kb-1 (cell k holds cells[k + 2] - cells[k + 1])
@@ -283,17 +336,24 @@ BEGIN
             high := high + cells[c + 2] - cells[c + 1];
             CONTINUE;
         END IF;
-        share := @extschema@._kde_cell_share(mass[c + 1], mass[c + 2], t0, t1);
+        -- The cell's rows as a linear density with their exact mean offset (slope 12 (mean - 1/2), kept
+        -- non-negative); the KDE's density across the cell is the second opinion, and the two shares'
+        -- difference is the smoothing-bias allowance.
+        slope := greatest(-2, least(2, 12 * ((offsets[c + 2] - offsets[c + 1]) / n - 0.5)));
+        share := @extschema@._kde_cell_share(1 - slope / 2, 1 + slope / 2, t0, t1);
+        kde_share := @extschema@._kde_cell_share(mass[c + 1], mass[c + 2], t0, t1);
         IF moment = 0 THEN
             estimate := estimate + n * share;
             variance := variance + n * share * (1 - share);
+            bias := bias + n * abs(share - kde_share);
             high := high + n;
         ELSE
-            x := s.grid_lo + (c + @extschema@._kde_cell_mean(mass[c + 1], mass[c + 2], t0, t1)) * delta;
+            x := grid[c + 1] + @extschema@._kde_cell_mean(1 - slope / 2, 1 + slope / 2, t0, t1) * (grid[c + 2] - grid[c + 1]);
             estimate := estimate + n * share * x;
             variance := variance + n * share * (1 - share) * x * x;
-            low := low + least(0, n * (s.grid_lo + (c + t0) * delta));
-            high := high + greatest(0, n * (s.grid_lo + (c + t1) * delta));
+            bias := bias + n * abs(share - kde_share) * abs(x);
+            low := low + least(0, n * (grid[c + 1] + t0 * (grid[c + 2] - grid[c + 1])));
+            high := high + greatest(0, n * (grid[c + 1] + t1 * (grid[c + 2] - grid[c + 1])));
         END IF;
     END LOOP;
 END
@@ -303,7 +363,8 @@ COMMENT ON FUNCTION _kde_smooth(kde_synopsis, float8, float8, integer) IS 'pg_kd
 -- Count (moment 0) or sum (moment 1) of the rows with lo <= x <= hi, NULL bounds open, with the
 -- variance and hard bounds of the estimate.
 CREATE FUNCTION _kde_range(s kde_synopsis, lo float8, hi float8, moment integer,
-                           OUT estimate float8, OUT variance float8, OUT low float8, OUT high float8)
+                           OUT estimate float8, OUT variance float8, OUT bias float8, OUT low float8,
+                           OUT high float8)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -314,7 +375,7 @@ DECLARE
     exact float8;
     smooth record;
 BEGIN
-    estimate := 0; variance := 0; low := 0; high := 0;
+    estimate := 0; variance := 0; bias := 0; low := 0; high := 0;
     IF a > b THEN
         RETURN;
     END IF;
@@ -328,6 +389,7 @@ BEGIN
     smooth := @extschema@._kde_smooth(s, a, b, moment);
     estimate := exact + smooth.estimate;
     variance := smooth.variance;
+    bias := smooth.bias;
     low := exact + smooth.low;
     high := exact + smooth.high;
 END
@@ -368,7 +430,8 @@ END
 $$;
 COMMENT ON FUNCTION _kde_normal_quantile(float8) IS 'pg_kde internal: inverse of the standard normal CDF';
 
--- An interval at the given confidence: estimate ± z sqrt(variance), never outside the hard bounds.
+-- An interval at the given confidence: estimate ± (z sqrt(variance) + smoothing-bias allowance), never
+-- outside the hard bounds.
 CREATE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
                               OUT estimate float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -388,7 +451,7 @@ BEGIN
     -- Discretised data (a cell spans few possible values) clusters on them: the binomial model would be
     -- too narrow, so the interval is the hard bounds.
     half := CASE WHEN s.cell_discrete THEN 'Infinity'::float8
-                 ELSE @extschema@._kde_normal_quantile((1 + confidence) / 2) * sqrt(r.variance) END;
+                 ELSE @extschema@._kde_normal_quantile((1 + confidence) / 2) * sqrt(r.variance) + r.bias END;
     estimate := r.estimate;
     low := greatest(r.low, r.estimate - half);
     high := least(r.high, r.estimate + half);
@@ -480,52 +543,6 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION _kde_sat_at(float8[], integer, integer, integer, float8, float8) IS 'pg_kde internal: summed-area lookup';
-
--- Fractional grid-index coordinate of x on a grid (0 at grid[1], cardinality - 1 at the last point).
-CREATE FUNCTION _kde_grid_pos(grid float8[], x float8) RETURNS float8
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    m integer := cardinality(grid);
-    k integer;
-    p float8;
-BEGIN
-    IF x <= grid[1] THEN
-        RETURN 0;
-    ELSIF x >= grid[m] THEN
-        RETURN m - 1;
-    END IF;
-    k := width_bucket(x, grid);
-    p := (k - 1) + (x - grid[k]) / (grid[k + 1] - grid[k]);
-    RETURN CASE WHEN abs(p - round(p)) < 1e-9 THEN round(p) ELSE p END;
-END
-$$;
-COMMENT ON FUNCTION _kde_grid_pos(float8[], float8) IS 'pg_kde internal: position on a grid';
-
--- A bound moved onto a discretised axis's lattice: the midpoint just below the smallest value >= x (lower
--- bound) or just above the largest value <= x (upper bound); the grid's points are those midpoints, so
--- every value's rows stay whole. Beyond the ends: the grid's ends.
-CREATE FUNCTION _kde_lattice_bound(lattice float8[], grid float8[], x float8, upper boolean) RETURNS float8
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    m integer := cardinality(lattice);
-    k integer := width_bucket(x, lattice);  -- values <= x
-BEGIN
-    IF NOT upper AND k > 0 AND lattice[k] = x THEN
-        k := k - 1;  -- values < x
-    END IF;
-    IF k = 0 THEN
-        RETURN grid[1];
-    ELSIF k = m THEN
-        RETURN grid[cardinality(grid)];
-    END IF;
-    RETURN (lattice[k] + lattice[k + 1]) / 2;
-END
-$$;
-COMMENT ON FUNCTION _kde_lattice_bound(float8[], float8[], float8, boolean) IS 'pg_kde internal: snap a bound';
 
 -- What a box [a1, b1] x [a2, b2] holds: moment 0 the row count, moment k (1 or 2) the sum of column k.
 -- Counts: whole cells inside the box exactly, the strip of cells the box cuts shaped by the KDE; sums: the

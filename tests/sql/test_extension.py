@@ -409,3 +409,20 @@ def test_pg_kde_command(database, db, table, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["running"] is False
     assert cli.main(["refresh", "--dsn", database, "nodot"]) == 1
     assert "TABLE.COLUMN" in capsys.readouterr().err
+
+
+def test_heavy_tailed_column_on_the_equal_depth_grid(db, table):
+    rng = np.random.default_rng(10)
+    budgets = np.round(np.exp(rng.normal(8, 1.5, 60000)), 2)  # log-normal, rounded to cents
+    load(db, table, {"b": budgets})
+    refresh(db, table, "b")
+    errors = []
+    for _ in range(60):
+        sel = rng.uniform(0.01, 0.6)
+        start = rng.uniform(0, 1 - sel)
+        lo, hi = (float(v) for v in np.quantile(budgets, [start, start + sel]))
+        n = exact(db, "count", table, "b", lo, hi)
+        est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'b', %s, %s)", (table, lo, hi)).fetchone()
+        assert low - 1e-9 <= n <= high + 1e-9
+        errors.append(abs(est - n) / n)
+    assert np.median(errors) < 0.001  # equal-width cells over [min, max] put most rows in a few cells
