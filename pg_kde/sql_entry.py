@@ -36,6 +36,18 @@ from .synopsis import (
     summed_area,
 )
 
+#: Parameter types of the catalog columns (kde_synopsis and kde_synopsis_2d).
+_CATALOG_TYPES = {
+    "relid": "oid", "cols": "text[]", "method": "text", "bandwidth": "float8[]", "sample_size": "int4",
+    "n_rows": "int8", "n_null": "int8", "atom_values": "float8[]", "atom_cum_count": "float8[]",
+    "atom_cum_sum": "float8[]", "kde_rows": "int8", "grid": "float8[]", "lattice": "float8[]",
+    "cell_cum_count": "float8[]", "cell_cum_sum": "float8[]", "cell_cum_offset": "float8[]", "kde_mass": "float8[]",
+    "cell_discrete": "bool", "build_seconds": "float8", "backend": "text", "mod_count": "int8", "options": "jsonb",
+    "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
+    "sat_sum": "float8[]", "kde_sat": "float8[]",
+}
+# integer_valued and grid_size are scalars in 1-D and arrays in 2-D: typed at the call.
+
 _RELKINDS = {"r": "table", "p": "partitioned table", "m": "materialized view", "v": "view", "f": "foreign table"}
 _SAMPLEABLE = {"r", "p", "m"}
 
@@ -177,17 +189,7 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
     if len(cols) != 1:
         plpy.error("pg_kde: synopses cover one column or a pair of columns")
     col = _numeric_column(plpy, relid, rel, cols[0])
-    if sample_size is None or sample_size < 100:
-        plpy.error("pg_kde: sample_size must be at least 100")
-    if grid_size is None or not 16 <= grid_size <= 65536:
-        plpy.error("pg_kde: grid_size must be between 16 and 65536")
-    try:
-        chosen = _choose_method(method, 1, for_counts=True)
-    except ValueError as exc:
-        plpy.error(f"pg_kde: {exc}")
-    schema = _extension_schema(plpy)
-    lock = plpy.prepare("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1)::bigint)", ["text"])
-    plpy.execute(lock, [f"pg_kde:{relid}:{cols[0]}"])
+    chosen, schema = _refresh_start(plpy, relid, cols, method, sample_size, grid_size, (16, 65536))
 
     x = f"({col})::float8"
     stats = plpy.execute(
@@ -265,40 +267,57 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
         cell_count, cell_sum, kde_mass = cell_prefix(rows_in), cell_prefix(sums_in), density.tolist()
         cell_offset = cell_prefix(np.clip(offsets_in, 0.0, rows_in))
 
-    mod = plpy.execute(
-        plpy.prepare(
-            "SELECT coalesce(n_tup_ins + n_tup_upd + n_tup_del, 0) AS m FROM pg_catalog.pg_stat_user_tables WHERE relid = $1",
-            ["oid"],
-        ),
-        [relid],
-    )
     atom_count, atom_sum = atoms.cumulative()
     seconds = time.perf_counter() - started
-    columns = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued",
-               "atom_values", "atom_cum_count", "atom_cum_sum", "kde_rows", "grid", "lattice", "grid_size",
-               "cell_cum_count", "cell_cum_sum", "cell_cum_offset", "kde_mass", "cell_discrete", "build_seconds", "backend", "mod_count",
-               "options"]
-    types = ["oid", "text[]", "text", "float8[]", "int4", "int8", "int8", "bool", "float8[]", "float8[]", "float8[]",
-             "int8", "float8[]", "float8[]", "int4", "float8[]", "float8[]", "float8[]", "float8[]", "bool", "float8", "text",
-             "int8", "jsonb"]
-    values = ", ".join("$1::oid::regclass" if i == 0 else f"${i + 1}" for i in range(len(columns)))
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[2:])
-    upsert = plpy.prepare(
-        f"INSERT INTO {schema}.kde_synopsis ({', '.join(columns)}, built_at) VALUES ({values}, pg_catalog.now()) "
-        f"ON CONFLICT (relid, cols) DO UPDATE SET {updates}, built_at = EXCLUDED.built_at",
-        types,
-    )
-    plpy.execute(
-        upsert,
-        [relid, cols, used_method, [h], used_sample, n, n_all - n, integral, atoms.values.tolist(), atom_count,
-         atom_sum, kde_rows, grid, lattice, grid_size if kde_rows > 0 else 0, cell_count, cell_sum, cell_offset,
-         kde_mass, discrete, seconds, used_backend, int(mod[0]["m"]) if mod else 0,
-         json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size, "backend": backend})],
+    _upsert(
+        plpy,
+        schema,
+        "kde_synopsis",
+        {"relid": relid, "cols": cols, "method": used_method, "bandwidth": [h], "sample_size": used_sample,
+         "n_rows": n, "n_null": n_all - n, "integer_valued": integral, "atom_values": atoms.values.tolist(),
+         "atom_cum_count": atom_count, "atom_cum_sum": atom_sum, "kde_rows": kde_rows, "grid": grid,
+         "lattice": lattice, "grid_size": grid_size if kde_rows > 0 else 0, "cell_cum_count": cell_count,
+         "cell_cum_sum": cell_sum, "cell_cum_offset": cell_offset, "kde_mass": kde_mass, "cell_discrete": discrete,
+         "build_seconds": seconds, "backend": used_backend, "mod_count": _mod_count(plpy, relid),
+         "options": json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size,
+                                "backend": backend})},
+        {**_CATALOG_TYPES, "integer_valued": "bool", "grid_size": "int4"},
     )
     summary.update({"method": used_method, "bandwidth": h, "sample_size": used_sample, "backend": used_backend,
                     "discrete": discrete,
                     "grid_size": grid_size if kde_rows > 0 else 0, "seconds": round(seconds, 4)})
     return json.dumps(summary)
+
+
+def _refresh_start(plpy, relid, cols, method, sample_size, grid_size, grid_range):
+    """Checks shared by 1-D and 2-D refreshes; serialises refreshes of the same synopsis (transaction-level
+    advisory lock). Returns (method to run, quoted extension schema)."""
+    if sample_size is None or sample_size < 100:
+        plpy.error("pg_kde: sample_size must be at least 100")
+    low, high = grid_range
+    if grid_size is None or not low <= grid_size <= high:
+        plpy.error(f"pg_kde: grid_size must be between {low} and {high}" + (" for a 2-D synopsis" if len(cols) == 2 else ""))
+    try:
+        chosen = _choose_method(method, len(cols), for_counts=True)
+    except ValueError as exc:
+        plpy.error(f"pg_kde: {exc}")
+    lock = plpy.prepare("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1)::bigint)", ["text"])
+    plpy.execute(lock, [f"pg_kde:{relid}:" + ":".join(cols)])
+    return chosen, _extension_schema(plpy)
+
+
+def _upsert(plpy, schema: str, table: str, row: dict, types: dict) -> None:
+    """INSERT ... ON CONFLICT (relid, cols) DO UPDATE of one catalog row; ``row`` maps column -> value
+    (relid first, as an oid), ``types`` column -> SQL type of the parameter."""
+    columns = list(row)
+    values = ", ".join("$1::oid::regclass" if i == 0 else f"${i + 1}" for i in range(len(columns)))
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[2:])
+    plan = plpy.prepare(
+        f"INSERT INTO {schema}.{table} ({', '.join(columns)}, built_at) VALUES ({values}, pg_catalog.now()) "
+        f"ON CONFLICT (relid, cols) DO UPDATE SET {updates}, built_at = EXCLUDED.built_at",
+        [types[c] for c in columns],
+    )
+    plpy.execute(plan, list(row.values()))
 
 
 def _mod_count(plpy, relid) -> int:
@@ -319,17 +338,7 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
     if cols[0] == cols[1]:
         plpy.error("pg_kde: a 2-D synopsis needs two different columns")
     exprs = [_numeric_column(plpy, relid, rel, c) for c in cols]
-    if sample_size is None or sample_size < 100:
-        plpy.error("pg_kde: sample_size must be at least 100")
-    if grid_size is None or not 8 <= grid_size <= 1024:
-        plpy.error("pg_kde: grid_size must be between 8 and 1024 for a 2-D synopsis")
-    try:
-        chosen = _choose_method(method, 2, for_counts=True)
-    except ValueError as exc:
-        plpy.error(f"pg_kde: {exc}")
-    schema = _extension_schema(plpy)
-    lock = plpy.prepare("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1)::bigint)", ["text"])
-    plpy.execute(lock, [f"pg_kde:{relid}:{cols[0]}:{cols[1]}"])
+    chosen, schema = _refresh_start(plpy, relid, cols, method, sample_size, grid_size, (8, 1024))
 
     x1, x2 = (f"({e})::float8" for e in exprs)
     both = f"{exprs[0]} IS NOT NULL AND {exprs[1]} IS NOT NULL"
@@ -395,26 +404,20 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
     sat = lambda a: summed_area(a).ravel().tolist()  # noqa: E731 - row-major (m1, m2)
 
     seconds = time.perf_counter() - started
-    columns = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued",
-               "grid1", "grid2", "lattice1", "lattice2", "grid_size", "sat_count", "sat_sum", "kde_sat",
-               "build_seconds", "backend", "mod_count", "options"]
-    types = ["oid", "text[]", "text", "float8[]", "int4", "int8", "int8", "bool[]", "float8[]", "float8[]", "float8[]",
-             "float8[]", "int4[]", "float8[]", "float8[]", "float8[]", "float8", "text", "int8", "jsonb"]
-    values = ", ".join("$1::oid::regclass" if i == 0 else f"${i + 1}" for i in range(len(columns)))
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[2:])
-    plan = plpy.prepare(
-        f"INSERT INTO {schema}.kde_synopsis_2d ({', '.join(columns)}, built_at) VALUES ({values}, pg_catalog.now()) "
-        f"ON CONFLICT (relid, cols) DO UPDATE SET {updates}, built_at = EXCLUDED.built_at",
-        types,
-    )
     sums = np.stack([summed_area(sum1), summed_area(sum2)]).ravel().tolist()
-    plpy.execute(
-        plan,
-        [relid, cols, used_method, H.ravel().tolist(), len(sample), n, n_all - n,
-         [bool(stats["int1"]), bool(stats["int2"])], grids[0].tolist(), grids[1].tolist(), lattices[0], lattices[1],
-         [m1, m2], sat(rows_in), sums,
-         sat(cell_masses(masses)), seconds, used_backend, _mod_count(plpy, relid),
-         json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size, "backend": backend})],
+    _upsert(
+        plpy,
+        schema,
+        "kde_synopsis_2d",
+        {"relid": relid, "cols": cols, "method": used_method, "bandwidth": H.ravel().tolist(),
+         "sample_size": len(sample), "n_rows": n, "n_null": n_all - n,
+         "integer_valued": [bool(stats["int1"]), bool(stats["int2"])], "grid1": grids[0].tolist(),
+         "grid2": grids[1].tolist(), "lattice1": lattices[0], "lattice2": lattices[1], "grid_size": [m1, m2],
+         "sat_count": sat(rows_in), "sat_sum": sums, "kde_sat": sat(cell_masses(masses)), "build_seconds": seconds,
+         "backend": used_backend, "mod_count": _mod_count(plpy, relid),
+         "options": json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size,
+                                "backend": backend})},
+        {**_CATALOG_TYPES, "integer_valued": "bool[]", "grid_size": "int4[]"},
     )
     return json.dumps({"relation": rel, "columns": list(cols), "rows": n, "nulls": n_all - n, "method": used_method,
                        "bandwidth": H.ravel().tolist(), "sample_size": len(sample), "backend": used_backend,

@@ -276,9 +276,10 @@ $$;
 COMMENT ON FUNCTION _kde_cell_mean(float8, float8, float8, float8) IS 'pg_kde internal: mean position in a cell';
 
 -- The smooth part's count (moment 0) or sum (moment 1) over a <= x <= b: whole cells exactly from the
--- cumulative cell arrays; the (at most two) cells the range cuts by the KDE's share of their rows. Also
--- the variance of that share (each cut cell's rows Binomial(n, share)), a smoothing-bias allowance (how far
--- the KDE's share is from a uniform cell's), and hard bounds (none to all of a cut cell's rows inside).
+-- cumulative cell arrays; the (at most two) cells the range cuts by the share of their rows that the
+-- linear density with the cell's exact mean offset puts inside. Also the variance of that share (each cut
+-- cell's rows Binomial(n, share)), a smoothing-bias allowance (how far the KDE's share differs from it),
+-- and hard bounds (none to all of a cut cell's rows inside). docs/math.md §7.
 CREATE FUNCTION _kde_smooth(s kde_synopsis, a float8, b float8, moment integer,
                             OUT estimate float8, OUT variance float8, OUT bias float8, OUT low float8,
                             OUT high float8)
@@ -361,7 +362,7 @@ $$;
 COMMENT ON FUNCTION _kde_smooth(kde_synopsis, float8, float8, integer) IS 'pg_kde internal: the smooth part of a range';
 
 -- Count (moment 0) or sum (moment 1) of the rows with lo <= x <= hi, NULL bounds open, with the
--- variance and hard bounds of the estimate.
+-- variance, smoothing-bias allowance and hard bounds of the estimate.
 CREATE FUNCTION _kde_range(s kde_synopsis, lo float8, hi float8, moment integer,
                            OUT estimate float8, OUT variance float8, OUT bias float8, OUT low float8,
                            OUT high float8)
