@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # -P: never import the source tree from the working directory; the installed build is the one under test.
 RUN := $(PY) -P
 
-.PHONY: all install test demo bench bench-quick clean system-deps server-stop
+.PHONY: all install test demo bench bench-quick bench-aqp clean system-deps server-stop
 
 all: test
 
@@ -46,6 +46,12 @@ bench: install
 
 bench-quick: install
 	$(RUN) benchmarks/bandwidth.py --quick
+
+bench-aqp: install
+	@ls /usr/share/postgresql/*/extension/tdigest.control >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15-tdigest)
+	$(PY) -m pip install -q '.[bench]'
+	$(RUN) benchmarks/aqp.py
 
 server-stop:
 	-$(VENV)/bin/pg-kde server stop
