@@ -22,7 +22,6 @@ import pwd
 import shutil
 import socket
 import subprocess
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -186,11 +185,3 @@ def destroy(workdir: str | os.PathLike = ".") -> None:
     if cluster is not None:
         shutil.rmtree(cluster.base, ignore_errors=True)
         _state_file(Path(workdir).resolve()).unlink(missing_ok=True)
-
-
-def wait_ready(cluster: Cluster, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while _run([pg_bindir() / "pg_isready", "-h", cluster.base, "-p", cluster.port], check=False).returncode != 0:
-        if time.monotonic() > deadline:
-            raise ServerError(f"the local PostgreSQL at {cluster.base} did not accept connections")
-        time.sleep(0.2)

@@ -97,21 +97,6 @@ def is_discrete(sample: np.ndarray, delta: float, integral: bool) -> bool:
     return bool(len(gaps)) and delta / float(gaps.min()) < DISCRETE_POSITIONS
 
 
-def grid_points(lo: float, hi: float, size: int) -> np.ndarray:
-    return lo + (hi - lo) * np.arange(size) / (size - 1)
-
-
-def linear_binning(x: np.ndarray, lo: float, hi: float, size: int) -> np.ndarray:
-    """Linear binning of x onto ``size`` grid points over [lo, hi] (the reference for the SQL version)."""
-    p = (np.asarray(x, dtype=np.float64) - lo) / (hi - lo) * (size - 1)
-    k = np.clip(np.floor(p).astype(np.int64), 0, size - 1)
-    frac = p - k
-    weights = np.bincount(k, weights=1.0 - frac, minlength=size)
-    upper = np.minimum(k + 1, size - 1)
-    weights += np.bincount(upper, weights=frac, minlength=size)
-    return weights[:size]
-
-
 def point_weights(cell_rows: np.ndarray, cell_offsets: np.ndarray) -> np.ndarray:
     """Linear-binning weights at the grid points from per-cell aggregates.
 
