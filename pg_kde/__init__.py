@@ -7,11 +7,18 @@ The numerical core is importable on its own:
 - :func:`backends` — which backends exist and which can run here.
 """
 
-from ._backends import BACKENDS, BackendUnavailableError, get_backend
+from ._backends import BACKENDS, BackendFallbackWarning, BackendUnavailableError, DeviceOutOfMemoryError, get_backend
 
 __version__ = "0.1.0"
 
-__all__ = ["BackendUnavailableError", "backends", "get_backend", "__version__"]
+__all__ = [
+    "BackendFallbackWarning",
+    "BackendUnavailableError",
+    "DeviceOutOfMemoryError",
+    "backends",
+    "get_backend",
+    "__version__",
+]
 
 
 def backends() -> dict:

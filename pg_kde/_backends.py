@@ -16,24 +16,37 @@ caller has already centred and transformed (sphered, or multiplied by L⁻¹ whe
 
 ``reference`` is the oracle: plain NumPy in float64, chunked so memory stays bounded; it ignores
 ``dtype`` (always float64). ``native`` is the C++ SIMD module. ``sequential`` is the naive
-single-threaded scalar C++ loop, the baseline the benchmarks compare against. ``cuda`` is not built
-yet and says so.
+single-threaded scalar C++ loop, the baseline the benchmarks compare against. ``cuda`` runs CUDA
+kernels through CuPy (:mod:`pg_kde._cuda`).
+
+``backend="auto"`` takes the first usable of :data:`AUTO_ORDER`; when that is cuda and the GPU runs out
+of memory, it warns (:class:`BackendFallbackWarning`) and finishes on the next usable backend, and the
+backend's ``name`` (which the selectors report) becomes that one's.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
+from ._cuda import CudaBackend
+from ._errors import BackendFallbackWarning, BackendUnavailableError, DeviceOutOfMemoryError
 from ._validate import check_dtype
+
+__all__ = [
+    "AUTO_ORDER",
+    "BACKENDS",
+    "BackendFallbackWarning",
+    "BackendUnavailableError",
+    "DeviceOutOfMemoryError",
+    "backend_names",
+    "get_backend",
+]
 
 # Largest temporary the reference backend creates, in float64 elements (16 MiB).
 _REFERENCE_BLOCK = 1 << 21
-
-
-class BackendUnavailableError(RuntimeError):
-    """The requested backend cannot run here (missing module, device or build)."""
 
 
 def _row_blocks(n_rows: int, cost_per_row: int):
@@ -182,19 +195,6 @@ class SequentialBackend(NativeBackend):
         super().__init__(isa="", threads=1)
 
 
-class CudaBackend:
-    """CUDA kernels through CuPy: not part of this release."""
-
-    name = "cuda"
-
-    @staticmethod
-    def unavailable_reason():
-        return (
-            "the cuda backend is not available in this version of pg_kde (no CUDA kernels are built yet); "
-            "use backend='native' (C++ SIMD) or backend='reference'"
-        )
-
-
 BACKENDS = {
     "reference": ReferenceBackend,
     "native": NativeBackend,
@@ -210,6 +210,52 @@ def backend_names():
     return ("auto",) + tuple(BACKENDS)
 
 
+class FallbackBackend:
+    """A backend that runs on ``primary`` and, the first time the GPU runs out of memory there, warns and
+    runs that call and every later one on ``fallback()``. ``name`` is the backend that ran last."""
+
+    def __init__(self, primary, fallback):
+        self._active, self._fallback = primary, fallback
+
+    @property
+    def name(self):
+        return self._active.name
+
+    def _call(self, method, *args):
+        try:
+            return getattr(self._active, method)(*args)
+        except DeviceOutOfMemoryError as exc:
+            if self._fallback is None:
+                raise
+            failed, self._active, self._fallback = self._active.name, self._fallback(), None
+            warnings.warn(
+                f"backend='auto': the {failed} backend failed ({exc}); the computation continues on the "
+                f"{self._active.name} backend, and its result names that backend",
+                BackendFallbackWarning,
+                stacklevel=4,
+            )
+            return getattr(self._active, method)(*args)
+
+    def plugin_pair_sum(self, *args):
+        return self._call("plugin_pair_sum", *args)
+
+    def lscv_pair_sums(self, *args):
+        return self._call("lscv_pair_sums", *args)
+
+    def lscv_moments(self, *args):
+        return self._call("lscv_moments", *args)
+
+    def kde_sums(self, *args):
+        return self._call("kde_sums", *args)
+
+
+def _first_usable(names):
+    for candidate in names:
+        if BACKENDS[candidate].unavailable_reason() is None:
+            return candidate
+    raise BackendUnavailableError("no backend is available")  # pragma: no cover - reference always is
+
+
 def get_backend(name="auto"):
     """Return a backend instance for ``name`` (``"auto"`` picks the first usable of :data:`AUTO_ORDER`).
 
@@ -219,10 +265,11 @@ def get_backend(name="auto"):
     if not isinstance(name, str) or name not in backend_names():
         raise ValueError(f"unknown backend {name!r}; valid backends: {', '.join(backend_names())}")
     if name == "auto":
-        for candidate in AUTO_ORDER:
-            if BACKENDS[candidate].unavailable_reason() is None:
-                return BACKENDS[candidate]()
-        raise BackendUnavailableError("no backend is available")  # pragma: no cover - reference always is
+        first = _first_usable(AUTO_ORDER)
+        rest = AUTO_ORDER[AUTO_ORDER.index(first) + 1 :]
+        if first != "cuda":
+            return BACKENDS[first]()
+        return FallbackBackend(BACKENDS[first](), lambda: BACKENDS[_first_usable(rest)]())
     cls = BACKENDS[name]
     reason = cls.unavailable_reason()
     if reason is not None:

@@ -1,5 +1,7 @@
-"""The native module's primitives against the float64 NumPy reference, for every instruction set and
-both precisions, on sizes that hit every tiling edge (tails shorter than a vector, single tiles, many)."""
+"""The fast backends' primitives against the float64 NumPy reference, in both precisions, on sizes that
+hit every tiling edge (tails shorter than a vector, single tiles, many): the native module under every
+instruction set, the CUDA kernels in the host emulator and, marked gpu, on a device (the fast_backend
+fixture, tests/unit/conftest.py). Then what only the native module has."""
 
 import math
 
@@ -41,15 +43,14 @@ def test_exp_nonpos_flushes_to_zero_below_the_normal_range(isa, dtype):
     assert np.all(_native.exp_nonpos(x, isa) == 0)
 
 
-@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("n", [2, 3, 15, 16, 17, 33, 250, 1030])
 @pytest.mark.parametrize("order", [2, 4, 6])
-def test_plugin_pair_sum(isa, dtype, n, order, rng):
+def test_plugin_pair_sum(fast_backend, dtype, n, order, rng):
     x = rng.standard_normal(n)
     g = 0.35
     expected = REF.plugin_pair_sum(x, g, order)
-    got = NativeBackend(isa=isa).plugin_pair_sum(x, g, order, dtype)
+    got = fast_backend.plugin_pair_sum(x, g, order, dtype)
     # K⁽ʳ⁾ changes sign, so the sum can cancel: compare with the sum of magnitudes.
     u2 = (x[:, None] - x[None, :]) ** 2 / g**2
     poly = {2: u2 - 1, 4: (u2 - 6) * u2 + 3, 6: ((u2 - 15) * u2 + 45) * u2 - 15}[order]
@@ -57,16 +58,15 @@ def test_plugin_pair_sum(isa, dtype, n, order, rng):
     assert abs(got - expected) <= TOL[dtype] * (np.triu(magnitude, 1).sum() + 1e-300)
 
 
-@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("n, d", [(2, 1), (17, 1), (40, 3), (129, 2), (300, 16)])
 @pytest.mark.parametrize("derivative", [False, True])
-def test_lscv_pair_sums(isa, dtype, n, d, derivative, rng):
+def test_lscv_pair_sums(fast_backend, dtype, n, d, derivative, rng):
     z = rng.standard_normal((n, d))
     scales = np.geomspace(0.05, 40.0, 9)
     w = 2.0 ** (1 + d / 2)
     A_ref, D_ref = REF.lscv_pair_sums(z, scales, w, derivative)
-    A, D = NativeBackend(isa=isa).lscv_pair_sums(z, scales, w, derivative, dtype)
+    A, D = fast_backend.lscv_pair_sums(z, scales, w, derivative, dtype)
     # Scale of the terms: sum of e + w e² (A) and of S e (1 + 2 w e) (D).
     s = np.sum((z[:, None, :] - z[None, :, :]) ** 2, axis=-1)[np.triu_indices(n, 1)]
     for m, sc in enumerate(scales):
@@ -78,14 +78,13 @@ def test_lscv_pair_sums(isa, dtype, n, d, derivative, rng):
         assert D is None
 
 
-@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("n, d", [(2, 1), (33, 2), (101, 5), (64, 16)])
-def test_lscv_moments(isa, dtype, n, d, rng):
+def test_lscv_moments(fast_backend, dtype, n, d, rng):
     z = rng.standard_normal((n, d))
     w = 2.0 ** (1 + d / 2)
     A_ref, M_ref = REF.lscv_moments(z, w)
-    A, M = NativeBackend(isa=isa).lscv_moments(z, w, dtype)
+    A, M = fast_backend.lscv_moments(z, w, dtype)
     u = (z[:, None, :] - z[None, :, :])[np.triu_indices(n, 1)]
     e = np.exp(-0.25 * np.sum(u * u, axis=1))
     assert abs(A - A_ref) <= TOL[dtype] * np.sum(e + w * e * e)
@@ -94,14 +93,13 @@ def test_lscv_moments(isa, dtype, n, d, rng):
     assert np.array_equal(M, M.T)
 
 
-@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("m, n, d", [(1, 1, 1), (7, 3, 1), (40, 17, 2), (300, 70, 3), (5, 1000, 16)])
-def test_kde_sums(isa, dtype, m, n, d, rng):
+def test_kde_sums(fast_backend, dtype, m, n, d, rng):
     points = rng.standard_normal((m, d)) * 1.5
     sample = rng.standard_normal((n, d))
     expected = REF.kde_sums(points, sample)
-    got = NativeBackend(isa=isa).kde_sums(points, sample, dtype)
+    got = fast_backend.kde_sums(points, sample, dtype)
     assert got.shape == (m,)
     np.testing.assert_allclose(got, expected, rtol=TOL[dtype] * 4, atol=1e-300)
 
