@@ -12,7 +12,12 @@ Writes CSV and a markdown table into --out (default benchmarks/results) and prin
 checks the targets of the bandwidth-engine issue (stated for float32) and says which are met; the exit
 status is 1 when one is missed.
 
-    python benchmarks/bandwidth.py [--quick] [--dtype float32] [--repeats 7] [--out DIR]
+Where the cuda backend can run, a CUDA section follows (--cuda-only runs just that): the targets of the
+CUDA issue end to end from the Python call (transfers included) under each of the three reduction
+strategies, then the device time of the pair kernels at large sizes (CUDA events) with the fraction of
+the GPU's FP32 and SFU (exp2) peak each reaches.
+
+    python benchmarks/bandwidth.py [--quick] [--dtype float32] [--repeats 7] [--out DIR] [--cuda-only]
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import pg_kde
-from pg_kde import _native, bandwidth
+from pg_kde import _cuda, _native, bandwidth, kde
 
 # The paper's figures for the largest case of each experiment (ms): 4-core SSE CPU and GTX 480 GPU.
 PAPER = {
@@ -42,6 +47,16 @@ TARGETS_MS = {
     ("plugin", 32768, 1): 250.0,
     ("lscv_h", 1024, 16): 15.0,
     ("lscv_H_objective", 16384, 16): 150.0,
+}
+
+
+# The CUDA issue's targets on one H100 (float32, end to end including transfers), in ms.
+CUDA_TARGETS_MS = {
+    ("plugin", 32768, 1): 2.0,
+    ("plugin", 1048576, 1): 1000.0,
+    ("lscv_h", 1024, 16): 2.0,
+    ("lscv_H_objective", 16384, 16): 10.0,
+    ("kde", 1000000, 2): 1000.0,
 }
 
 
@@ -102,7 +117,18 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--no-sequential", action="store_true", help="skip the slow sequential baseline")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--cuda-only", action="store_true", help="only the CUDA section")
     args = parser.parse_args(argv)
+    if args.cuda_only:
+        if pg_kde.backends()["cuda"] is not None:
+            print(pg_kde.backends()["cuda"], file=sys.stderr)
+            return 2
+        args.out.mkdir(parents=True, exist_ok=True)
+        lines, met = cuda_section(args)
+        (args.out / "bandwidth_cuda.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        print(f"\nwrote {args.out / 'bandwidth_cuda.md'}")
+        return 0 if met else 1
 
     backends = [] if args.no_sequential else ["sequential"]
     backends.append("native")
@@ -170,12 +196,144 @@ def main(argv=None) -> int:
         sp = by_key[key]["speedup"]
         met_all &= sp >= 12
         lines.append(f"| plugin n=32768 native vs sequential | | >= 12x | {sp:.1f}x | {'yes' if sp >= 12 else 'NO'} |")
+    if "cuda" in backends:
+        cuda_lines, cuda_met = cuda_section(args)
+        lines += [""] + cuda_lines
+        met_all &= cuda_met
     table = "\n".join(lines)
     (args.out / "bandwidth.md").write_text(table + "\n")
     print()
     print(table)
     print(f"\nwrote {args.out / 'bandwidth.csv'} and {args.out / 'bandwidth.md'}")
     return 0 if met_all else 1
+
+
+def device_info():
+    """(name, multiprocessors, clock Hz) of the current CUDA device."""
+    import cupy
+
+    device = cupy.cuda.Device()
+    name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    return name, int(device.attributes["MultiProcessorCount"]), float(device.attributes["ClockRate"]) * 1e3
+
+
+def device_time_ms(fn, repeats: int) -> float:
+    """Best device time of fn() between two CUDA events on the current stream, in ms."""
+    import cupy
+
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        best = min(best, cupy.cuda.get_elapsed_time(start, end))
+    return best
+
+
+def cuda_runner(experiment: str, n: int, d: int, dtype: str):
+    if experiment != "kde":
+        return runner(experiment, n, d, "cuda", dtype)
+    rng = np.random.default_rng(n + d)
+    sample, points = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    H = bandwidth.normal_reference(sample).H
+    return lambda: kde.evaluate(points, sample, H, backend="cuda", dtype=dtype)
+
+
+def kernel_cases(dtype: str, quick: bool):
+    """(label, exp2 evaluations, approximate FP32 operations, call) of one primitive call each."""
+    rng = np.random.default_rng(5)
+    n_plugin = 1 << (18 if quick else 20)
+    x = rng.standard_normal(n_plugin)
+    z16 = rng.standard_normal((16384, 16))
+    z_grid = rng.standard_normal((1024, 16))
+    m_kde = 250_000 if quick else 1_000_000
+    p2, s2 = rng.standard_normal((m_kde, 2)), rng.standard_normal((m_kde, 2))
+    scales = np.geomspace(0.1, 10.0, 150)
+
+    def pairs(n):
+        return n * (n - 1) / 2
+
+    # Operations per pair: PLUGIN 10 (difference, square, polynomial, scaled exponent, product, sum);
+    # LSCV S costs 3d, then 6 per scale; KDE 3d + 3.
+    return [
+        (f"PLUGIN pair sum (order 4), n = {n_plugin}", pairs(n_plugin), 10 * pairs(n_plugin),
+         lambda be: be.plugin_pair_sum(x, 0.3, 4, dtype)),
+        ("LSCV_h grid pass, n = 1024, d = 16, 150 h", 150 * pairs(1024), pairs(1024) * (48 + 6 * 150),
+         lambda be: be.lscv_pair_sums(z_grid, scales, 3.0, False, dtype)),
+        ("LSCV_H objective sums, n = 16384, d = 16", pairs(16384), pairs(16384) * (48 + 6),
+         lambda be: be.lscv_pair_sums(z16, np.array([1.0]), 3.0, False, dtype)),
+        (f"KDE sums, m = n = {m_kde}, d = 2", float(m_kde) ** 2, float(m_kde) ** 2 * 9,
+         lambda be: be.kde_sums(p2, s2, dtype)),
+    ]
+
+
+def cuda_section(args):
+    """The CUDA issue's targets under each reduction strategy, and the kernels' share of the device peak."""
+    name, sms, clock = device_info()
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    sfu_peak, fp32_peak = sms * 16 * clock, sms * 128 * 2 * clock  # exp2/s (MUFU), FLOP/s (FMA = 2)
+    strategies = list(_cuda.REDUCTIONS)
+    lines = [
+        f"CUDA: measured {stamp} on {name} ({sms} SMs, {clock / 1e9:.2f} GHz); dtype {args.dtype}; command "
+        f"`python benchmarks/bandwidth.py --cuda-only{' --quick' if args.quick else ''} --dtype {args.dtype}`.",
+        "End to end from the Python call, host-device transfers included; best of the runs in ms, per "
+        "reduction strategy (default: " + _cuda.DEFAULT_REDUCTION + ").",
+        "",
+        "| target | paper GTX 480 (ms) | required | " + " | ".join(strategies) + " | met |",
+        "|---|---:|---:|" + "---:|" * len(strategies) + "---|",
+    ]
+    met_all = True
+    previous = os.environ.get("PG_KDE_CUDA_REDUCTION")
+    totals = dict.fromkeys(strategies, 0.0)
+    try:
+        for key, target in CUDA_TARGETS_MS.items():
+            experiment, n, d = key
+            if args.quick and n >= 1_000_000:
+                n = n // 4
+            times = {}
+            for strategy in strategies:
+                os.environ["PG_KDE_CUDA_REDUCTION"] = strategy
+                times[strategy], _ = time_call(cuda_runner(experiment, n, d, args.dtype), args.repeats)
+                totals[strategy] += times[strategy] / target
+            got = times[_cuda.DEFAULT_REDUCTION]
+            met = got <= target or args.quick
+            met_all &= met
+            paper = PAPER.get(key, (None, None))[1]
+            print(f"cuda {experiment} n={n} d={d}: " + ", ".join(f"{s} {t:.2f} ms" for s, t in times.items()), flush=True)
+            lines.append(
+                f"| {experiment} n={n} d={d} | {paper if paper is not None else '-'} | <= {target:g} | "
+                + " | ".join(f"{times[s]:.2f}" for s in strategies)
+                + f" | {'yes' if got <= target else 'NO'} |"
+            )
+        fastest = min(totals, key=totals.get)
+        lines += ["", f"Fastest strategy over these targets (sum of time / target): {fastest}.", ""]
+        os.environ["PG_KDE_CUDA_REDUCTION"] = _cuda.DEFAULT_REDUCTION
+        lines += [
+            "Device time of one primitive call (CUDA events, transfers included), and the share of the "
+            f"device's peak: FP32 {fp32_peak / 1e12:.1f} TFLOP/s (FMA = 2), SFU exp2 {sfu_peak / 1e12:.2f} T/s.",
+            "",
+            "| kernel | ms | exp2 / s | of SFU peak | FP32 op / s | of FP32 peak |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        be = _cuda.CudaBackend()
+        for label, exps, flops, call in kernel_cases(args.dtype, args.quick):
+            ms = device_time_ms(lambda: call(be), max(1, args.repeats // 2))
+            rate_e, rate_f = exps / (ms / 1e3), flops / (ms / 1e3)
+            print(f"cuda kernel {label}: {ms:.2f} ms", flush=True)
+            lines.append(
+                f"| {label} | {ms:.2f} | {rate_e:.3g} | {100 * rate_e / sfu_peak:.0f}% | {rate_f:.3g} | "
+                f"{100 * rate_f / fp32_peak:.0f}% |"
+            )
+    finally:
+        if previous is None:
+            os.environ.pop("PG_KDE_CUDA_REDUCTION", None)
+        else:
+            os.environ["PG_KDE_CUDA_REDUCTION"] = previous
+    return lines, met_all
 
 
 if __name__ == "__main__":

@@ -40,6 +40,23 @@ __device__ inline double exp_neg(double x) { return exp(-x); }
 __device__ inline float masked_distance(float) { return 3.4028234663852886e38f; }
 __device__ inline double masked_distance(double) { return 1.7976931348623157e308; }
 
+// A sum in two levels: at most 64 terms in the working precision T, each such part then added in double.
+template <typename T>
+struct Sum64 {
+    double total = 0.0;
+    T part = T(0);
+    unsigned count = 0;
+    __device__ void add(T v) {
+        part += v;
+        if (++count == 64) {
+            total += (double)part;
+            part = T(0);
+            count = 0;
+        }
+    }
+    __device__ double value() const { return total + (double)part; }
+};
+
 __device__ inline double warp_sum(double v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
     return v;

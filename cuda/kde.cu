@@ -26,13 +26,12 @@ __device__ void kde_sums(const T* __restrict__ points, u64 m, const T* __restric
         for (int k = 0; k < D; ++k) reg[k] = live ? points[p * D + k] : T(0);
     }
     const T* mine = points + (live ? p : 0) * (u64)d;
-    double acc = 0.0;
+    Sum64<T> acc;
     for (u64 s0 = first; s0 < last; s0 += tile_rows) {
         const unsigned rows = (last - s0 < tile_rows) ? (unsigned)(last - s0) : tile_rows;
         for (unsigned q = t; q < rows * (unsigned)d; q += blockDim.x) tile[q] = sample[s0 * d + q];
         __syncthreads();
         if (live) {
-            T part = T(0);
             for (unsigned r = 0; r < rows; ++r) {
                 T S = T(0);
                 if (D > 0) {
@@ -46,21 +45,16 @@ __device__ void kde_sums(const T* __restrict__ points, u64 m, const T* __restric
                         S += diff * diff;
                     }
                 }
-                part += exp_neg(T(0.5) * S);
-                if ((r & 63u) == 63u) {
-                    acc += (double)part;
-                    part = T(0);
-                }
+                acc.add(exp_neg(T(0.5) * S));
             }
-            acc += (double)part;
         }
         __syncthreads();
     }
     if (!live) return;
     if (reduction == PARTIALS)
-        out[(u64)blockIdx.y * m + p] = acc;
+        out[(u64)blockIdx.y * m + p] = acc.value();
     else
-        atomicAdd(out + p, acc);
+        atomicAdd(out + p, acc.value());
 }
 
 }  // namespace pg_kde

@@ -5,7 +5,7 @@
 // launched. Launches may be split into batches: λ = offset + linear block index, and blocks past the last
 // tile return at once. Every pair contributes once: all pairs of an off-diagonal tile pair, and the
 // pairs c < r of a diagonal one. Per-thread sums run in the working precision over at most 64 terms and
-// are then added in double; block partials are double.
+// are then added in double (Sum64); block partials are double.
 #include "common.cuh"
 
 namespace pg_kde {
@@ -27,10 +27,9 @@ __device__ void plugin_pair_sum(const T* __restrict__ x, u64 n, u64 tiles, u64 o
     __syncthreads();
     unsigned ncols = (n - col0 < P) ? (unsigned)(n - col0) : P;
     if (ti == tj && t < ncols) ncols = t;  // diagonal tile: columns before the row only
-    double acc = 0.0;
+    Sum64<T> acc;
     if (row < n) {
         const T xi = x[row];
-        T part = T(0);
         for (unsigned c = 0; c < ncols; ++c) {
             const T u = xi - cols[c];
             const T u2 = u * u;
@@ -41,15 +40,10 @@ __device__ void plugin_pair_sum(const T* __restrict__ x, u64 n, u64 tiles, u64 o
                 poly = (u2 - T(6)) * u2 + T(3);
             else
                 poly = ((u2 - T(15)) * u2 + T(45)) * u2 - T(15);
-            part += poly * exp_neg(T(0.5) * u2);
-            if ((c & 63u) == 63u) {
-                acc += (double)part;
-                part = T(0);
-            }
+            acc.add(poly * exp_neg(T(0.5) * u2));
         }
-        acc += (double)part;
     }
-    finish_block(acc, reduction, out, lambda - offset);
+    finish_block(acc.value(), reduction, out, lambda - offset);
 }
 
 // The buffered pair kernels (LSCV over many scales, the LSCV_H moments) share one shape: the block loads
@@ -65,12 +59,20 @@ struct PairTiles {
     T* buffer;
     u64 ti, tj;
     unsigned rows_valid, cols_valid;
+    unsigned chunk, pairs;  // C columns and P·C pairs per chunk
+    unsigned groups, first;  // threads per output, and this thread's first pair of a chunk
+    bool active;             // this thread has an output
 };
 
 template <typename T>
 __device__ PairTiles<T> load_pair_tiles(unsigned char* smem, const T* __restrict__ z, u64 n, int d, unsigned P,
-                                        u64 lambda) {
+                                        unsigned chunk_shift, unsigned n_out, u64 lambda) {
     PairTiles<T> s;
+    s.chunk = 1u << chunk_shift;
+    s.pairs = P << chunk_shift;
+    s.groups = blockDim.x / n_out;
+    s.first = threadIdx.x / n_out;
+    s.active = threadIdx.x < n_out * s.groups;
     s.scratch = reinterpret_cast<double*>(smem);
     s.rows = reinterpret_cast<T*>(s.scratch + blockDim.x);
     s.cols = s.rows + (u64)P * d;
@@ -112,42 +114,30 @@ __device__ void lscv_pair_sums(const T* __restrict__ z, u64 n, int d, unsigned P
     PG_KDE_DYNAMIC_SHARED(smem);
     const u64 lambda = offset + linear_block();
     if (lambda >= tiles) return;
-    const PairTiles<T> s = load_pair_tiles(smem, z, n, d, P, lambda);
-    const unsigned C = 1u << chunk_shift, Q = P << chunk_shift, t = threadIdx.x;
-    const unsigned groups = blockDim.x / n_out;
-    const bool active = t < n_out * groups;
-    const T c_m = active ? coef[t % n_out] : T(0);
-    const unsigned first = t / n_out;
-    double acc_a = 0.0, acc_d = 0.0;
-    for (unsigned c0 = 0; c0 < P; c0 += C) {
-        for (unsigned q = t; q < Q; q += blockDim.x) {  // phase 1: S for every pair of the chunk
+    const PairTiles<T> s = load_pair_tiles(smem, z, n, d, P, chunk_shift, n_out, lambda);
+    const T c_m = s.active ? coef[threadIdx.x % n_out] : T(0);
+    Sum64<T> acc_a, acc_d;
+    for (unsigned c0 = 0; c0 < P; c0 += s.chunk) {
+        for (unsigned q = threadIdx.x; q < s.pairs; q += blockDim.x) {  // phase 1: S of every pair of the chunk
             T S;
-            s.buffer[q] = pair_distance(s, d, q >> chunk_shift, c0 + (q & (C - 1)), &S) ? S : masked_distance(T(0));
+            const bool pair = pair_distance(s, d, q >> chunk_shift, c0 + (q & (s.chunk - 1)), &S);
+            s.buffer[q] = pair ? S : masked_distance(T(0));
         }
         __syncthreads();
-        if (active) {  // phase 2: this thread's scale over its share of the chunk
-            T part_a = T(0), part_d = T(0);
-            unsigned count = 0;
-            for (unsigned q = first; q < Q; q += groups) {
+        if (s.active) {  // phase 2: this thread's scale over its share of the chunk
+            for (unsigned q = s.first; q < s.pairs; q += s.groups) {
                 const T S = s.buffer[q];
                 const T e = exp_neg(S * c_m);
-                part_a += e * (T(1) - w * e);
-                if (derivative) part_d += S * e * (T(1) - T(2) * w * e);
-                if (++count == 64) {
-                    acc_a += (double)part_a;
-                    acc_d += (double)part_d;
-                    part_a = part_d = T(0);
-                    count = 0;
-                }
+                acc_a.add(e * (T(1) - w * e));
+                if (derivative) acc_d.add(S * e * (T(1) - T(2) * w * e));
             }
-            acc_a += (double)part_a;
-            acc_d += (double)part_d;
         }
         __syncthreads();
     }
     const unsigned n_vals = derivative ? 2 * n_out : n_out;
-    finish_outputs(acc_a, reduction, out, lambda - offset, n_out, groups, 0, n_vals, s.scratch);
-    if (derivative) finish_outputs(acc_d, reduction, out, lambda - offset, n_out, groups, 1, n_vals, s.scratch);
+    finish_outputs(acc_a.value(), reduction, out, lambda - offset, n_out, s.groups, 0, n_vals, s.scratch);
+    if (derivative)
+        finish_outputs(acc_d.value(), reduction, out, lambda - offset, n_out, s.groups, 1, n_vals, s.scratch);
 }
 
 // LSCV_H value and gradient sums at scale 1 (data already multiplied by L⁻¹): with u = zᵢ − zⱼ and
@@ -160,44 +150,33 @@ __device__ void lscv_moments(const T* __restrict__ z, u64 n, int d, unsigned P, 
     PG_KDE_DYNAMIC_SHARED(smem);
     const u64 lambda = offset + linear_block();
     if (lambda >= tiles) return;
-    const PairTiles<T> s = load_pair_tiles(smem, z, n, d, P, lambda);
-    const unsigned C = 1u << chunk_shift, Q = P << chunk_shift, t = threadIdx.x;
-    const unsigned groups = blockDim.x / n_out;
-    const bool active = t < n_out * groups;
-    const int a = active ? entry_a[t % n_out] : -1;
-    const int b = active ? entry_b[t % n_out] : -1;
-    const unsigned first = t / n_out;
-    double acc = 0.0;
-    for (unsigned c0 = 0; c0 < P; c0 += C) {
-        for (unsigned q = t; q < Q; q += blockDim.x) {  // phase 1: e for every pair of the chunk (0 if masked)
+    const PairTiles<T> s = load_pair_tiles(smem, z, n, d, P, chunk_shift, n_out, lambda);
+    const int a = s.active ? entry_a[threadIdx.x % n_out] : -1;
+    const int b = s.active ? entry_b[threadIdx.x % n_out] : -1;
+    Sum64<T> acc;
+    for (unsigned c0 = 0; c0 < P; c0 += s.chunk) {
+        for (unsigned q = threadIdx.x; q < s.pairs; q += blockDim.x) {  // phase 1: e of every pair (0 if masked)
             T S;
-            s.buffer[q] = pair_distance(s, d, q >> chunk_shift, c0 + (q & (C - 1)), &S) ? exp_neg(T(0.25) * S) : T(0);
+            const bool pair = pair_distance(s, d, q >> chunk_shift, c0 + (q & (s.chunk - 1)), &S);
+            s.buffer[q] = pair ? exp_neg(T(0.25) * S) : T(0);
         }
         __syncthreads();
-        if (active) {
-            T part = T(0);
-            unsigned count = 0;
-            for (unsigned q = first; q < Q; q += groups) {
+        if (s.active) {
+            for (unsigned q = s.first; q < s.pairs; q += s.groups) {
                 const T e = s.buffer[q];
                 if (a < 0) {
-                    part += e * (T(1) - w * e);
+                    acc.add(e * (T(1) - w * e));
                 } else {
-                    const unsigned r = q >> chunk_shift, c = c0 + (q & (C - 1));
+                    const unsigned r = q >> chunk_shift, c = c0 + (q & (s.chunk - 1));
                     const T ua = s.rows[(u64)r * d + a] - s.cols[(u64)c * d + a];
                     const T ub = s.rows[(u64)r * d + b] - s.cols[(u64)c * d + b];
-                    part += e * (T(1) - T(2) * w * e) * ua * ub;
-                }
-                if (++count == 64) {
-                    acc += (double)part;
-                    part = T(0);
-                    count = 0;
+                    acc.add(e * (T(1) - T(2) * w * e) * ua * ub);
                 }
             }
-            acc += (double)part;
         }
         __syncthreads();
     }
-    finish_outputs(acc, reduction, out, lambda - offset, n_out, groups, 0, n_out, s.scratch);
+    finish_outputs(acc.value(), reduction, out, lambda - offset, n_out, s.groups, 0, n_out, s.scratch);
 }
 
 }  // namespace pg_kde

@@ -65,7 +65,7 @@ def test_loader_source_compiles_and_errors_point_at_the_file(tmp_path):
     broken.mkdir()
     shutil.copy(REPO_CUDA / "common.cuh", broken)
     lines = (REPO_CUDA / "kde.cu").read_text().splitlines()
-    target = next(k for k, line in enumerate(lines) if "part += exp_neg" in line)
+    target = next(k for k, line in enumerate(lines) if "acc.add(exp_neg" in line)
     lines[target] = lines[target].replace("exp_neg", "exp_negative")
     (broken / "kde.cu").write_text("\n".join(lines) + "\n")
     (tmp_path / "broken.cu").write_text(_cuda.kernel_source("kde.cu", broken))
