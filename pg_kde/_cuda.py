@@ -46,6 +46,9 @@ MAX_OUTPUTS = 256
 #: Doubles in one batch's partial-sum buffer (128 MiB); larger launches run in batches.
 PARTIAL_SLOTS = 1 << 24
 
+#: Compiler options for NVRTC, which CuPy uses (the tests compile the same source with them).
+NVRTC_OPTIONS = ("-std=c++17",)
+
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
 
 
@@ -101,8 +104,7 @@ def load_module(filename: str, device_id=None):
     module = _modules.get(key)
     if module is None:
         with cupy.cuda.Device(device_id):
-            module = cupy.RawModule(code=kernel_source(filename), options=("-std=c++17",))
-            module.compile()
+            module = cupy.RawModule(code=kernel_source(filename), options=NVRTC_OPTIONS)
         _modules[key] = module
     return module
 

@@ -75,6 +75,48 @@ def test_loader_source_compiles_and_errors_point_at_the_file(tmp_path):
     assert f"{broken / 'kde.cu'}({target + 1})" in bad.stderr, bad.stderr
 
 
+def _nvrtc():
+    """libnvrtc from the CUDA toolkit, or from the nvidia-cuda-nvrtc wheel CuPy installs, or None."""
+    import ctypes.util
+    import glob
+    import sys
+
+    candidates = [ctypes.util.find_library("nvrtc")]
+    for base in sys.path:
+        candidates += sorted(glob.glob(os.path.join(base, "nvidia", "cu*", "lib", "libnvrtc.so*")))
+        candidates += sorted(glob.glob(os.path.join(base, "nvidia", "cuda_nvrtc", "lib", "libnvrtc.so*")))
+    for candidate in candidates:
+        if candidate and "builtins" not in candidate:
+            try:
+                return ctypes.CDLL(candidate)
+            except OSError:
+                continue
+    return None
+
+
+@pytest.mark.parametrize("filename", sorted(set(_cuda.KERNEL_FILES.values())))
+def test_loader_source_compiles_with_nvrtc(filename):
+    # NVRTC is what CuPy compiles with: no host headers, its own option set. Where it is installed (with
+    # CuPy, or in a CUDA toolkit that has it), the loader's exact source and options must compile.
+    lib = _nvrtc()
+    if lib is None:
+        pytest.skip("no libnvrtc here (it comes with CuPy's CUDA wheels and with full CUDA toolkits)")
+    source = _cuda.kernel_source(filename).encode()
+    program = ctypes.c_void_p()
+    assert lib.nvrtcCreateProgram(ctypes.byref(program), source, filename.encode(), 0, None, None) == 0
+    try:
+        for arch in ("compute_80", "compute_90"):
+            options = [o.encode() for o in _cuda.NVRTC_OPTIONS] + [f"--gpu-architecture={arch}".encode()]
+            status = lib.nvrtcCompileProgram(program, len(options), (ctypes.c_char_p * len(options))(*options))
+            size = ctypes.c_size_t()
+            lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+            log = ctypes.create_string_buffer(size.value)
+            lib.nvrtcGetProgramLog(program, log)
+            assert status == 0, f"{filename} for {arch}:\n{log.value.decode()}"
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(program))
+
+
 def test_kernel_source_reports_a_missing_include(tmp_path):
     (tmp_path / "k.cu").write_text('// a kernel\n#include "absent.cuh"\n')
     with pytest.raises(FileNotFoundError, match=r"k.cu:2: included file .*absent.cuh does not exist"):
