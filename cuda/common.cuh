@@ -31,16 +31,20 @@ __host__ __device__ inline void tile_of(u64 lambda, u64* row, u64* col) {
 // The block's index in a 2-D grid read as one linear index (x fastest); see _cuda._grid.
 __device__ inline u64 linear_block() { return (u64)blockIdx.y * gridDim.x + blockIdx.x; }
 
-// exp(−x) for x ≥ 0 (or +inf): float through the hardware base-2 exponential, double through exp.
-__device__ inline float exp_neg(float x) { return exp2f(x * -1.4426950408889634f); }
-__device__ inline double exp_neg(double x) { return exp(-x); }
+// 2^(−y) for y ≥ 0 (or +inf). Callers fold log₂e into their constants, exp(−x) = 2^(−x·log₂e), so float
+// is one hardware base-2 exponential (MUFU.EX2; the module is built with flush-to-zero).
+__device__ inline float exp2_neg(float y) { return exp2f(-y); }
+__device__ inline double exp2_neg(double y) { return exp2(-y); }
 
-// The largest finite value: a squared distance that makes exp_neg(·) exactly 0 for masked pairs while
+#define PG_KDE_LOG2E 1.4426950408889634
+
+// The largest finite value: a squared distance that makes exp2_neg(·) exactly 0 for masked pairs while
 // S · 0 stays 0 (an infinity would give NaN).
 __device__ inline float masked_distance(float) { return 3.4028234663852886e38f; }
 __device__ inline double masked_distance(double) { return 1.7976931348623157e308; }
 
 // A sum in two levels: at most 64 terms in the working precision T, each such part then added in double.
+// (The PLUGIN and KDE loops do the same with a fixed inner loop of 64, which needs no counter.)
 template <typename T>
 struct Sum64 {
     double total = 0.0;

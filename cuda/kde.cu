@@ -26,35 +26,41 @@ __device__ void kde_sums(const T* __restrict__ points, u64 m, const T* __restric
         for (int k = 0; k < D; ++k) reg[k] = live ? points[p * D + k] : T(0);
     }
     const T* mine = points + (live ? p : 0) * (u64)d;
-    Sum64<T> acc;
+    double acc = 0.0;
+    const T half_log2e = T(0.5 * PG_KDE_LOG2E);
     for (u64 s0 = first; s0 < last; s0 += tile_rows) {
         const unsigned rows = (last - s0 < tile_rows) ? (unsigned)(last - s0) : tile_rows;
         for (unsigned q = t; q < rows * (unsigned)d; q += blockDim.x) tile[q] = sample[s0 * d + q];
         __syncthreads();
         if (live) {
-            for (unsigned r = 0; r < rows; ++r) {
-                T S = T(0);
-                if (D > 0) {
-                    for (int k = 0; k < D; ++k) {
-                        const T diff = reg[k] - tile[r * D + k];
-                        S += diff * diff;
+            for (unsigned r0 = 0; r0 < rows; r0 += 64) {
+                const unsigned r1 = (rows - r0 < 64) ? rows : r0 + 64;
+                T part = T(0);
+                for (unsigned r = r0; r < r1; ++r) {
+                    T S = T(0);
+                    if (D > 0) {
+                        for (int k = 0; k < D; ++k) {
+                            const T diff = reg[k] - tile[r * D + k];
+                            S += diff * diff;
+                        }
+                    } else {
+                        for (int k = 0; k < d; ++k) {
+                            const T diff = mine[k] - tile[(u64)r * d + k];
+                            S += diff * diff;
+                        }
                     }
-                } else {
-                    for (int k = 0; k < d; ++k) {
-                        const T diff = mine[k] - tile[(u64)r * d + k];
-                        S += diff * diff;
-                    }
+                    part += exp2_neg(S * half_log2e);
                 }
-                acc.add(exp_neg(T(0.5) * S));
+                acc += (double)part;
             }
         }
         __syncthreads();
     }
     if (!live) return;
     if (reduction == PARTIALS)
-        out[(u64)blockIdx.y * m + p] = acc.value();
+        out[(u64)blockIdx.y * m + p] = acc;
     else
-        atomicAdd(out + p, acc.value());
+        atomicAdd(out + p, acc);
 }
 
 }  // namespace pg_kde

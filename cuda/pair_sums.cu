@@ -27,36 +27,45 @@ __device__ void plugin_pair_sum(const T* __restrict__ x, u64 n, u64 tiles, u64 o
     __syncthreads();
     unsigned ncols = (n - col0 < P) ? (unsigned)(n - col0) : P;
     if (ti == tj && t < ncols) ncols = t;  // diagonal tile: columns before the row only
-    Sum64<T> acc;
+    double acc = 0.0;
     if (row < n) {
         const T xi = x[row];
-        for (unsigned c = 0; c < ncols; ++c) {
-            const T u = xi - cols[c];
-            const T u2 = u * u;
-            T poly;
-            if (ORDER == 2)
-                poly = u2 - T(1);
-            else if (ORDER == 4)
-                poly = (u2 - T(6)) * u2 + T(3);
-            else
-                poly = ((u2 - T(15)) * u2 + T(45)) * u2 - T(15);
-            acc.add(poly * exp_neg(T(0.5) * u2));
+        const T half_log2e = T(0.5 * PG_KDE_LOG2E);
+        for (unsigned c0 = 0; c0 < ncols; c0 += 64) {
+            const unsigned c1 = (ncols - c0 < 64) ? ncols : c0 + 64;
+            T part = T(0);
+            for (unsigned c = c0; c < c1; ++c) {
+                const T u = xi - cols[c];
+                const T u2 = u * u;
+                T poly;
+                if (ORDER == 2)
+                    poly = u2 - T(1);
+                else if (ORDER == 4)
+                    poly = (u2 - T(6)) * u2 + T(3);
+                else
+                    poly = ((u2 - T(15)) * u2 + T(45)) * u2 - T(15);
+                part += poly * exp2_neg(u2 * half_log2e);
+            }
+            acc += (double)part;
         }
     }
-    finish_block(acc.value(), reduction, out, lambda - offset);
+    finish_block(acc, reduction, out, lambda - offset);
 }
 
 // The buffered pair kernels (LSCV over many scales, the LSCV_H moments) share one shape: the block loads
 // the two tiles of P points × d coordinates into shared memory, then walks the tile pair in chunks of
 // P × C pairs. In phase 1 the threads compute one value per pair of the chunk into a shared buffer; in
 // phase 2 thread t accumulates output t % n_out over the pairs q ≡ t / n_out (mod groups) of the buffer.
-// Shared memory: blockDim.x doubles of reduction scratch, the two tiles, then the P·C buffer.
+// Shared memory: blockDim.x doubles of reduction scratch, the two tiles (P rows of d coordinates each,
+// rows `stride` = d | 1 apart: an odd stride puts the 32 columns a warp reads in 32 different banks),
+// then the P·C buffer.
 template <typename T>
 struct PairTiles {
     double* scratch;
     T* rows;
     T* cols;
     T* buffer;
+    unsigned stride;
     u64 ti, tj;
     unsigned rows_valid, cols_valid;
     unsigned chunk, pairs;  // C columns and P·C pairs per chunk
@@ -73,15 +82,17 @@ __device__ PairTiles<T> load_pair_tiles(unsigned char* smem, const T* __restrict
     s.groups = blockDim.x / n_out;
     s.first = threadIdx.x / n_out;
     s.active = threadIdx.x < n_out * s.groups;
+    s.stride = (unsigned)d | 1u;
     s.scratch = reinterpret_cast<double*>(smem);
     s.rows = reinterpret_cast<T*>(s.scratch + blockDim.x);
-    s.cols = s.rows + (u64)P * d;
-    s.buffer = s.cols + (u64)P * d;
+    s.cols = s.rows + (u64)P * s.stride;
+    s.buffer = s.cols + (u64)P * s.stride;
     tile_of(lambda, &s.ti, &s.tj);
     const u64 row0 = s.ti * P, col0 = s.tj * P, size = (u64)P * d;
     for (u64 q = threadIdx.x; q < size; q += blockDim.x) {
-        s.rows[q] = (row0 * d + q < n * d) ? z[row0 * d + q] : T(0);
-        s.cols[q] = (col0 * d + q < n * d) ? z[col0 * d + q] : T(0);
+        const u64 at = (q / d) * s.stride + q % d;
+        s.rows[at] = (row0 * d + q < n * d) ? z[row0 * d + q] : T(0);
+        s.cols[at] = (col0 * d + q < n * d) ? z[col0 * d + q] : T(0);
     }
     s.rows_valid = (n - row0 < P) ? (unsigned)(n - row0) : P;
     s.cols_valid = (n - col0 < P) ? (unsigned)(n - col0) : P;
@@ -93,8 +104,8 @@ __device__ PairTiles<T> load_pair_tiles(unsigned char* smem, const T* __restrict
 template <typename T>
 __device__ inline bool pair_distance(const PairTiles<T>& s, int d, unsigned r, unsigned c, T* dist) {
     if (r >= s.rows_valid || c >= s.cols_valid || (s.ti == s.tj && c >= r)) return false;
-    const T* a = s.rows + (u64)r * d;
-    const T* b = s.cols + (u64)c * d;
+    const T* a = s.rows + (u64)r * s.stride;
+    const T* b = s.cols + (u64)c * s.stride;
     T S = T(0);
     for (int k = 0; k < d; ++k) {
         const T diff = a[k] - b[k];
@@ -104,8 +115,9 @@ __device__ inline bool pair_distance(const PairTiles<T>& s, int d, unsigned r, u
     return true;
 }
 
-// LSCV over n_out scales at once: for scale m (coefficient c_m = s_m / 4),
-//   A_m = Σ_{i<j} e (1 − w e),   D_m = Σ_{i<j} S e (1 − 2 w e),   e = exp(−S c_m),  S = ‖zᵢ − zⱼ‖².
+// LSCV over n_out scales at once: for scale m (coefficient c_m = s_m log₂e / 4),
+//   A_m = Σ_{i<j} e (1 − w e),   D_m = Σ_{i<j} S e (1 − 2 w e),   e = 2^(−S c_m) = exp(−S s_m / 4),
+//   S = ‖zᵢ − zⱼ‖².
 // Output values: A_0 … A_{n_out−1}, then (if derivative) D_0 … D_{n_out−1}.
 template <typename T>
 __device__ void lscv_pair_sums(const T* __restrict__ z, u64 n, int d, unsigned P, unsigned chunk_shift,
@@ -127,7 +139,7 @@ __device__ void lscv_pair_sums(const T* __restrict__ z, u64 n, int d, unsigned P
         if (s.active) {  // phase 2: this thread's scale over its share of the chunk
             for (unsigned q = s.first; q < s.pairs; q += s.groups) {
                 const T S = s.buffer[q];
-                const T e = exp_neg(S * c_m);
+                const T e = exp2_neg(S * c_m);
                 acc_a.add(e * (T(1) - w * e));
                 if (derivative) acc_d.add(S * e * (T(1) - T(2) * w * e));
             }
@@ -158,7 +170,7 @@ __device__ void lscv_moments(const T* __restrict__ z, u64 n, int d, unsigned P, 
         for (unsigned q = threadIdx.x; q < s.pairs; q += blockDim.x) {  // phase 1: e of every pair (0 if masked)
             T S;
             const bool pair = pair_distance(s, d, q >> chunk_shift, c0 + (q & (s.chunk - 1)), &S);
-            s.buffer[q] = pair ? exp_neg(T(0.25) * S) : T(0);
+            s.buffer[q] = pair ? exp2_neg(T(0.25 * PG_KDE_LOG2E) * S) : T(0);
         }
         __syncthreads();
         if (s.active) {
@@ -168,8 +180,8 @@ __device__ void lscv_moments(const T* __restrict__ z, u64 n, int d, unsigned P, 
                     acc.add(e * (T(1) - w * e));
                 } else {
                     const unsigned r = q >> chunk_shift, c = c0 + (q & (s.chunk - 1));
-                    const T ua = s.rows[(u64)r * d + a] - s.cols[(u64)c * d + a];
-                    const T ub = s.rows[(u64)r * d + b] - s.cols[(u64)c * d + b];
+                    const T ua = s.rows[(u64)r * s.stride + a] - s.cols[(u64)c * s.stride + a];
+                    const T ub = s.rows[(u64)r * s.stride + b] - s.cols[(u64)c * s.stride + b];
                     acc.add(e * (T(1) - T(2) * w * e) * ua * ub);
                 }
             }
