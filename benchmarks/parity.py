@@ -1,5 +1,6 @@
 """Largest relative difference of every fast path from the float64 NumPy reference, per precision, over
-every instruction set this CPU runs (and the sequential loop). Prints a markdown table.
+every instruction set this CPU runs (and the sequential loop), and over the cuda backend's three
+reduction strategies where a CUDA device answers. Prints a markdown table.
 
     python benchmarks/parity.py
 
@@ -15,7 +16,8 @@ import warnings
 
 import numpy as np
 
-from pg_kde import _native, bandwidth, kde
+import pg_kde
+from pg_kde import _cuda, _native, bandwidth, kde
 from pg_kde._backends import NativeBackend, ReferenceBackend
 
 REF = ReferenceBackend()
@@ -41,9 +43,9 @@ def main() -> int:
 
     rows = {}
 
-    def put(name, dtype, value):
-        rows.setdefault(name, {}).setdefault(dtype, 0.0)
-        rows[name][dtype] = max(rows[name][dtype], value)
+    def put(name, column, value):
+        rows.setdefault(name, {}).setdefault(column, 0.0)
+        rows[name][column] = max(rows[name][column], value)
 
     ref_k6 = REF.plugin_pair_sum(x1, 0.4, 6)
     ref_lscv, ref_der = REF.lscv_pair_sums(z5, scales, 2**3.5, True)
@@ -54,32 +56,45 @@ def main() -> int:
         ref_plugin = bandwidth.plugin(mix, backend="reference").h
         ref_lscv_h = bandwidth.lscv_h(d16, backend="reference").h
         ref_lscv_H = bandwidth.lscv_H(corr, backend="reference").H
+
+    def measure(be, name, family):
+        for dtype in ("float64", "float32"):
+            column = f"{family} {dtype}"
+            put("PLUGIN pair sum, K⁽⁶⁾ (cancelling), n = 1003", column, rel(be.plugin_pair_sum(x1, 0.4, 6, dtype), ref_k6))
+            a, dd = be.lscv_pair_sums(z5, scales, 2**3.5, True, dtype)
+            put("LSCV pair sums A and D, n = 517, d = 5", column, max(rel(a, ref_lscv), rel(dd, ref_der)))
+            a, m = be.lscv_moments(z16, 2.0**9, dtype)
+            put("LSCV_H gradient moments, n = 203, d = 16", column, max(rel(a, ref_a), rel(m, ref_m)))
+            put("KDE sums, 301 × 777 points, d = 3", column, rel(be.kde_sums(pts, smp, dtype), ref_kde))
+            put("PLUGIN bandwidth, bimodal n = 1500", column, rel(bandwidth.plugin(mix, backend=name, dtype=dtype).h, ref_plugin))
+            put("LSCV_h bandwidth, n = 1024, d = 16", column, rel(bandwidth.lscv_h(d16, backend=name, dtype=dtype).h, ref_lscv_h))
+            put("LSCV_H bandwidth matrix, n = 500, d = 2", column, rel(bandwidth.lscv_H(corr, backend=name, dtype=dtype).H, ref_lscv_H))
+
     for isa in _native.available_isas():
         os.environ["PG_KDE_NATIVE_ISA"] = isa
-        be = NativeBackend(isa=isa)
+        measure(NativeBackend(isa=isa), "native", "native")
         for dtype in ("float64", "float32"):
-            put("PLUGIN pair sum, K⁽⁶⁾ (cancelling), n = 1003", dtype, rel(be.plugin_pair_sum(x1, 0.4, 6, dtype), ref_k6))
-            a, dd = be.lscv_pair_sums(z5, scales, 2**3.5, True, dtype)
-            put("LSCV pair sums A and D, n = 517, d = 5", dtype, max(rel(a, ref_lscv), rel(dd, ref_der)))
-            a, m = be.lscv_moments(z16, 2.0**9, dtype)
-            put("LSCV_H gradient moments, n = 203, d = 16", dtype, max(rel(a, ref_a), rel(m, ref_m)))
-            put("KDE sums, 301 × 777 points, d = 3", dtype, rel(be.kde_sums(pts, smp, dtype), ref_kde))
             y = _native.exp_nonpos(xs.astype(dtype), isa)
             exact = np.exp(xs.astype(dtype).astype(np.float64))
-            put("exp(x), x ∈ [−80, 0] (relative, per value)", dtype, float(np.max(np.abs(y - exact) / exact)))
-            put("PLUGIN bandwidth, bimodal n = 1500", dtype, rel(bandwidth.plugin(mix, backend="native", dtype=dtype).h, ref_plugin))
-            put("LSCV_h bandwidth, n = 1024, d = 16", dtype, rel(bandwidth.lscv_h(d16, backend="native", dtype=dtype).h, ref_lscv_h))
-            put("LSCV_H bandwidth matrix, n = 500, d = 2", dtype, rel(bandwidth.lscv_H(corr, backend="native", dtype=dtype).H, ref_lscv_H))
+            put("exp(x), x ∈ [−80, 0] (relative, per value)", f"native {dtype}", float(np.max(np.abs(y - exact) / exact)))
     os.environ.pop("PG_KDE_NATIVE_ISA", None)
     for dtype in ("float64", "float32"):
-        put("KDE evaluate, sequential loop", dtype, rel(kde.evaluate(pts, smp, 0.5, backend="sequential", dtype=dtype), kde.evaluate(pts, smp, 0.5, backend="reference")))
+        put("KDE evaluate, sequential loop", f"native {dtype}", rel(kde.evaluate(pts, smp, 0.5, backend="sequential", dtype=dtype), kde.evaluate(pts, smp, 0.5, backend="reference")))
+    families = ["native"]
+    if pg_kde.backends()["cuda"] is None:  # every reduction strategy, worst case
+        families.append("cuda")
+        for strategy in _cuda.REDUCTIONS:
+            os.environ["PG_KDE_CUDA_REDUCTION"] = strategy
+            measure(_cuda.CudaBackend(strategy), "cuda", "cuda")
+        os.environ.pop("PG_KDE_CUDA_REDUCTION", None)
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"Measured {stamp}; ISAs {', '.join(_native.available_isas())}; command `python benchmarks/parity.py`.\n")
-    print("| quantity | float64 | float32 |")
-    print("|---|---:|---:|")
+    columns = [f"{family} {dtype}" for family in families for dtype in ("float64", "float32")]
+    print("| quantity | " + " | ".join(columns) + " |")
+    print("|---|" + "---:|" * len(columns))
     for name, by in rows.items():
-        print(f"| {name} | {by['float64']:.1e} | {by['float32']:.1e} |")
+        print(f"| {name} | " + " | ".join(f"{by[c]:.1e}" if c in by else "-" for c in columns) + " |")
     return 0
 
 

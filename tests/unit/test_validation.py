@@ -5,8 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-import pg_kde
-from pg_kde import BackendUnavailableError, bandwidth, kde
+from pg_kde import bandwidth, kde
 
 SELECTORS = [bandwidth.plugin, bandwidth.lscv_h, bandwidth.lscv_H, bandwidth.normal_reference]
 
@@ -61,15 +60,6 @@ def test_backend_and_dtype_names(rng):
     assert bandwidth.plugin(x, dtype=np.float32, backend="native").dtype == "float32"
     with pytest.raises(ValueError, match="valid methods"):
         bandwidth.select(x, method="silverman")
-
-
-def test_cuda_backend_says_it_is_unavailable(rng):
-    reason = pg_kde.backends()["cuda"]
-    if reason is None:
-        pytest.skip("this build has a usable CUDA backend")
-    with pytest.raises(BackendUnavailableError, match="cuda backend is not available"):
-        bandwidth.plugin(rng.standard_normal(30), backend="cuda")
-    assert bandwidth.plugin(rng.standard_normal(30), backend="auto").backend == "native"
 
 
 def test_bandwidth_arguments(rng):
