@@ -5,7 +5,8 @@
    of, and a 2-D bandwidth matrix for a correlated pair.
 2. The extension: starts (or reuses) the embedded local PostgreSQL (or uses --dsn / $PG_KDE_DSN), creates
    the extension, loads the tables into the schema kde_demo, refreshes 1-D and 2-D synopses with a
-   progress bar, and prints example queries: exact answer, approximate answer with its 95% interval,
+   progress bar, and prints example queries: their SQL (exact and pg_kde), then per query the exact
+   answer, approximate answer with its 95% interval,
    error, PostgreSQL's planner estimate, times and speed-up.
 
     python -m pg_kde.demo [--dsn DSN] [--sample N] [--seed S] [--skip-engine]
@@ -163,7 +164,8 @@ def _density_picture(x, grid, density, result, out_dir="demo-output"):
     return path
 
 
-#: (what is asked, exact SQL, approximate SQL returning (estimate, low, high), planner predicate or None)
+#: (what is asked, exact SQL, pg_kde SQL returning (estimate, low, high) or the estimate alone, planner
+#: predicate or None)
 F, W = "kde_demo.flights", "kde_demo.weather"
 QUERIES = [
     ("flights with 0 <= dep_delay <= 30",
@@ -174,7 +176,7 @@ QUERIES = [
      f"SELECT * FROM approx_sum_ci('{F}', 'distance', 500, 1000)", None),
     ("average air_time of flights in the air 100-200 min",
      f"SELECT avg(air_time) FROM {F} WHERE air_time BETWEEN 100 AND 200",
-     f"SELECT a, a, a FROM approx_avg('{F}', 'air_time', 100, 200) a", None),
+     f"SELECT approx_avg('{F}', 'air_time', 100, 200)", None),
     ("weather hours with 40 <= humid <= 60",
      f"SELECT count(*) FROM {W} WHERE humid BETWEEN 40 AND 60",
      f"SELECT * FROM approx_count_ci('{W}', 'humid', 40, 60)", f"{W} WHERE humid BETWEEN 40 AND 60"),
@@ -183,11 +185,11 @@ QUERIES = [
      f"SELECT * FROM approx_count_ci('{W}', 'temp', 30, 50)", f"{W} WHERE temp BETWEEN 30 AND 50"),
     ("flights of 500-1500 miles AND 60-180 min in the air",
      f"SELECT count(*) FROM {F} WHERE distance BETWEEN 500 AND 1500 AND air_time BETWEEN 60 AND 180",
-     f"SELECT a, a, a FROM approx_count('{F}', 'distance', 500, 1500, 'air_time', 60, 180) a",
+     f"SELECT approx_count('{F}', 'distance', 500, 1500, 'air_time', 60, 180)",
      f"{F} WHERE distance BETWEEN 500 AND 1500 AND air_time BETWEEN 60 AND 180"),
     ("total air_time of flights of 1000-2000 miles",
      f"SELECT sum(air_time) FROM {F} WHERE distance BETWEEN 1000 AND 2000",
-     f"SELECT a, a, a FROM approx_sum('{F}', 'air_time', 'distance', 1000, 2000) a", None),
+     f"SELECT approx_sum('{F}', 'air_time', 'distance', 1000, 2000)", None),
 ]
 
 
@@ -229,12 +231,17 @@ def extension_demo(args) -> int:
             heavy = f", {summary['heavy_values']} heavy values" if "heavy_values" in summary else ""
             print(f"  {table}.{name}: {summary['rows']} rows{heavy}, {kind}, {summary['seconds']:.2f} s")
         print()
-        head = ("query", "exact", "approximate [95% interval]", "error", "planner", "exact ms", "approx ms", "speed-up")
+        print("example queries, exact and approximate:")
+        for number, (what, exact_sql, approx_sql, _) in enumerate(QUERIES, start=1):
+            print(f"  {number}. {what}\n       exact:  {exact_sql}\n       pg_kde: {approx_sql}")
+        print()
+        head = ("#", "exact", "approximate [95% interval]", "error", "planner", "exact ms", "approx ms", "speed-up")
         table_rows = []
-        for what, exact_sql, approx_sql, planner_sql in QUERIES:
+        for number, (what, exact_sql, approx_sql, planner_sql) in enumerate(QUERIES, start=1):
             exact_ms, (exact,) = _best_ms(conn, exact_sql, 3)
             _best_ms(conn, approx_sql, 1)  # warm the backend's function cache
-            approx_ms, (est, low, high) = _best_ms(conn, approx_sql, 5)
+            approx_ms, answer = _best_ms(conn, approx_sql, 5)
+            est, low, high = answer if len(answer) == 3 else (answer[0],) * 3
             exact = float(exact)
             interval = f"{est:,.1f}" if low == high == est else f"{est:,.1f} [{low:,.1f}, {high:,.1f}]"
             planner = ""
@@ -242,7 +249,7 @@ def extension_demo(args) -> int:
                 plan = conn.execute(f"EXPLAIN (FORMAT JSON) SELECT * FROM {planner_sql}").fetchone()[0]
                 planner = f"{plan[0]['Plan']['Plan Rows']:,}"
             error = abs(est - exact) / abs(exact) if exact else 0.0
-            table_rows.append((what, f"{exact:,.1f}", interval, f"{error:.3%}", planner, f"{exact_ms:.1f}",
+            table_rows.append((str(number), f"{exact:,.1f}", interval, f"{error:.3%}", planner, f"{exact_ms:.1f}",
                                f"{approx_ms:.2f}", f"{exact_ms / approx_ms:.0f}x"))
         widths = [max(len(r[i]) for r in table_rows + [head]) for i in range(len(head))]
         print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
