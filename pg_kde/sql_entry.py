@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 
 from . import __version__, bandwidth
+from ._errors import BackendUnavailableError, DeviceOutOfMemoryError
 from .synopsis import (
     ATOM_SHARE,
     EXACT_DISTINCT,
@@ -146,6 +147,8 @@ def _select_bandwidth(plpy, sample: np.ndarray, method: str, backend: str, requi
         warnings.simplefilter("always")
         try:
             result = bandwidth.select(sample, method=method, backend=backend, dtype="float32")
+        except (BackendUnavailableError, DeviceOutOfMemoryError) as exc:  # the backend asked for cannot run
+            plpy.error(f"pg_kde: {exc}")
         except ValueError as exc:
             if required:
                 plpy.error(f"pg_kde: {exc}")

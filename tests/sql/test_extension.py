@@ -221,6 +221,24 @@ def test_kde_bandwidth_is_the_python_selector(db, table):
         db.execute("SELECT kde_bandwidth(%s, 'x', 'plugin', 'gpu')", (table,))
 
 
+def test_an_unavailable_backend_is_a_clear_error_that_changes_nothing(db, table):
+    import pg_kde
+
+    if pg_kde.backends()["cuda"] is None:
+        pytest.skip("the cuda backend can run here")
+    rng = np.random.default_rng(9)
+    load(db, table, {"x": rng.normal(0, 1, 2000)})
+    refresh(db, table, "x")
+    before = db.execute("SELECT bandwidth, built_at FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+    db.execute(sql.SQL("INSERT INTO {} SELECT 5 FROM generate_series(1, 500)").format(sql.Identifier(table)))
+    with pytest.raises(psycopg.errors.Error, match="pg_kde: the cuda backend is not available: "):
+        refresh(db, table, "x", backend="cuda")
+    with pytest.raises(psycopg.errors.Error, match="pg_kde: the cuda backend is not available: "):
+        db.execute("SELECT kde_bandwidth(%s, 'x', 'plugin', 'cuda')", (table,))
+    after = db.execute("SELECT bandwidth, built_at FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+    assert after == before
+
+
 def test_staleness(db, table):
     load(db, table, {"x": np.linspace(0, 1, 1000)})
     db.execute("SELECT pg_stat_force_next_flush()")
