@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # -P: never import the source tree from the working directory; the installed build is the one under test.
 RUN := $(PY) -P
 
-.PHONY: all install test demo bench bench-quick bench-aqp clean system-deps server-stop
+.PHONY: all install test demo bench bench-quick bench-aqp gpu-check clean system-deps server-stop
 
 all: test
 
@@ -53,8 +53,22 @@ bench-aqp: install
 	$(PY) -m pip install -q '.[bench]'
 	$(RUN) benchmarks/aqp.py
 
+# On a machine with a CUDA device whose Python already has numpy, scipy, CuPy, pytest, pybind11 and
+# scikit-build-core (no network needed): build pg_kde into a venv that sees them, then the gpu tests,
+# the parity table and the CUDA benchmark. Results: benchmarks/results (and $$OUT when it is set).
+GPU_VENV ?= .venv-gpu
+gpu-check:
+	$(PYTHON) -m venv --system-site-packages $(GPU_VENV)
+	$(GPU_VENV)/bin/python -m pip install -q --no-build-isolation --no-deps .
+	$(GPU_VENV)/bin/python -P -c "import pg_kde, sys; r = pg_kde.backends()['cuda']; print(r or 'cuda backend: ready'); sys.exit(r is not None)"
+	$(GPU_VENV)/bin/python -P -m pytest -m gpu -q tests/unit
+	mkdir -p benchmarks/results
+	$(GPU_VENV)/bin/python -P benchmarks/parity.py | tee benchmarks/results/parity_gpu.md
+	$(GPU_VENV)/bin/python -P benchmarks/bandwidth.py --cuda-only --dtype float32
+	@if [ -n "$$OUT" ]; then cp benchmarks/results/*.md "$$OUT"/; fi
+
 server-stop:
 	-$(VENV)/bin/pg-kde server stop
 
 clean: server-stop
-	rm -rf $(VENV) build .pytest_cache .pg_kde
+	rm -rf $(VENV) $(GPU_VENV) build .pytest_cache .pg_kde
