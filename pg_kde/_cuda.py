@@ -154,6 +154,7 @@ class CupyExecutor:
         device = cupy.cuda.Device()
         self.device_id = device.id
         self.sm_count = int(device.attributes["MultiProcessorCount"])
+        self._functions = {}
 
     def to_device(self, a):
         return self.xp.asarray(a)
@@ -165,7 +166,10 @@ class CupyExecutor:
         return self.xp.asnumpy(a)
 
     def launch(self, kernel: str, grid, block: int, args, shared_bytes: int):
-        function = load_module(kernel_file(kernel), self.device_id).get_function(kernel)
+        function = self._functions.get(kernel)
+        if function is None:
+            function = load_module(kernel_file(kernel), self.device_id).get_function(kernel)
+            self._functions[kernel] = function
         function(tuple(grid), (int(block),), tuple(args), shared_mem=int(shared_bytes))
 
 
