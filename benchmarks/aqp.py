@@ -12,9 +12,15 @@ table of --rows rows, plus 2-D boxes on (distance, air_time). Per query, side by
   tdigest     N * (tdigest_percentile_of(hi) - tdigest_percentile_of(lo)), a 100-centroid digest per
               column (COUNT only; needs the tdigest extension, Debian's postgresql-15-tdigest)
   exact       the answer and its time.
+At equal storage (COUNT, 1-D), each alternative is also given at least as many bytes as pg_kde's synopsis
+of the column, where it can take them:
+  planner_max  the planner with the largest statistics target (10000: a 10 001-bound histogram and up to
+               10 000 most common values) on a copy of the table
+  tdigest_eq   the smallest t-digest compression in 100 … 10000 whose digest is as large as the synopsis
+  sample_eq    a stored uniform sample of ⌈synopsis bytes / 8⌉ values, scaled up.
 Metrics per method and class: median and p95 relative error, latency; interval coverage for pg_kde;
-storage per column (synopsis, digest, 1% sample). Works in its own database, pg_kde_aqp. Writes
-results/aqp.csv, results/aqp.md and PNG plots (error by selectivity per method; latency).
+storage per column (synopsis, digests, samples, statistics). Works in its own database, pg_kde_aqp.
+Writes results/aqp.csv, results/aqp.md and PNG plots (error by selectivity per method; latency).
 """
 
 from __future__ import annotations
@@ -38,6 +44,46 @@ CLASSES = [0.001, 0.01, 0.1, 0.5]
 COLUMNS_1D = [("flights", "dep_delay"), ("flights", "distance"), ("flights", "air_time"), ("flights", "dep_time"),
               ("weather", "temp"), ("weather", "humid"), ("weather", "pressure"), ("generated", "x")]
 PAIR = ("flights", "distance", "air_time")
+TARGET_TABLES = ("flights", "weather")  # the workload of the equal-storage target
+TDIGEST_COMPRESSIONS = (100, 300, 1000, 3000, 10000)
+
+
+def equal_storage(conn, have_tdigest, storage) -> None:
+    """The alternatives given at least pg_kde's bytes per column (see the module's docstring)."""
+    tables = sorted({t for t, _ in COLUMNS_1D})
+    for table in tables:
+        cols = [c for t, c in COLUMNS_1D if t == table]
+        conn.execute(f"DROP TABLE IF EXISTS eq_{table}")
+        conn.execute(f"CREATE TABLE eq_{table} AS SELECT {', '.join(cols)} FROM {table}")
+        for col in cols:
+            conn.execute(f"ALTER TABLE eq_{table} ALTER COLUMN {col} SET STATISTICS 10000")
+        conn.execute(f"ANALYZE eq_{table}")
+    conn.execute("SELECT setseed(0.17)")
+    for table, col in COLUMNS_1D:
+        entry = storage[f"{table}.{col}"]
+        target = entry["pg_kde bytes"]
+        entry["planner bytes"] = conn.execute(
+            "SELECT pg_column_size(s.*) FROM pg_statistic s JOIN pg_attribute a ON a.attrelid = s.starelid "
+            "AND a.attnum = s.staattnum WHERE s.starelid = %s::regclass AND a.attname = %s", (table, col)).fetchone()[0]
+        entry["planner_max bytes"] = conn.execute(
+            "SELECT pg_column_size(s.*) FROM pg_statistic s JOIN pg_attribute a ON a.attrelid = s.starelid "
+            "AND a.attnum = s.staattnum WHERE s.starelid = %s::regclass AND a.attname = %s",
+            (f"eq_{table}", col)).fetchone()[0]
+        k = max(1, -(-target // 8))
+        conn.execute(f"DROP TABLE IF EXISTS smp_{table}_{col}")
+        conn.execute(f"CREATE TABLE smp_{table}_{col} AS SELECT {col} AS v FROM {table} WHERE {col} IS NOT NULL "
+                     f"ORDER BY random() LIMIT {k}")
+        entry["sample_eq rows"] = conn.execute(f"SELECT count(*) FROM smp_{table}_{col}").fetchone()[0]
+        entry["sample_eq bytes"] = 8 * entry["sample_eq rows"]
+        if have_tdigest:
+            conn.execute(f"DROP TABLE IF EXISTS tdq_{table}_{col}")
+            for compression in TDIGEST_COMPRESSIONS:
+                conn.execute(f"DROP TABLE IF EXISTS tdq_{table}_{col}")
+                conn.execute(f"CREATE TABLE tdq_{table}_{col} AS SELECT tdigest({col}, {compression}) AS d FROM {table}")
+                size = conn.execute(f"SELECT pg_column_size(d) FROM tdq_{table}_{col}").fetchone()[0]
+                if size >= target:
+                    break
+            entry["tdigest_eq bytes"], entry["tdigest_eq compression"] = size, compression
 
 
 def timed(conn, query, params=None):
@@ -89,6 +135,7 @@ def main(argv=None) -> int:
                 conn.execute(f"CREATE TABLE td_{table}_{col} AS SELECT tdigest({col}, 100) AS d FROM {table}")
                 entry["tdigest bytes"] = conn.execute(f"SELECT pg_column_size(d) FROM td_{table}_{col}").fetchone()[0]
             storage[f"{table}.{col}"] = entry
+        equal_storage(conn, have_tdigest, storage)
         ms, _ = timed(conn, "SELECT kde_refresh(%s, ARRAY[%s, %s])", PAIR)
         storage[f"{PAIR[0]}.({PAIR[1]}, {PAIR[2]})"] = {
             "pg_kde bytes": conn.execute("SELECT pg_column_size(k.*) FROM kde_synopsis_2d k WHERE relid = %s::regclass",
@@ -126,11 +173,19 @@ def main(argv=None) -> int:
                             t, (plan,) = timed(conn, f"EXPLAIN (FORMAT JSON) SELECT * FROM {table} WHERE {pred}",
                                                (lo, hi))
                             answers["planner"] = (plan[0]["Plan"]["Plan Rows"], t, None)
+                            t, (plan,) = timed(conn, f"EXPLAIN (FORMAT JSON) SELECT * FROM eq_{table} WHERE {pred}",
+                                               (lo, hi))
+                            answers["planner_max"] = (plan[0]["Plan"]["Plan Rows"], t, None)
+                            t, (v,) = timed(conn, f"SELECT count(*) * %s::float8 / %s FROM smp_{table}_{col} "
+                                                  f"WHERE v BETWEEN %s AND %s",
+                                            (n_rows, storage[f"{table}.{col}"]["sample_eq rows"], lo, hi))
+                            answers["sample_eq"] = (float(v), t, None)
                             if have_tdigest:
-                                t, (v,) = timed(conn, f"SELECT %s * (tdigest_percentile_of(d, %s) - "
-                                                      f"tdigest_percentile_of(d, %s)) FROM td_{table}_{col}",
-                                                (n_rows, hi, lo))
-                                answers["tdigest"] = (float(v), t, None)
+                                for method, digest in (("tdigest", "td"), ("tdigest_eq", "tdq")):
+                                    t, (v,) = timed(conn, f"SELECT %s * (tdigest_percentile_of(d, %s) - "
+                                                          f"tdigest_percentile_of(d, %s)) FROM {digest}_{table}_{col}",
+                                                    (n_rows, hi, lo))
+                                    answers[method] = (float(v), t, None)
                         answers["exact"] = (exact, ex_ms, None)
                         for method, (v, t, covered) in answers.items():
                             rows_out.append({"query": f"{table}.{col}", "kind": "1-D", "aggregate": agg,
@@ -177,11 +232,23 @@ def main(argv=None) -> int:
     return 0
 
 
+def pct(x: float) -> str:
+    """A relative error as a percentage: 0 where exact to float64 rounding (< 1e-12), small ones with two
+    significant digits."""
+    if x < 1e-12:
+        return "0"
+    return f"{100 * x:.2g}%" if x < 1e-3 else f"{x:.2%}"
+
+
+def median_p95(values) -> str:
+    return f"{pct(np.median(values))} / {pct(np.percentile(values, 95))}" if values else ""
+
+
 def summarise(rows, storage, args, have_tdigest) -> str:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     methods = ["pg_kde", "planner", "system_1pct", "bern_1pct"] + (["tdigest"] if have_tdigest else [])
     lines = [f"Measured {stamp} on {platform.machine()}, {os.cpu_count()} CPUs (command `python benchmarks/aqp.py "
-             f"--rows {args.rows} --per-class {args.per_class}`). Relative errors: median / p95.", ""]
+             f"--rows {args.rows} --per-class {args.per_class}`). Relative errors: median / p95 (0: exact, to float64 rounding).", ""]
     for kind, agg in (("1-D", "count"), ("1-D", "sum"), ("1-D", "avg"), ("2-D", "count")):
         subset = [r for r in rows if r["kind"] == kind and r["aggregate"] == agg]
         present = [m for m in methods if any(r["method"] == m for r in subset)]
@@ -190,8 +257,7 @@ def summarise(rows, storage, args, have_tdigest) -> str:
         for share in CLASSES:
             cells = []
             for m in present:
-                e = [r["rel_error"] for r in subset if r["method"] == m and r["selectivity"] == share]
-                cells.append(f"{np.median(e):.2%} / {np.percentile(e, 95):.1%}" if e else "")
+                cells.append(median_p95([r["rel_error"] for r in subset if r["method"] == m and r["selectivity"] == share]))
             lines.append(f"| {share:.1%} | " + " | ".join(cells) + " |")
         lines.append("")
     by_method = defaultdict(list)
@@ -207,7 +273,34 @@ def summarise(rows, storage, args, have_tdigest) -> str:
     for name, e in storage.items():
         lines.append(f"| {name} | {e.get('rows', '')} | {e['pg_kde bytes']} | {e['refresh s']:.2f} | "
                      f"{e.get('tdigest bytes', '')} | {e.get('1% sample bytes', '')} |")
+    lines += equal_storage_report(rows, storage, have_tdigest)
     return "\n".join(lines)
+
+
+def equal_storage_report(rows, storage, have_tdigest) -> list:
+    """1-D COUNT on the flights and weather columns with every alternative at pg_kde's storage or more."""
+    methods = ["pg_kde", "planner_max", "sample_eq"] + (["tdigest_eq"] if have_tdigest else [])
+    subset = [r for r in rows if r["kind"] == "1-D" and r["aggregate"] == "count"
+              and r["query"].split(".")[0] in TARGET_TABLES]
+    lines = ["", "#### 1-D COUNT at equal storage (flights and weather columns)", "",
+             "Each alternative holds at least as many bytes as pg_kde's synopsis of the column where it can "
+             "(sizes below). Relative error, median / p95.", "",
+             "| selectivity | " + " | ".join(methods) + " |", "|---:|" + "---:|" * len(methods)]
+    for share in CLASSES:
+        cells = []
+        for m in methods:
+            cells.append(median_p95([r["rel_error"] for r in subset if r["method"] == m and r["selectivity"] == share]))
+        lines.append(f"| {share:.1%} | " + " | ".join(cells) + " |")
+    lines += ["", "| column | pg_kde bytes | planner (default) bytes | planner_max bytes | sample_eq bytes"
+              + (" | tdigest_eq bytes (compression)" if have_tdigest else "") + " |",
+              "|---|---:|---:|---:|---:|" + ("---:|" if have_tdigest else "")]
+    for name, e in storage.items():
+        if "planner_max bytes" not in e or name.split(".")[0] not in TARGET_TABLES:
+            continue
+        td = f" | {e['tdigest_eq bytes']} ({e['tdigest_eq compression']})" if have_tdigest else ""
+        lines.append(f"| {name} | {e['pg_kde bytes']} | {e['planner bytes']} | {e['planner_max bytes']} | "
+                     f"{e['sample_eq bytes']}{td} |")
+    return lines
 
 
 def plot(rows, out: Path) -> None:
