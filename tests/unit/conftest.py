@@ -89,6 +89,8 @@ def cuda_emulator_library(tmp_path_factory):
         ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_ulonglong,
         ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_int,
     ]
+    library.pg_kde_emulator_set_schedule.restype = None
+    library.pg_kde_emulator_set_schedule.argtypes = [ctypes.c_ulonglong]
     library.pg_kde_emulator_tile_of.restype = None
     library.pg_kde_emulator_tile_of.argtypes = [
         ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_ulonglong), ctypes.POINTER(ctypes.c_ulonglong)

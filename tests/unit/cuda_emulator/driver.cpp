@@ -27,3 +27,5 @@ extern "C" int pg_kde_emulator_launch(const char* name, unsigned grid_x, unsigne
 extern "C" void pg_kde_emulator_tile_of(unsigned long long lambda, unsigned long long* row, unsigned long long* col) {
     pg_kde::tile_of(lambda, row, col);
 }
+
+extern "C" void pg_kde_emulator_set_schedule(unsigned long long seed) { pg_kde_emulator::schedule_seed = seed; }

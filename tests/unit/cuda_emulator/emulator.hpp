@@ -66,6 +66,11 @@ struct Block {
 };
 
 inline Block* active = nullptr;
+// The order in which the scheduler visits a block's threads: 0 = by index, else a permutation drawn per
+// block from this seed. A correct kernel gives the same bits under every order (atomics aside); a
+// missing barrier, letting one thread read shared memory another has not yet written (or has already
+// overwritten), shows up as a difference between orders.
+inline unsigned long long schedule_seed = 0;
 constexpr std::size_t stack_bytes = 64 * 1024;
 
 // Fiber stacks, kept from launch to launch (allocated once, never cleared: a fiber writes before it reads).
@@ -129,9 +134,20 @@ inline void run_block(Block& blk) {
         f.context.uc_link = &blk.scheduler;
         makecontext(&f.context, reinterpret_cast<void (*)()>(&fiber_main), 1, t);
     }
+    std::vector<unsigned> order(threads);
+    for (unsigned t = 0; t < threads; ++t) order[t] = t;
+    if (schedule_seed != 0) {
+        unsigned long long state = schedule_seed ^ (0x9E3779B97F4A7C15ull * (1 + block_index.x + 65536ull * block_index.y));
+        for (unsigned t = threads; t > 1; --t) {  // Fisher-Yates with xorshift64
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            std::swap(order[t - 1], order[state % t]);
+        }
+    }
     for (;;) {
         bool ran = false, all_done = true;
-        for (unsigned t = 0; t < threads; ++t) {
+        for (unsigned t : order) {
             Fiber& f = blk.fibers[t];
             if (f.done) continue;
             all_done = false;
