@@ -186,7 +186,12 @@ void launch(void (*kernel)(A...), dim3 grid, dim3 block, std::size_t shared_byte
     for (unsigned t = 0; t < block.x; ++t) blk.fibers[t].stack = fiber_stack(t);
     blk.warps.resize((block.x + 31) / 32);
     blk.lanes.resize(block.x);
-    blk.dynamic_shared.assign((shared_bytes + sizeof(double) - 1) / sizeof(double) + 1, 0.0);
+    // The dynamic shared memory the launch asked for, then a guard band that must stay untouched: a
+    // kernel that uses more than the host reserved (a layout the two sides disagree on) is reported.
+    const std::size_t shared_doubles = (shared_bytes + sizeof(double) - 1) / sizeof(double);
+    constexpr std::size_t guard_doubles = 512;
+    constexpr double guard_value = -1.2345678901234567e-300;
+    blk.dynamic_shared.assign(shared_doubles + guard_doubles, guard_value);
     blk.body = [](void* p) {
         Call* c = static_cast<Call*>(p);
         invoke(c->kernel, c->args, std::index_sequence_for<A...>{});
@@ -199,6 +204,11 @@ void launch(void (*kernel)(A...), dim3 grid, dim3 block, std::size_t shared_byte
         for (unsigned bx = 0; bx < grid.x; ++bx) {
             block_index = dim3{bx, by, 0};
             run_block(blk);
+            for (std::size_t k = shared_doubles; k < blk.dynamic_shared.size(); ++k)
+                if (std::memcmp(&blk.dynamic_shared[k], &guard_value, sizeof(double)) != 0)
+                    throw std::runtime_error("block (" + std::to_string(bx) + ", " + std::to_string(by) +
+                                             ") wrote past its " + std::to_string(shared_bytes) +
+                                             " bytes of dynamic shared memory");
         }
     active = nullptr;
 }
