@@ -7,6 +7,7 @@ device."""
 import ctypes
 import shutil
 import subprocess
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -33,17 +34,33 @@ class EmulatorExecutor:
     wrong type on the device fails here too."""
 
     xp = np
+    #: Bytes after every "device" array that a kernel must never write (checked after each launch).
+    GUARD_BYTES = 256
 
     def __init__(self, library, sm_count=4):
         self.library = library
         self.sm_count = sm_count
         self.launches = []
+        self._guarded = []
+
+    def _allocate(self, shape, dtype):
+        dtype = np.dtype(dtype)
+        size = int(np.prod(shape, dtype=np.int64))
+        base = np.empty(size * dtype.itemsize + self.GUARD_BYTES, dtype=np.uint8)
+        base[size * dtype.itemsize :] = 0xA5
+        self._guarded.append((weakref.ref(base), size * dtype.itemsize))
+        return base[: size * dtype.itemsize].view(dtype).reshape(shape)
 
     def to_device(self, a):
-        return np.array(a, copy=True)
+        a = np.asarray(a)
+        out = self._allocate(a.shape, a.dtype)
+        out[...] = a
+        return out
 
     def zeros(self, size):
-        return np.zeros(int(size), dtype=np.float64)
+        out = self._allocate((int(size),), np.float64)
+        out[...] = 0.0
+        return out
 
     def to_host(self, a):
         return np.array(a, copy=True)
@@ -69,6 +86,15 @@ class EmulatorExecutor:
         )
         if status != 0:
             raise RuntimeError(f"emulated launch of {kernel} failed: {error.value.decode()}")
+        live = []
+        for ref, nbytes in self._guarded:  # the arrays still referenced (their views hold the base)
+            base = ref()
+            if base is None:
+                continue
+            if np.any(base[nbytes:] != 0xA5):
+                raise RuntimeError(f"emulated launch of {kernel} wrote past the end of a {nbytes}-byte device array")
+            live.append((ref, nbytes))
+        self._guarded = live
 
 
 @pytest.fixture(scope="session")
