@@ -40,10 +40,9 @@ def lower_inverse(chol: np.ndarray) -> np.ndarray:
     """L⁻¹ for a lower-triangular L by forward substitution (SciPy's solve_triangular would use BLAS)."""
     d = chol.shape[0]
     inverse = np.zeros((d, d))
-    for i in range(d):
+    for i in range(d):  # row i of L M = I: L[i,i] M[i,j] = −Σ_{k<i} L[i,k] M[k,j] for j < i
+        inverse[i, :i] = -np.einsum("k,kj->j", chol[i, :i], inverse[:i, :i]) / chol[i, i]
         inverse[i, i] = 1.0 / chol[i, i]
-        for j in range(i):
-            inverse[i, j] = -float(np.sum(chol[i, j:i] * inverse[j:i, j])) / chol[i, i]
     return inverse
 
 
