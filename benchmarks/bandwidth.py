@@ -271,9 +271,15 @@ def kernel_cases(dtype: str, quick: bool):
     ]
 
 
-def cuda_section(args):
-    """The CUDA issue's targets under each reduction strategy, and the kernels' share of the device peak."""
-    name, sms, clock = device_info()
+def cuda_section(args, *, device=None, device_timer=None, kernels=None, make_backend=None, targets=None):
+    """The CUDA issue's targets under each reduction strategy, and the kernels' share of the device peak.
+
+    The keyword arguments replace, for the tests, the device description (name, SMs, clock Hz), the
+    device timer, the kernel cases, the backend factory and the targets."""
+    name, sms, clock = device if device is not None else device_info()
+    device_timer = device_timer or device_time_ms
+    make_backend = make_backend or _cuda.CudaBackend
+    targets = targets if targets is not None else CUDA_TARGETS_MS
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sfu_peak, fp32_peak = sms * 16 * clock, sms * 128 * 2 * clock  # exp2/s (MUFU), FLOP/s (FMA = 2)
     strategies = list(_cuda.REDUCTIONS)
@@ -290,7 +296,7 @@ def cuda_section(args):
     previous = os.environ.get("PG_KDE_CUDA_REDUCTION")
     totals = dict.fromkeys(strategies, 0.0)
     try:
-        for key, target in CUDA_TARGETS_MS.items():
+        for key, target in targets.items():
             experiment, n, d = key
             if args.quick and n >= 1_000_000:
                 n = n // 4
@@ -319,9 +325,9 @@ def cuda_section(args):
             "| kernel | ms | exp2 / s | of SFU peak | FP32 op / s | of FP32 peak |",
             "|---|---:|---:|---:|---:|---:|",
         ]
-        be = _cuda.CudaBackend()
-        for label, exps, flops, call in kernel_cases(args.dtype, args.quick):
-            ms = device_time_ms(lambda: call(be), max(1, args.repeats // 2))
+        be = make_backend()
+        for label, exps, flops, call in (kernels if kernels is not None else kernel_cases(args.dtype, args.quick)):
+            ms = device_timer(lambda: call(be), max(1, args.repeats // 2))
             rate_e, rate_f = exps / (ms / 1e3), flops / (ms / 1e3)
             print(f"cuda kernel {label}: {ms:.2f} ms", flush=True)
             lines.append(

@@ -1,0 +1,57 @@
+"""The CUDA section of benchmarks/bandwidth.py, run end to end on the emulated cuda backend with small
+sizes, so that the benchmark a GPU session runs (make gpu-check) cannot rot where no GPU is."""
+
+import argparse
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+from pg_kde import _backends, _cuda
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bandwidth.py"
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("pg_kde_bench_bandwidth", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cuda_section_end_to_end(emulated_cuda, monkeypatch, rng):
+    bench = load_benchmark()
+
+    class EmulatedCuda(_cuda.CudaBackend):
+        def __init__(self, reduction=None):
+            base = emulated_cuda(reduction, block=64)
+            super().__init__(base.reduction, block=64, executor=base.executor)
+
+        @staticmethod
+        def unavailable_reason():
+            return None
+
+    monkeypatch.setitem(_backends.BACKENDS, "cuda", EmulatedCuda)
+    monkeypatch.delenv("PG_KDE_CUDA_REDUCTION", raising=False)
+
+    def wall_ms(fn, repeats):
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+
+    x = rng.standard_normal(300)
+    z = rng.standard_normal((80, 3))
+    kernels = [("PLUGIN pair sum", 300 * 299 / 2, 10 * 300 * 299 / 2, lambda be: be.plugin_pair_sum(x, 0.4, 4, "float32")),
+               ("KDE sums", 80.0**2, 9 * 80.0**2, lambda be: be.kde_sums(z, z, "float32"))]
+    targets = {("plugin", 300, 1): 1e6, ("lscv_h", 60, 2): 1e6, ("lscv_H_objective", 90, 2): 1e-9, ("kde", 120, 2): 1e6}
+    args = argparse.Namespace(dtype="float32", quick=False, repeats=1)
+    lines, met = bench.cuda_section(args, device=("Emulator", 4, 1.0e9), device_timer=wall_ms, kernels=kernels,
+                                    make_backend=EmulatedCuda, targets=targets)
+    text = "\n".join(lines)
+    assert "on Emulator (4 SMs, 1.00 GHz)" in text
+    assert "| target | paper GTX 480 (ms) | required | partials | thread_atomic | block_atomic | met |" in text
+    assert "| lscv_H_objective n=90 d=2 |" in text and text.count("| NO |") == 1  # the 1e-9 ms target
+    assert met is False
+    assert "Fastest strategy over these targets" in text
+    assert "| PLUGIN pair sum |" in text and "| KDE sums |" in text
+    assert "PG_KDE_CUDA_REDUCTION" not in os.environ  # restored
