@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # -P: never import the source tree from the working directory; the installed build is the one under test.
 RUN := $(PY) -P
 
-.PHONY: all install test demo bench bench-quick bench-aqp gpu-check clean system-deps server-stop
+.PHONY: all install test demo bench bench-quick bench-aqp gpu-check gpu-sanitize clean system-deps server-stop
 
 all: test
 
@@ -66,6 +66,14 @@ gpu-check:
 	$(GPU_VENV)/bin/python -P benchmarks/parity.py | tee benchmarks/results/parity_gpu.md
 	$(GPU_VENV)/bin/python -P benchmarks/bandwidth.py --cuda-only --dtype float32
 	@if [ -n "$$OUT" ]; then cp benchmarks/results/*.md "$$OUT"/; fi
+
+# After gpu-check, on a machine where compute-sanitizer can attach: the kernel tests (partials strategy,
+# small inputs) under memcheck (out-of-bounds and misaligned accesses) and racecheck (shared-memory races).
+gpu-sanitize:
+	compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_VENV)/bin/python -P -m pytest -m gpu -q -x \
+	  tests/unit/test_kernels.py -k "cuda-partials"
+	compute-sanitizer --tool racecheck --error-exitcode 1 $(GPU_VENV)/bin/python -P -m pytest -m gpu -q -x \
+	  tests/unit/test_kernels.py -k "cuda-partials and (plugin or kde) and float64"
 
 server-stop:
 	-$(VENV)/bin/pg-kde server stop
