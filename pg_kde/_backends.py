@@ -1,6 +1,6 @@
 """Backends: who computes the O(n²) pair sums behind the selectors and KDE evaluation.
 
-One registry, :data:`BACKENDS`. Each backend offers the same three primitives on data that the
+One registry, :data:`BACKENDS`. Each backend offers the same four primitives on data that the
 caller has already centred and transformed (sphered, or multiplied by L⁻¹ where H = LLᵀ) in float64:
 
 ``plugin_pair_sum(x, g, order, dtype)``
@@ -33,6 +33,7 @@ import numpy as np
 
 from ._cuda import CudaBackend
 from ._errors import BackendFallbackWarning, BackendUnavailableError, DeviceOutOfMemoryError
+from ._linalg import symmetric_from_upper
 from ._validate import check_dtype
 
 __all__ = [
@@ -174,10 +175,7 @@ class NativeBackend:
     def lscv_moments(self, z, w, dtype="float64"):
         z = self._array(z, dtype)
         a_sum, upper = self._native.lscv_moments(z, float(w), self.isa, self.threads, self.sequential)
-        d = z.shape[1] if z.ndim == 2 else 1
-        m_sum = np.zeros((d, d))
-        m_sum[np.triu_indices(d)] = upper
-        return a_sum, m_sum + np.triu(m_sum, 1).T
+        return a_sum, symmetric_from_upper(upper, z.shape[1] if z.ndim == 2 else 1)
 
     def kde_sums(self, points, sample, dtype="float64"):
         return self._native.kde_sums(

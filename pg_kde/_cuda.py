@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ._errors import DeviceOutOfMemoryError
+from ._linalg import symmetric_from_upper
 from ._validate import check_dtype
 
 #: How block partial sums reach the result; the numbers are the ``Reduction`` enum of cuda/common.cuh.
@@ -194,6 +195,24 @@ def _suffix(dtype: np.dtype) -> str:
     return "f32" if dtype == np.float32 else "f64"
 
 
+def _device_memory_errors(method):
+    """Raise the device running out of memory as :class:`DeviceOutOfMemoryError` (what ``auto`` falls
+    back on), whichever CuPy, runtime or driver error reported it."""
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except DeviceOutOfMemoryError:
+            raise
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise DeviceOutOfMemoryError(f"the GPU ran out of memory ({exc})") from exc
+            raise
+
+    return wrapper
+
+
 class CudaBackend:
     """CUDA kernels through CuPy (see the module's docstring).
 
@@ -273,16 +292,25 @@ class CudaBackend:
         z = np.ascontiguousarray(z[:, None] if z.ndim == 1 else z, dtype=dt)
         return z, dt
 
-    def _guard(self, call):
-        try:
-            return call()
-        except Exception as exc:
-            if is_out_of_memory(exc) and not isinstance(exc, DeviceOutOfMemoryError):
-                raise DeviceOutOfMemoryError(f"the GPU ran out of memory ({exc})") from exc
-            raise
+    def _buffered_sums(self, family, dz, n, d, dt, outputs, values_per_output, tail_args):
+        """Run the buffered pair kernel ``family`` for ``outputs`` outputs, in launches of at most
+        MAX_OUTPUTS. Yields (first output, outputs in the launch, sums shaped (values_per_output, n_out));
+        ``tail_args(first, n_out)`` gives the kernel's arguments after ``out``."""
+        for first in range(0, outputs, MAX_OUTPUTS):
+            n_out = min(MAX_OUTPUTS, outputs - first)
+            block, tile, shift, shared = self._buffered_layout(d, dt.itemsize, n_out)
+            tail = tail_args(first, n_out)
+            vals = self._pair_sums(
+                f"{family}_{_suffix(dt)}", n, tile, block, shared, n_out * values_per_output,
+                lambda tiles, offset, code, out: (
+                    dz, np.uint64(n), np.int32(d), np.uint32(tile), np.uint32(shift), tiles, offset, code, out, *tail
+                ),
+            )
+            yield first, n_out, vals.reshape(values_per_output, n_out)
 
     # -- the backend primitives (see pg_kde._backends) -------------------------------------------------
 
+    @_device_memory_errors
     def plugin_pair_sum(self, x, g, order, dtype="float64"):
         if order not in (2, 4, 6):
             raise ValueError(f"order must be 2, 4 or 6, not {order}")
@@ -292,17 +320,14 @@ class CudaBackend:
         n = x.shape[0]
         if n < 2:
             return 0.0
+        dx = self.executor.to_device(x)
+        vals = self._pair_sums(
+            f"plugin_pair_sum_{_suffix(dt)}_o{order}", n, self.block, self.block, self.block * dt.itemsize, 1,
+            lambda tiles, offset, code, out: (dx, np.uint64(n), tiles, offset, code, out),
+        )
+        return float(vals[0])
 
-        def run():
-            dx = self.executor.to_device(x)
-            vals = self._pair_sums(
-                f"plugin_pair_sum_{_suffix(dt)}_o{order}", n, self.block, self.block, self.block * dt.itemsize, 1,
-                lambda tiles, offset, code, out: (dx, np.uint64(n), tiles, offset, code, out),
-            )
-            return float(vals[0])
-
-        return self._guard(run)
-
+    @_device_memory_errors
     def lscv_pair_sums(self, z, scales, w, derivative=False, dtype="float64"):
         z, dt = self._prepare(z, dtype)
         n, d = z.shape
@@ -312,28 +337,19 @@ class CudaBackend:
         if n < 2:
             return a_sum, d_sum
         coef = (scales * (math.log2(math.e) / 4.0)).astype(dt)  # e = exp(−S s / 4) = 2^(−S coef)
+        dz = self.executor.to_device(z)
+        launches = self._buffered_sums(
+            "lscv_pair_sums", dz, n, d, dt, coef.shape[0], 2 if derivative else 1,
+            lambda first, n_out: (self.executor.to_device(coef[first : first + n_out]), np.uint32(n_out),
+                                  dt.type(w), np.int32(bool(derivative))),
+        )
+        for first, n_out, vals in launches:
+            a_sum[first : first + n_out] = vals[0]
+            if derivative:
+                d_sum[first : first + n_out] = vals[1]
+        return a_sum, d_sum
 
-        def run():
-            dz = self.executor.to_device(z)
-            for first in range(0, coef.shape[0], MAX_OUTPUTS):
-                part = coef[first : first + MAX_OUTPUTS]
-                n_out = part.shape[0]
-                block, tile, shift, shared = self._buffered_layout(d, dt.itemsize, n_out)
-                dcoef = self.executor.to_device(part)
-                vals = self._pair_sums(
-                    f"lscv_pair_sums_{_suffix(dt)}", n, tile, block, shared, n_out * (2 if derivative else 1),
-                    lambda tiles, offset, code, out: (
-                        dz, np.uint64(n), np.int32(d), np.uint32(tile), np.uint32(shift), tiles, offset, code, out,
-                        dcoef, np.uint32(n_out), dt.type(w), np.int32(bool(derivative)),
-                    ),
-                )
-                a_sum[first : first + n_out] = vals[:n_out]
-                if derivative:
-                    d_sum[first : first + n_out] = vals[n_out:]
-            return a_sum, d_sum
-
-        return self._guard(run)
-
+    @_device_memory_errors
     def lscv_moments(self, z, w, dtype="float64"):
         z, dt = self._prepare(z, dtype)
         n, d = z.shape
@@ -341,28 +357,19 @@ class CudaBackend:
         entry_a = np.concatenate([[-1], upper_a]).astype(np.int32)  # -1: the value sum A
         entry_b = np.concatenate([[-1], upper_b]).astype(np.int32)
         vals = np.zeros(entry_a.shape[0])
+        if n >= 2:
+            dz = self.executor.to_device(z)
+            launches = self._buffered_sums(
+                "lscv_moments", dz, n, d, dt, entry_a.shape[0], 1,
+                lambda first, n_out: (self.executor.to_device(entry_a[first : first + n_out]),
+                                      self.executor.to_device(entry_b[first : first + n_out]),
+                                      np.uint32(n_out), dt.type(w)),
+            )
+            for first, n_out, sums in launches:
+                vals[first : first + n_out] = sums[0]
+        return float(vals[0]), symmetric_from_upper(vals[1:], d)
 
-        def run():
-            if n >= 2:
-                dz = self.executor.to_device(z)
-                for first in range(0, entry_a.shape[0], MAX_OUTPUTS):
-                    ea = self.executor.to_device(entry_a[first : first + MAX_OUTPUTS])
-                    eb = self.executor.to_device(entry_b[first : first + MAX_OUTPUTS])
-                    n_out = int(ea.shape[0])
-                    block, tile, shift, shared = self._buffered_layout(d, dt.itemsize, n_out)
-                    vals[first : first + n_out] = self._pair_sums(
-                        f"lscv_moments_{_suffix(dt)}", n, tile, block, shared, n_out,
-                        lambda tiles, offset, code, out: (
-                            dz, np.uint64(n), np.int32(d), np.uint32(tile), np.uint32(shift), tiles, offset, code,
-                            out, ea, eb, np.uint32(n_out), dt.type(w),
-                        ),
-                    )
-            m_sum = np.zeros((d, d))
-            m_sum[upper_a, upper_b] = vals[1:]
-            return float(vals[0]), m_sum + np.triu(m_sum, 1).T
-
-        return self._guard(run)
-
+    @_device_memory_errors
     def kde_sums(self, points, sample, dtype="float64"):
         points, dt = self._prepare(points, dtype)
         sample, _ = self._prepare(sample, dtype)
@@ -376,29 +383,25 @@ class CudaBackend:
         tile_rows = min(block, SHARED_BYTES // (d * dt.itemsize))
         if tile_rows < 1:
             raise ValueError(f"the cuda backend cannot hold a sample row of d = {d} in shared memory; use backend='native'")
+        point_blocks = -(-m // block)
+        if point_blocks > MAX_GRID_X:
+            raise ValueError(f"{m} points exceed one launch of the cuda backend")
         code = REDUCTIONS[self.reduction]
-
-        def run():
-            ex = self.executor
-            point_blocks = -(-m // block)
-            # Split the sample into chunks (grid y) until the device has several blocks per multiprocessor.
-            chunks = max(1, min(-(-n // tile_rows), MAX_GRID_Y, -(-8 * ex.sm_count // point_blocks)))
-            if code == REDUCTIONS["partials"]:
-                chunks = max(1, min(chunks, PARTIAL_SLOTS // m))
-            chunk = -(-n // chunks)
-            chunk = -(-chunk // tile_rows) * tile_rows
-            chunks = -(-n // chunk)
-            kernel = f"kde_sums_{_suffix(dt)}_d{d}" if d <= 4 else f"kde_sums_{_suffix(dt)}_dn"
-            out = ex.zeros(chunks * m if code == REDUCTIONS["partials"] else m)
-            args = (
-                ex.to_device(points), np.uint64(m), ex.to_device(sample), np.uint64(n), np.int32(d),
-                np.uint32(tile_rows), np.uint64(chunk), np.int32(code), out,
-            )
-            if point_blocks > MAX_GRID_X:
-                raise ValueError(f"{m} points exceed one launch of the cuda backend")
-            ex.launch(kernel, (point_blocks, chunks), block, args, tile_rows * d * dt.itemsize)
-            if code == REDUCTIONS["partials"]:
-                out = out.reshape(chunks, m).sum(axis=0)
-            return np.asarray(ex.to_host(out), dtype=np.float64)
-
-        return self._guard(run)
+        ex = self.executor
+        # Split the sample into chunks (grid y) until the device has several blocks per multiprocessor.
+        chunks = max(1, min(-(-n // tile_rows), MAX_GRID_Y, -(-8 * ex.sm_count // point_blocks)))
+        if code == REDUCTIONS["partials"]:
+            chunks = max(1, min(chunks, PARTIAL_SLOTS // m))
+        chunk = -(-n // chunks)
+        chunk = -(-chunk // tile_rows) * tile_rows
+        chunks = -(-n // chunk)
+        kernel = f"kde_sums_{_suffix(dt)}_d{d}" if d <= 4 else f"kde_sums_{_suffix(dt)}_dn"
+        out = ex.zeros(chunks * m if code == REDUCTIONS["partials"] else m)
+        args = (
+            ex.to_device(points), np.uint64(m), ex.to_device(sample), np.uint64(n), np.int32(d),
+            np.uint32(tile_rows), np.uint64(chunk), np.int32(code), out,
+        )
+        ex.launch(kernel, (point_blocks, chunks), block, args, tile_rows * d * dt.itemsize)
+        if code == REDUCTIONS["partials"]:
+            out = out.reshape(chunks, m).sum(axis=0)
+        return np.asarray(ex.to_host(out), dtype=np.float64)

@@ -46,6 +46,13 @@ def lower_inverse(chol: np.ndarray) -> np.ndarray:
     return inverse
 
 
+def symmetric_from_upper(upper, d: int) -> np.ndarray:
+    """The symmetric d×d matrix whose upper triangle, row by row (``np.triu_indices`` order), is ``upper``."""
+    m = np.zeros((d, d))
+    m[np.triu_indices(d)] = upper
+    return m + np.triu(m, 1).T
+
+
 def whiten(X: np.ndarray, mean: np.ndarray, chol: np.ndarray) -> np.ndarray:
     """Rows L⁻¹(x − mean) as a C-contiguous (n, d) float64 array, where chol = L is lower triangular."""
     return np.ascontiguousarray(np.einsum("nd,kd->nk", X - mean, lower_inverse(chol)))
