@@ -125,6 +125,19 @@ def _psi(pair_sum: float, n: int, g: float, r: int) -> float:
     return (n * k0 + 2.0 * pair_sum) / (_SQRT_2PI * n * n * g ** (r + 1))
 
 
+def _psi_estimate(be, z: np.ndarray, g: float, r: int, dt) -> float:
+    """Ψ̂_r(g) on z from the backend's pair sum; Ψ_r has the sign of (−1)^{r/2}, and an estimate of the
+    other sign means the data are too degenerate for the plug-in selectors."""
+    psi = _psi(be.plugin_pair_sum(z, g, r, dt), z.shape[0], g, r)
+    negative = (r // 2) % 2 == 1
+    if not (psi < 0 if negative else psi > 0):
+        raise ValueError(
+            f"the plug-in estimate of psi_{r} is {psi:.3g}, but it must be {'negative' if negative else 'positive'}; "
+            "the data are too degenerate for the plug-in selector (use normal_reference)"
+        )
+    return psi
+
+
 def _plugin_stages(x, backend: str, dtype, method: str):
     """Checks, then the shared stages of the plug-in selectors on x/σ̂: (data, σ̂, backend, dtype, g1, Ψ̂6, g2, Ψ̂4)."""
     data = as_data(x, name="x")
@@ -144,19 +157,9 @@ def _plugin_stages(x, backend: str, dtype, method: str):
     z = (x1 - x1.mean()) / sigma
     psi8 = 105.0 / (32.0 * _SQRT_PI)
     g1 = (30.0 / (_SQRT_2PI * psi8 * n)) ** (1.0 / 9.0)  # (−2K⁽⁶⁾(0) / (μ₂ Ψ₈ n))^{1/9}
-    psi6 = _psi(be.plugin_pair_sum(z, g1, 6, dt), n, g1, 6)
-    if not psi6 < 0:
-        raise ValueError(
-            f"the plug-in estimate of psi_6 is {psi6:.3g}, but it must be negative; the data are too "
-            "degenerate for the plug-in selector (use normal_reference)"
-        )
+    psi6 = _psi_estimate(be, z, g1, 6, dt)
     g2 = (6.0 / (_SQRT_2PI * -psi6 * n)) ** (1.0 / 7.0)  # (−2K⁽⁴⁾(0) / (μ₂ Ψ̂₆ n))^{1/7}
-    psi4 = _psi(be.plugin_pair_sum(z, g2, 4, dt), n, g2, 4)
-    if not psi4 > 0:
-        raise ValueError(
-            f"the plug-in estimate of psi_4 is {psi4:.3g}, but it must be positive; the data are too "
-            "degenerate for the plug-in selector (use normal_reference)"
-        )
+    psi4 = _psi_estimate(be, z, g2, 4, dt)
     return z, n, sigma, be, dt, g1, psi6, g2, psi4
 
 
@@ -241,12 +244,7 @@ def plugin_cdf(x, *, backend: str = "auto", dtype="float64") -> BandwidthResult:
     """
     z, n, sigma, be, dt, g1, psi6, g2, psi4 = _plugin_stages(x, backend, dtype, "plugin_cdf")
     g3 = (2.0 / (_SQRT_2PI * psi4 * n)) ** 0.2  # (−2K⁽²⁾(0) / (μ₂ Ψ̂₄ n))^{1/5}, K⁽²⁾(0) = −1/√(2π)
-    psi2 = _psi(be.plugin_pair_sum(z, g3, 2, dt), n, g3, 2)
-    if not psi2 < 0:
-        raise ValueError(
-            f"the plug-in estimate of psi_2 is {psi2:.3g}, but it must be negative; the data are too "
-            "degenerate for the plug-in selector (use normal_reference)"
-        )
+    psi2 = _psi_estimate(be, z, g3, 2, dt)
     h = sigma * (1.0 / (_SQRT_PI * -psi2 * n)) ** (1.0 / 3.0)
     return BandwidthResult(
         H=np.array([[h * h]]),
