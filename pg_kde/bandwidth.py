@@ -45,6 +45,7 @@ __all__ = [
     "BandwidthResult",
     "LSCVBoundaryWarning",
     "METHODS",
+    "check_method",
     "lscv_H",
     "lscv_H_objective",
     "lscv_h",
@@ -755,13 +756,18 @@ METHODS = {
 }
 
 
+def check_method(method: str) -> str:
+    """``method`` if it is ``"auto"`` or a name in :data:`METHODS`, else ``ValueError`` listing them."""
+    if method != "auto" and method not in METHODS:
+        raise ValueError(f"unknown bandwidth method {method!r}; valid methods: auto, {', '.join(METHODS)}")
+    return method
+
+
 def select(X, method: str = "auto", **kwargs) -> BandwidthResult:
     """Run the selector called ``method``; ``"auto"`` is ``plugin`` for 1-D data and ``lscv_H`` otherwise.
 
     Raises ``ValueError`` listing the valid names for an unknown method.
     """
-    if method == "auto":
+    if check_method(method) == "auto":
         method = "plugin" if np.ndim(X) == 1 or np.shape(X)[1] == 1 else "lscv_H"
-    if method not in METHODS:
-        raise ValueError(f"unknown bandwidth method {method!r}; valid methods: auto, {', '.join(METHODS)}")
     return METHODS[method](X, **kwargs)

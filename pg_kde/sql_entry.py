@@ -131,9 +131,7 @@ def _sample(plpy, rel: str, kind: str, exprs: list, n_total: int, size: int, see
 def _choose_method(method: str, d: int, for_counts: bool) -> str:
     """A selector name from the registry. ``auto``: for a synopsis (range counts) of one column the
     distribution-function plug-in, otherwise the density plug-in (1-D) or LSCV_H."""
-    if method != "auto" and method not in bandwidth.METHODS:
-        raise ValueError(f"unknown bandwidth method {method!r}; valid methods: auto, {', '.join(bandwidth.METHODS)}")
-    if method == "auto":
+    if bandwidth.check_method(method) == "auto":
         return ("plugin_cdf" if for_counts else "plugin") if d == 1 else "lscv_H"
     if method in ("plugin", "plugin_cdf") and d != 1:
         raise ValueError(f"method {method!r} is for one column; use lscv_h, lscv_H or normal_reference")
@@ -237,10 +235,9 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
         else:  # equal depth: cells hold similar shares of rows, whatever the skew
             points, values = quantile_grid(rest if len(rest) else sample, lo, hi, False, grid_size)
         grid_size = len(points)
-        widths = np.diff(points)
-        discrete = integral or values is not None or is_discrete(rest, float(np.median(widths)), False)
+        typical = float(np.median(np.diff(points)))  # a typical cell's width
+        discrete = integral or values is not None or is_discrete(rest, typical)
         lattice = values.tolist() if values is not None else []
-        typical = float(np.median(widths))
         if len(rest) >= 50 and np.ptp(rest) > 0:
             # Chosen on the sample, carried to the table's rows, capped at a typical cell: the cells are
             # exact, the KDE only says where rows sit inside a cell (docs/math.md §7).
@@ -260,8 +257,8 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
             [points.tolist(), atoms.values.tolist()],
         )
         rows_in, sums_in, offsets_in = (np.zeros(grid_size - 1) for _ in range(3))
-        for r in cells:
-            k = min(max(int(r["c"]), 0), grid_size - 2)
+        for r in cells:  # the query clamps c to the cells 0 .. grid_size - 2
+            k = int(r["c"])
             rows_in[k] += float(r["n"])
             sums_in[k] += float(r["s"])
             offsets_in[k] += float(r["t"])
@@ -395,8 +392,8 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
     )
     shape = (m1 - 1, m2 - 1)
     rows_in, sum1, sum2, t1, t2, t12 = (np.zeros(shape) for _ in range(6))
-    for r in cells:
-        i, j = min(max(int(r["c1"]), 0), m1 - 2), min(max(int(r["c2"]), 0), m2 - 2)
+    for r in cells:  # the query clamps c1, c2 to the cells
+        i, j = int(r["c1"]), int(r["c2"])
         rows_in[i, j] += float(r["n"])
         sum1[i, j] += float(r["s1"])
         sum2[i, j] += float(r["s2"])

@@ -1,6 +1,6 @@
 """The numerical side of a 1-D synopsis: choosing heavy values and integrating the KDE on a grid.
 
-A synopsis answers COUNT, SUM and sums of squares over ranges as two parts that add up:
+A synopsis answers COUNT and SUM (and so AVG) over ranges as two parts that add up:
 
 - *heavy values* ("atoms"): every value holding at least ``ATOM_SHARE`` of the rows, kept exactly with
   its count from the whole table (a column with few distinct values is all atoms);
@@ -45,7 +45,7 @@ def atom_candidates(sample: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Atoms:
-    """Heavy values, sorted, with cumulative counts, sums and sums of squares."""
+    """Heavy values, sorted, with their counts (cumulative counts and sums for the catalog)."""
 
     values: np.ndarray
     counts: np.ndarray
@@ -86,12 +86,11 @@ def grid_layout(lo: float, hi: float, integral: bool, size: int, value_cells: in
     return lo - 0.5, lo - 0.5 + step * cells, cells + 1
 
 
-def is_discrete(sample: np.ndarray, delta: float, integral: bool) -> bool:
-    """Whether rows inside a grid cell can only sit on a few values (integers, or data rounded to a
+def is_discrete(sample: np.ndarray, delta: float) -> bool:
+    """Whether rows inside a grid cell of width Δ can only sit on a few values (data rounded to a
     resolution q with Δ/q < DISCRETE_POSITIONS): then they cluster, and a binomial model of where a
-    cell's rows fall would understate the uncertainty."""
-    if integral:
-        return True
+    cell's rows fall would understate the uncertainty. (Integer columns are discrete by definition; the
+    caller knows that without the sample.)"""
     gaps = np.diff(np.unique(sample))
     gaps = gaps[gaps > 0]
     return bool(len(gaps)) and delta / float(gaps.min()) < DISCRETE_POSITIONS

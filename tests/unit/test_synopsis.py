@@ -86,8 +86,8 @@ def test_grid_layout_and_discreteness():
     assert (lo, hi, m) == (2.5, 2402.5, 2401)
     lo, hi, m = grid_layout(0.0, 99999.0, True, 2048)  # too many values: a whole step of 49
     assert (hi - lo) / (m - 1) == 49 and lo == -0.5 and hi >= 99999.5 and m <= 2048
-    assert is_discrete(np.round(np.linspace(0, 1, 500), 2), 0.05, False)  # 5 possible values per cell
-    assert not is_discrete(np.linspace(0, 1, 500) ** 2, 0.05, False)
+    assert is_discrete(np.round(np.linspace(0, 1, 500), 2), 0.05)  # 5 possible values per cell
+    assert not is_discrete(np.linspace(0, 1, 500) ** 2, 0.05)
 
 
 def test_quantile_grid_and_positions(rng):
