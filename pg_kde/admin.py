@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional
@@ -62,6 +63,15 @@ def parse_target(text: str):
             raise ValueError(f"a pair of columns is TABLE.COLUMN1,COLUMN2, got {text!r}")
         return table, pair
     return table, column
+
+
+def progress_bar(i: int, total: int, target: str, seconds: float, *, width: int = 30, indent: str = "") -> None:
+    """A one-line progress bar on stderr, redrawn in place; fits :func:`refresh`'s ``progress``."""
+    done = width * i // total
+    sys.stderr.write(f"\r{indent}[{'#' * done}{'.' * (width - done)}] {i}/{total} {target} ({seconds:.2f} s)\033[K")
+    if i == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
 
 
 def refresh(conn, targets: Iterable, progress: Optional[Callable] = None, **options) -> list:

@@ -31,15 +31,6 @@ def _dsn(args) -> str:
     raise SystemExit("pg-kde: no --dsn, no PG_KDE_DSN and no local server running here (pg-kde server start)")
 
 
-def _progress(i, total, target, seconds):
-    width = 30
-    done = int(width * i / total)
-    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{total} {target} ({seconds:.2f} s)\033[K")
-    if i == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="pg-kde", description="pg_kde: kernel density synopses for PostgreSQL")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -90,7 +81,7 @@ def main(argv=None) -> int:
                     options = {k: v for k, v in [("method", args.method), ("sample_size", args.sample_size),
                                                  ("grid_size", args.grid_size), ("backend", args.backend)] if v is not None}
                     targets = [admin.parse_target(t) for t in args.targets]
-                    for summary in admin.refresh(conn, targets, progress=_progress, **options):
+                    for summary in admin.refresh(conn, targets, progress=admin.progress_bar, **options):
                         print(json.dumps(summary))
     except (server.ServerError, FileNotFoundError, ValueError) as exc:
         print(f"pg-kde: {exc}", file=sys.stderr)

@@ -24,7 +24,7 @@ def load_nycflights(conn, schema: str = "public", replace: bool = True) -> dict:
     for table, frame in frames.items():
         cols = NYCFLIGHTS_COLUMNS[table]
         name = sql.Identifier(schema, table)
-        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}"."{table}"',)).fetchone()[0]
+        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name.as_string(conn),)).fetchone()[0]
         if exists and not replace:
             if conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name)).fetchone()[0] == len(frame):
                 loaded[table] = len(frame)

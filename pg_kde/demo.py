@@ -15,14 +15,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 import warnings
 
 import numpy as np
-
-import os
-import sys
 
 from . import _native, admin, bandwidth, kde, server
 from . import backends as backend_status
@@ -224,7 +222,9 @@ def extension_demo(args) -> int:
         targets = [(F, c) for c in ("dep_delay", "arr_delay", "air_time", "distance")]
         targets += [(W, c) for c in ("temp", "humid", "wind_speed")] + [(F, ["distance", "air_time"])]
         print("refreshing synopses:")
-        summaries = admin.refresh(conn, targets, progress=_progress)
+        summaries = admin.refresh(
+            conn, targets, progress=lambda *state: admin.progress_bar(*state, width=20, indent="  ")
+        )
         for (table, col), summary in zip(targets, summaries):
             name = ",".join(col) if isinstance(col, list) else col
             kind = summary["method"] if summary["method"] != "exact" else "exact frequency table"
@@ -259,13 +259,6 @@ def extension_demo(args) -> int:
     if local:
         print("the embedded PostgreSQL keeps running; stop it with: make server-stop  (or: pg-kde server stop)")
     return 0
-
-
-def _progress(i, total, target, seconds):
-    sys.stderr.write(f"\r  [{'#' * (20 * i // total):20s}] {i}/{total} {target} ({seconds:.2f} s)\033[K")
-    if i == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
 
 
 if __name__ == "__main__":

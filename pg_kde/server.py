@@ -130,20 +130,25 @@ def load(workdir: str | os.PathLike = ".") -> Cluster | None:
     return Cluster(**json.loads(state.read_text()))
 
 
+def _running(cluster: Cluster | None) -> bool:
+    if cluster is None or not cluster.datadir.exists():
+        return False
+    return _run([pg_bindir() / "pg_ctl", "status", "-D", cluster.datadir], check=False).returncode == 0
+
+
 def status(workdir: str | os.PathLike = ".") -> dict:
     """{'running': bool, 'dsn': ..., 'base': ...} for the cluster of ``workdir`` (running False if none)."""
     cluster = load(workdir)
     if cluster is None or not cluster.datadir.exists():
         return {"running": False, "dsn": None, "base": None}
-    running = _run([pg_bindir() / "pg_ctl", "status", "-D", cluster.datadir], check=False).returncode == 0
-    return {"running": running, "dsn": cluster.dsn(), "base": cluster.base, "log": str(cluster.log)}
+    return {"running": _running(cluster), "dsn": cluster.dsn(), "base": cluster.base, "log": str(cluster.log)}
 
 
 def start(workdir: str | os.PathLike = ".", port: int | None = None) -> Cluster:
     """Start (initialising on first use) the local cluster of ``workdir``; a running one is reused."""
     workdir = Path(workdir).resolve()
     cluster = load(workdir)
-    if cluster is not None and status(workdir)["running"]:
+    if _running(cluster):
         return cluster
     base = Path(cluster.base) if cluster else _default_base(workdir)
     base.mkdir(parents=True, exist_ok=True)
@@ -172,7 +177,7 @@ def start(workdir: str | os.PathLike = ".", port: int | None = None) -> Cluster:
 def stop(workdir: str | os.PathLike = ".") -> bool:
     """Stop the local cluster of ``workdir``; False if none was running."""
     cluster = load(workdir)
-    if cluster is None or not status(workdir)["running"]:
+    if not _running(cluster):
         return False
     _run([pg_bindir() / "pg_ctl", "stop", "-w", "-m", "fast", "-D", cluster.datadir])
     return True
