@@ -92,9 +92,10 @@ def engine_demo(args) -> None:
 
     # The paper's sequential loop against the native backend, same data, same precision.
     x, total = sample(flights, "distance", 8192)
+    loop_ms = {}
     for backend in ("sequential", "native"):
-        r, ms, _ = _timed(bandwidth.plugin, x, backend=backend, dtype="float32")
-        rows.append(("distance", f"{len(x)}/{total}", "plugin", backend, "float32", _fmt_bw(r), ms, ""))
+        r, loop_ms[backend], _ = _timed(bandwidth.plugin, x, backend=backend, dtype="float32")
+        rows.append(("distance", f"{len(x)}/{total}", "plugin", backend, "float32", _fmt_bw(r), loop_ms[backend], ""))
 
     # LSCV on integer-valued delays: the minimum runs to the edge of the search and pg_kde says so.
     x, total = sample(flights, "dep_delay", 4096)
@@ -111,16 +112,9 @@ def engine_demo(args) -> None:
         rows.append(("temp, dewp", f"{len(X)}/{total}", r.method, r.backend, "float64", _fmt_bw(r), ms,
                      "; ".join(notes) or (f"LSCV {r.objective:.5g}" if r.objective is not None else "")))
 
-    head = ("column", "rows", "method", "backend", "dtype", "bandwidth", "ms", "notes")
-    widths = [max(len(str(v)) if i != 6 else 9 for v in [head[i]] + [row[i] for row in rows]) for i in range(8)]
-    widths[7] = min(widths[7], 80)
-    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
-    for row in rows:
-        cells = [str(v) for v in row[:6]] + [f"{row[6]:9.1f}", row[7][:80]]
-        print("  ".join(c.ljust(w) for c, w in zip(cells, widths)))
-
-    seq_ms, nat_ms = rows[-6][6], rows[-5][6]
-    print(f"\nnative vs sequential (plugin, n = 8192, float32): {seq_ms / nat_ms:.0f}x faster")
+    _print_table(("column", "rows", "method", "backend", "dtype", "bandwidth", "ms", "notes"),
+                 [[str(v) for v in row[:6]] + [f"{row[6]:9.1f}", row[7][:80]] for row in rows])
+    print(f"\nnative vs sequential (plugin, n = 8192, float32): {loop_ms['sequential'] / loop_ms['native']:.0f}x faster")
 
     # The density the plug-in bandwidth gives for air_time, checked to integrate to 1.
     x, _ = sample(flights, "air_time", args.sample)
@@ -135,6 +129,13 @@ def engine_demo(args) -> None:
     if picture:
         print(f"picture of the fitted density over the histogram: {picture}")
     print()
+
+
+def _print_table(head, rows) -> None:
+    """Left-aligned columns, two spaces apart; every cell already a string."""
+    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+    for row in [head, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
 def _density_picture(x, grid, density, result, out_dir="demo-output"):
@@ -251,10 +252,7 @@ def extension_demo(args) -> int:
             error = abs(est - exact) / abs(exact) if exact else 0.0
             table_rows.append((str(number), f"{exact:,.1f}", interval, f"{error:.3%}", planner, f"{exact_ms:.1f}",
                                f"{approx_ms:.2f}", f"{exact_ms / approx_ms:.0f}x"))
-        widths = [max(len(r[i]) for r in table_rows + [head]) for i in range(len(head))]
-        print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
-        for r in table_rows:
-            print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+        _print_table(head, table_rows)
     print()
     if local:
         print("the embedded PostgreSQL keeps running; stop it with: make server-stop  (or: pg-kde server stop)")
