@@ -95,7 +95,7 @@ inline V first_lanes(std::size_t k) {
 // Columns visited for row i of a tile.
 inline std::size_t row_begin(const Tile& t, std::size_t i) { return t.diagonal ? i + 1 : t.j0; }
 
-// ---------------------------------------------------------------- PLUGIN: K^(4) and K^(6)
+// ---------------------------------------------------------------- PLUGIN: K^(2), K^(4) and K^(6)
 // With x = c (x_i - x_j)^2, c = -1/(2 g^2), i.e. x = -u^2/2, the polynomials have integer coefficients:
 //   K^(2): u^2 - 1                     = -2x - 1
 //   K^(4): u^4 - 6u^2 + 3              =  4x^2 + 12x + 3

@@ -186,17 +186,22 @@ def parity_backend(request, monkeypatch):
         monkeypatch.setenv("PG_KDE_NATIVE_ISA", rest)
         return "native"
     if rest == "emulated":
-        library = request.getfixturevalue("cuda_emulator_library")
-
-        class EmulatedCuda(_cuda.CudaBackend):
-            # 64 threads a block keeps the emulator quick (it switches between every thread at each
-            # barrier); the tile sizes stay the defaults.
-            def __init__(self):
-                super().__init__(block=64, executor=EmulatorExecutor(library))
-
-            @staticmethod
-            def unavailable_reason():
-                return None
-
-        monkeypatch.setitem(_backends.BACKENDS, "cuda", EmulatedCuda)
+        monkeypatch.setitem(_backends.BACKENDS, "cuda", request.getfixturevalue("emulated_cuda_class"))
     return "cuda"
+
+
+@pytest.fixture
+def emulated_cuda_class(cuda_emulator_library):
+    """A cuda backend class (for the BACKENDS registry) whose kernels run in the host emulator: what
+    backend="cuda" then builds. 64 threads a block keep the emulator quick (it switches between every
+    thread at each barrier); the tile sizes stay the defaults."""
+
+    class EmulatedCuda(_cuda.CudaBackend):
+        def __init__(self, reduction=None):
+            super().__init__(reduction, block=64, executor=EmulatorExecutor(cuda_emulator_library))
+
+        @staticmethod
+        def unavailable_reason():
+            return None
+
+    return EmulatedCuda

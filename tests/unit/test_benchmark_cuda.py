@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from pg_kde import _backends, _cuda
+from pg_kde import _backends
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bandwidth.py"
 
@@ -19,19 +19,9 @@ def load_benchmark():
     return module
 
 
-def test_cuda_section_end_to_end(emulated_cuda, monkeypatch, rng):
+def test_cuda_section_end_to_end(emulated_cuda_class, monkeypatch, rng):
     bench = load_benchmark()
-
-    class EmulatedCuda(_cuda.CudaBackend):
-        def __init__(self, reduction=None):
-            base = emulated_cuda(reduction, block=64)
-            super().__init__(base.reduction, block=64, executor=base.executor)
-
-        @staticmethod
-        def unavailable_reason():
-            return None
-
-    monkeypatch.setitem(_backends.BACKENDS, "cuda", EmulatedCuda)
+    monkeypatch.setitem(_backends.BACKENDS, "cuda", emulated_cuda_class)
     monkeypatch.delenv("PG_KDE_CUDA_REDUCTION", raising=False)
 
     def wall_ms(fn, repeats):
@@ -46,7 +36,7 @@ def test_cuda_section_end_to_end(emulated_cuda, monkeypatch, rng):
     targets = {("plugin", 300, 1): 1e6, ("lscv_h", 60, 2): 1e6, ("lscv_H_objective", 90, 2): 1e-9, ("kde", 120, 2): 1e6}
     args = argparse.Namespace(dtype="float32", quick=False, repeats=1)
     lines, met = bench.cuda_section(args, device=("Emulator", 4, 1.0e9), device_timer=wall_ms, kernels=kernels,
-                                    make_backend=EmulatedCuda, targets=targets)
+                                    make_backend=emulated_cuda_class, targets=targets)
     text = "\n".join(lines)
     assert "on Emulator (4 SMs, 1.00 GHz)" in text
     assert "| target | paper GTX 480 (ms) | required | partials | thread_atomic | block_atomic | met |" in text
