@@ -53,9 +53,14 @@ def symmetric_from_upper(upper, d: int) -> np.ndarray:
     return m + np.triu(m, 1).T
 
 
+def apply_inverse(X: np.ndarray, inverse: np.ndarray) -> np.ndarray:
+    """Rows M x as a C-contiguous (n, d) float64 array, for M = L⁻¹ from :func:`lower_inverse`."""
+    return np.ascontiguousarray(np.einsum("nd,kd->nk", X, inverse))
+
+
 def whiten(X: np.ndarray, mean: np.ndarray, chol: np.ndarray) -> np.ndarray:
     """Rows L⁻¹(x − mean) as a C-contiguous (n, d) float64 array, where chol = L is lower triangular."""
-    return np.ascontiguousarray(np.einsum("nd,kd->nk", X - mean, lower_inverse(chol)))
+    return apply_inverse(X - mean, lower_inverse(chol))
 
 
 def log_det_chol(chol: np.ndarray) -> float:

@@ -38,7 +38,7 @@ import numpy as np
 from scipy.optimize import minimize, root
 
 from ._backends import get_backend
-from ._linalg import covariance, log_det_chol, lower_inverse, whiten
+from ._linalg import apply_inverse, covariance, log_det_chol, lower_inverse, whiten
 from ._validate import as_data, bandwidth_matrix, check_dtype, check_spread, positive_array
 
 __all__ = [
@@ -530,7 +530,7 @@ class _MatrixLSCV:
 
     def value_chol(self, chol: np.ndarray) -> float:
         self.evaluations += 1
-        y = whiten(self.z, np.zeros(self.d), chol)
+        y = apply_inverse(self.z, lower_inverse(chol))
         A, _ = self.backend.lscv_pair_sums(y, np.array([1.0]), self.w, False, self.dtype)
         return self._norm(chol) * (2.0 * A[0] / self.n**2 + 1.0 / self.n)
 
@@ -539,7 +539,7 @@ class _MatrixLSCV:
         self.evaluations += 1
         n, d = self.n, self.d
         inverse = lower_inverse(chol)
-        y = np.ascontiguousarray(np.einsum("nd,kd->nk", self.z, inverse))
+        y = apply_inverse(self.z, inverse)
         A, M = self.backend.lscv_moments(y, self.w, self.dtype)
         base = 2.0 * A / n**2 + 1.0 / n
         norm = self._norm(chol)

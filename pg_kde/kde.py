@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ._backends import get_backend
-from ._linalg import log_det_chol, whiten
+from ._linalg import apply_inverse, log_det_chol, lower_inverse
 from ._validate import as_data, bandwidth_matrix, check_dtype, positive_scalar
 from .bandwidth import BandwidthResult
 
@@ -66,7 +66,7 @@ def evaluate(points, sample, bandwidth, *, backend: str = "auto", dtype="float64
         return np.zeros(0)
     # Centre on the sample mean and multiply by L⁻¹ (H = LLᵀ) in float64: the kernel then sees unit-scale
     # numbers and ‖L⁻¹(p − x)‖² is the quadratic form (p − x)ᵀH⁻¹(p − x).
-    mean = xs.mean(axis=0)
-    sums = be.kde_sums(whiten(ps, mean, chol), whiten(xs, mean, chol), dt)
+    mean, inverse = xs.mean(axis=0), lower_inverse(chol)
+    sums = be.kde_sums(apply_inverse(ps - mean, inverse), apply_inverse(xs - mean, inverse), dt)
     log_norm = -0.5 * d * math.log(2.0 * math.pi) - 0.5 * log_det_chol(chol) - math.log(xs.shape[0])
     return sums * math.exp(log_norm)
