@@ -9,7 +9,7 @@ The numerical core is importable on its own:
 
 from ._backends import BACKENDS, BackendFallbackWarning, BackendUnavailableError, DeviceOutOfMemoryError, get_backend
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "BackendFallbackWarning",

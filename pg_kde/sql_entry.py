@@ -4,6 +4,10 @@ arguments; nothing here imports plpy, so the module loads anywhere.
 Identifiers never reach SQL text unquoted: the relation comes in as an oid and is formatted by the server
 (``format('%I.%I')``), column names go through ``plpy.quote_ident`` after a catalog lookup, and every
 value is a query parameter.
+
+Errors a user can fix are returned, not raised: ``{"error": {message, sqlstate, detail, hint}}``, which the
+SQL wrapper (``_kde_raise_if_error``) raises as one PostgreSQL error without a Python traceback. Errors of
+the queries run here (a missing privilege, a cancel) come back the same way with their own SQLSTATE.
 """
 
 from __future__ import annotations
@@ -37,6 +41,30 @@ from .synopsis import (
     summed_area,
 )
 
+class UserError(Exception):
+    """An error the caller can fix: becomes one PostgreSQL error with this SQLSTATE, detail and hint."""
+
+    def __init__(self, message: str, *, sqlstate: str = "22023", hint: str | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.error = {"message": message, "sqlstate": sqlstate, "hint": hint, "detail": detail}
+
+
+def _fail(message: str, **kwargs):
+    raise UserError(message, **kwargs)
+
+
+def _returning_errors(plpy, entry, *args) -> str:
+    """Run an entry point; its UserError, or the error of a query it ran, becomes an ``{"error": ...}``."""
+    try:
+        return entry(plpy, *args)
+    except UserError as exc:
+        return json.dumps({"error": exc.error})
+    except plpy.SPIError as exc:  # the query's own error, rolled back to before it by PL/Python
+        return json.dumps({"error": {"message": str(exc.args[0]) if exc.args else str(exc),
+                                     "sqlstate": getattr(exc, "sqlstate", None) or "XX000",
+                                     "hint": getattr(exc, "hint", None), "detail": getattr(exc, "detail", None)}})
+
+
 #: Parameter types of the catalog columns (kde_synopsis and kde_synopsis_2d).
 _CATALOG_TYPES = {
     "relid": "oid", "cols": "text[]", "method": "text", "bandwidth": "float8[]", "sample_size": "int4",
@@ -45,7 +73,8 @@ _CATALOG_TYPES = {
     "cell_cum_count": "float8[]", "cell_cum_sum": "float8[]", "cell_cum_offset": "float8[]", "kde_mass": "float8[]",
     "cell_discrete": "bool", "build_seconds": "float8", "backend": "text", "mod_count": "int8", "options": "jsonb",
     "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
-    "sat_sum": "float8[]", "kde_sat": "float8[]",
+    "sat_sum": "float8[]", "kde_sat": "float8[]", "attnums": "int2[]", "coltypes": "text[]", "built_relid": "oid",
+    "storage_id": "text", "pages": "int8",
 }
 # integer_valued and grid_size are scalars in 1-D and arrays in 2-D: typed at the call.
 
@@ -58,7 +87,7 @@ def _check_version(plpy, GD, extversion: str) -> None:
     if GD.get("pg_kde_version") == extversion:
         return
     if extversion != __version__:
-        plpy.error(
+        _fail(
             f"pg_kde: the extension's SQL is version {extversion} but the Python package the server imports is "
             f"{__version__}",
             hint="Install the matching pg_kde package for the server's Python, or ALTER EXTENSION pg_kde UPDATE.",
@@ -66,39 +95,61 @@ def _check_version(plpy, GD, extversion: str) -> None:
     GD["pg_kde_version"] = extversion
 
 
-def _relation(plpy, relid: int):
+def _relation(plpy, relid):
+    """(quoted name, relkind) of a relation the caller may build a synopsis of: it exists, is a table,
+    view or materialized view, is not temporary, and no row-level security hides rows of it from the caller
+    (a synopsis built from the rows one role sees would be served to every reader)."""
+    if relid is None:
+        _fail("pg_kde: the table argument must not be NULL", sqlstate="22004")
     plan = plpy.prepare(
-        "SELECT format('%I.%I', n.nspname, c.relname) AS name, c.relkind::text AS kind "
-        "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
+        "SELECT format('%I.%I', n.nspname, c.relname) AS name, c.relkind::text AS kind, "
+        "c.relpersistence = 't' AS temporary FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
         ["oid"],
     )
     rows = plpy.execute(plan, [relid])
     if not rows:
-        plpy.error(f"pg_kde: relation with oid {relid} does not exist")
-    if rows[0]["kind"] not in _RELKINDS:
-        plpy.error(f"pg_kde: {rows[0]['name']} is not a table, view or materialized view")
-    return rows[0]["name"], rows[0]["kind"]
+        _fail(f"pg_kde: relation with oid {relid} does not exist", sqlstate="42P01")
+    name, kind = rows[0]["name"], rows[0]["kind"]
+    if kind not in _RELKINDS:
+        _fail(f"pg_kde: {name} is not a table, view or materialized view", sqlstate="42809")
+    if rows[0]["temporary"]:
+        _fail(f"pg_kde: {name} is a temporary table; synopses are for tables other sessions can read",
+              sqlstate="42809")
+    schema = _extension_schema(plpy)
+    hidden = plpy.execute(plpy.prepare(f"SELECT {schema}._kde_rows_hidden($1) AS h", ["oid"]), [relid])[0]["h"]
+    if hidden:
+        _fail(f"pg_kde: row-level security hides rows of {name} from role {_current_user(plpy)}; a synopsis built "
+              "from them would be served to every reader", sqlstate="42501",
+              hint="Refresh as a role its policies do not apply to (the table owner, or a role with BYPASSRLS); "
+                   "a view over a table with row-level security gets no synopsis.")
+    return name, kind
 
 
-def _numeric_column(plpy, relid: int, rel: str, name: str) -> str:
-    plan = plpy.prepare(
-        "SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) AS type, t.typcategory::text AS category, "
-        "pg_catalog.has_column_privilege($1, a.attnum, 'SELECT') AS readable "
-        "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
-        "WHERE a.attrelid = $1 AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped",
-        ["oid", "text"],
+def _current_user(plpy) -> str:
+    return plpy.execute("SELECT pg_catalog.quote_ident(current_user::text) AS u")[0]["u"]
+
+
+def _columns(plpy, relid: int, rel: str, cols) -> tuple:
+    """Quoted names, numbers and types of the given numeric columns, after the SQL side's checks (schema
+    USAGE, the columns exist, SELECT on each, no row-level security)."""
+    if not cols or any(c is None for c in cols):
+        _fail("pg_kde: the column arguments must not be NULL or empty", sqlstate="22004")
+    schema = _extension_schema(plpy)
+    ident = plpy.execute(plpy.prepare(f"SELECT attnums, coltypes FROM {schema}._kde_columns($1, $2)",
+                                      ["oid", "text[]"]), [relid, list(cols)])[0]
+    categories = plpy.execute(
+        plpy.prepare("SELECT a.attnum, t.typcategory::text AS category FROM pg_catalog.pg_attribute a "
+                     "JOIN pg_catalog.pg_type t ON t.oid = a.atttypid WHERE a.attrelid = $1 AND a.attnum = ANY($2)",
+                     ["oid", "int2[]"]),
+        [relid, ident["attnums"]],
     )
-    rows = plpy.execute(plan, [relid, name])
-    if not rows:
-        plpy.error(f"pg_kde: column {plpy.quote_ident(name)} of {rel} does not exist", sqlstate="42703")
-    if not rows[0]["readable"]:
-        plpy.error(f"pg_kde: permission denied for column {plpy.quote_ident(name)} of {rel}", sqlstate="42501")
-    if rows[0]["category"] != "N":
-        plpy.error(
-            f"pg_kde: column {plpy.quote_ident(name)} of {rel} has type {rows[0]['type']}; synopses need a numeric column",
-            sqlstate="42804",
-        )
-    return plpy.quote_ident(name)
+    category = {int(r["attnum"]): r["category"] for r in categories}
+    for name, attnum, type_ in zip(cols, ident["attnums"], ident["coltypes"]):
+        if category.get(int(attnum)) != "N":
+            _fail(f"pg_kde: column {plpy.quote_ident(name)} of {rel} has type {type_}; synopses need a numeric column",
+                  sqlstate="42804")
+    return [plpy.quote_ident(c) for c in cols], list(ident["attnums"]), list(ident["coltypes"])
 
 
 def _extension_schema(plpy) -> str:
@@ -109,23 +160,52 @@ def _extension_schema(plpy) -> str:
     return rows[0]["s"]
 
 
+#: Bytes of backend memory a sampled value may take while a bandwidth is chosen: the float64 sample, the
+#: float32 copy the selectors run on, sorted and sphered copies, with room to spare.
+SAMPLE_BYTES_PER_VALUE = 64
+_FETCH_ROWS = 10000
+
+
+def _check_sample_size(plpy, size: int, d: int) -> None:
+    """Refuse a sample the server cannot afford: its working memory must fit in maintenance_work_mem."""
+    limit = int(plpy.execute("SELECT setting::bigint * 1024 AS b FROM pg_catalog.pg_settings "
+                             "WHERE name = 'maintenance_work_mem'")[0]["b"])
+    need = int(size) * d * SAMPLE_BYTES_PER_VALUE
+    if need > limit:
+        _fail(f"pg_kde: a sample of {size} rows of {d} column(s) needs about {need / 2**20:.0f} MB of memory, more than "
+              f"maintenance_work_mem ({limit / 2**20:.0f} MB)", sqlstate="54000",
+              hint=f"Lower sample_size to at most {limit // (d * SAMPLE_BYTES_PER_VALUE)}, or raise "
+                   "maintenance_work_mem for this session (SET maintenance_work_mem = ...).")
+
+
 def _sample(plpy, rel: str, kind: str, exprs: list, n_total: int, size: int, seed: int = 20261122) -> np.ndarray:
     """Up to ``size`` rows of the given float8 expressions with no NULLs, as an (m, len(exprs)) array.
 
-    Bernoulli sampling (repeatable) when the relation holds more rows than wanted; all rows otherwise."""
+    Bernoulli sampling (repeatable) when the relation holds more rows than wanted; all rows otherwise. Only
+    the named columns are read (a view may grant no others), in chunks straight into one float64 array."""
     select = ", ".join(f"({e})::float8" for e in exprs)
     not_null = " AND ".join(f"({e}) IS NOT NULL" for e in exprs)
     source = rel
     if n_total > size:
         percent = min(100.0, 100.0 * 1.25 * size / n_total)
-        source = (
-            f"{rel} TABLESAMPLE BERNOULLI ({percent!r}) REPEATABLE ({seed})"
-            if kind in _SAMPLEABLE
-            else f"(SELECT * FROM {rel} WHERE pg_catalog.random() < {percent / 100.0!r}) s"
-        )
+        if kind in _SAMPLEABLE:
+            source = f"{rel} TABLESAMPLE BERNOULLI ({percent!r}) REPEATABLE ({seed})"
+        else:  # views and foreign tables: a random subset of the named columns only
+            columns = ", ".join(exprs)
+            source = f"(SELECT {columns} FROM {rel} WHERE pg_catalog.random() < {percent / 100.0!r}) s"
     query = f"SELECT ARRAY[{select}] AS r FROM {source} WHERE {not_null} LIMIT {int(size)}"
-    rows = plpy.execute(query)
-    return np.array([r["r"] for r in rows], dtype=np.float64).reshape(len(rows), len(exprs))
+    out = np.empty((min(int(size), max(int(n_total), 0)), len(exprs)), dtype=np.float64)
+    taken = 0
+    cursor = plpy.cursor(query)
+    while True:
+        rows = cursor.fetch(_FETCH_ROWS)
+        if not rows:
+            break
+        chunk = np.array([r["r"] for r in rows], dtype=np.float64).reshape(len(rows), len(exprs))
+        out[taken : taken + len(chunk)] = chunk
+        taken += len(chunk)
+    cursor.close()
+    return out[:taken]
 
 
 def _choose_method(method: str, d: int, for_counts: bool) -> str:
@@ -146,10 +226,10 @@ def _select_bandwidth(plpy, sample: np.ndarray, method: str, backend: str, requi
         try:
             result = bandwidth.select(sample, method=method, backend=backend, dtype="float32")
         except (BackendUnavailableError, DeviceOutOfMemoryError) as exc:  # the backend asked for cannot run
-            plpy.error(f"pg_kde: {exc}")
+            _fail(f"pg_kde: {exc}")
         except ValueError as exc:
             if required:
-                plpy.error(f"pg_kde: {exc}")
+                _fail(f"pg_kde: {exc}")
             plpy.warning(f"pg_kde: no bandwidth ({exc}); the synopsis keeps its exact cells unsmoothed")
             return None
     for w in caught:
@@ -157,40 +237,48 @@ def _select_bandwidth(plpy, sample: np.ndarray, method: str, backend: str, requi
     return result
 
 
-def choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extversion):
-    """kde_bandwidth(): the paper's selectors on a sample of a table's columns."""
+def choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extversion) -> str:
+    """kde_bandwidth(): the paper's selectors on a sample of a table's columns; {"bandwidth": [...]}."""
+    return _returning_errors(plpy, _choose_bandwidth, GD, relid, cols, method, backend, sample_size, extversion)
+
+
+def _choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extversion) -> str:
     _check_version(plpy, GD, extversion)
     rel, kind = _relation(plpy, relid)
-    if not cols:
-        plpy.error("pg_kde: no columns given")
     if sample_size is None or sample_size < 2:
-        plpy.error("pg_kde: sample_size must be at least 2")
-    exprs = [_numeric_column(plpy, relid, rel, c) for c in cols]
+        _fail("pg_kde: sample_size must be at least 2")
+    exprs, _, _ = _columns(plpy, relid, rel, cols)
+    _check_sample_size(plpy, sample_size, len(cols))
     try:
         chosen = _choose_method(method, len(cols), for_counts=False)
     except ValueError as exc:
-        plpy.error(f"pg_kde: {exc}")
+        _fail(f"pg_kde: {exc}")
     n_total = plpy.execute(f"SELECT count(*) AS n FROM {rel}")[0]["n"]
     sample = _sample(plpy, rel, kind, exprs, n_total, sample_size)
     if len(sample) < 2:
-        plpy.error(f"pg_kde: {rel} has fewer than 2 rows with every column non-NULL")
+        _fail(f"pg_kde: {rel} has fewer than 2 rows with every column non-NULL")
     result = _select_bandwidth(plpy, sample if len(cols) > 1 else sample[:, 0], chosen, backend)
     if len(cols) == 1:
-        return [math.sqrt(result.H[0, 0])]
-    return result.H.ravel().tolist()
+        return json.dumps({"bandwidth": [math.sqrt(result.H[0, 0])]})
+    return json.dumps({"bandwidth": result.H.ravel().tolist()})
 
 
-def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extversion):
-    """kde_refresh(): build a 1-D synopsis in the caller's transaction and upsert its catalog row."""
+def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extversion) -> str:
+    """kde_refresh(): build a synopsis in the caller's transaction and upsert its catalog row; returns its
+    summary (or the error, see the module docstring)."""
+    return _returning_errors(plpy, _refresh, GD, relid, cols, method, sample_size, grid_size, backend, extversion)
+
+
+def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extversion) -> str:
     started = time.perf_counter()
     _check_version(plpy, GD, extversion)
     rel, kind = _relation(plpy, relid)
-    if len(cols) == 2:
+    if cols is not None and len(cols) == 2:
         return _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, backend, started)
-    if len(cols) != 1:
-        plpy.error("pg_kde: synopses cover one column or a pair of columns")
-    col = _numeric_column(plpy, relid, rel, cols[0])
-    chosen, schema = _refresh_start(plpy, relid, cols, method, sample_size, grid_size, (16, 65536))
+    if cols is not None and len(cols) != 1:
+        _fail("pg_kde: synopses cover one column or a pair of columns")
+    (col,), attnums, coltypes = _columns(plpy, relid, rel, cols)
+    chosen, schema, state = _refresh_start(plpy, relid, cols, method, sample_size, grid_size, (16, 65536))
 
     x = f"({col})::float8"
     stats = plpy.execute(
@@ -200,12 +288,17 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
     )[0]
     n_all, n = int(stats["n_all"]), int(stats["n"])
     if n == 0:
-        plpy.error(f"pg_kde: column {col} of {rel} has no non-NULL values" if n_all else f"pg_kde: {rel} is empty")
+        _fail(f"pg_kde: column {col} of {rel} has no non-NULL values" if n_all else f"pg_kde: {rel} is empty")
     if stats["bad"]:
-        plpy.error(f"pg_kde: column {col} of {rel} holds {stats['bad']} NaN or infinite value(s); a synopsis needs finite values")
-    lo, hi, integral = float(stats["lo"]), float(stats["hi"]), bool(stats["integral"])
+        _fail(f"pg_kde: column {col} of {rel} holds {stats['bad']} NaN or infinite value(s); a synopsis needs finite values")
+    lo, hi = float(stats["lo"]), float(stats["hi"])
+    integral = bool(stats["integral"]) and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT
+    # Values near the ends of float8: scan a power-of-two multiple (exact) so sums and differences stay
+    # finite; everything is stored in the column's units again at the end.
+    scale = _scan_scale(lo, hi)
+    x, lo, hi = _scaled(col, scale), lo * scale, hi * scale
 
-    sample = _sample(plpy, rel, kind, [col], n_all, sample_size)[:, 0]
+    sample = _sample(plpy, rel, kind, [col], n_all, sample_size)[:, 0] * scale
     values_query = f"SELECT {x} AS v FROM {rel} WHERE {col} IS NOT NULL"
     # Few distinct values: the whole column as an exact frequency table.
     atoms = None
@@ -241,8 +334,9 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
         if len(rest) >= 50 and np.ptp(rest) > 0:
             # Chosen on the sample, carried to the table's rows, capped at a typical cell: the cells are
             # exact, the KDE only says where rows sit inside a cell (docs/math.md §7).
-            result = _select_bandwidth(plpy, rest, chosen, backend)
-            h = min(scale_bandwidth(math.sqrt(result.H[0, 0]), len(rest), kde_rows, result.method), typical)
+            unit = _selection_unit(rest)
+            result = _select_bandwidth(plpy, rest / unit, chosen, backend)
+            h = min(scale_bandwidth(math.sqrt(result.H[0, 0]) * unit, len(rest), kde_rows, result.method), typical)
             used_method, used_backend, used_sample = result.method, result.backend, len(rest)
         else:  # too few rows off the heavy values to choose a bandwidth: the grid's own resolution
             h, used_method, used_sample = typical, "grid", len(rest)
@@ -268,6 +362,11 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
         cell_offset = cell_prefix(np.clip(offsets_in, 0.0, rows_in))
 
     atom_count, atom_sum = atoms.cumulative()
+    if scale != 1.0:  # back to the column's units (sums past float8's range become infinite)
+        with np.errstate(over="ignore"):
+            h, grid, lattice, cell_sum, atom_sum = h / scale, *(
+                (np.asarray(a, dtype=np.float64) / scale).tolist() for a in (grid, lattice, cell_sum, atom_sum))
+            atoms = Atoms(atoms.values / scale, atoms.counts)
     seconds = time.perf_counter() - started
     _upsert(
         plpy,
@@ -278,7 +377,7 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
          "atom_cum_count": atom_count, "atom_cum_sum": atom_sum, "kde_rows": kde_rows, "grid": grid,
          "lattice": lattice, "grid_size": grid_size if kde_rows > 0 else 0, "cell_cum_count": cell_count,
          "cell_cum_sum": cell_sum, "cell_cum_offset": cell_offset, "kde_mass": kde_mass, "cell_discrete": discrete,
-         "build_seconds": seconds, "backend": used_backend, "mod_count": _mod_count(plpy, relid),
+         "build_seconds": seconds, "backend": used_backend, **_identity(state, attnums, coltypes),
          "options": json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size,
                                 "backend": backend})},
         {**_CATALOG_TYPES, "integer_valued": "bool", "grid_size": "int4"},
@@ -289,21 +388,58 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
     return json.dumps(summary)
 
 
+#: Beyond 2^53 every float8 is a whole number: such columns are not treated as integer-valued.
+INTEGRAL_LIMIT = 2.0**53
+#: Largest magnitude scanned: n * 2^960 stays finite for any row count (n < 2^63).
+_SCAN_LIMIT = 2.0**960
+
+
+def _scan_scale(lo: float, hi: float) -> float:
+    """1, or the power of two that brings values up to max(|lo|, |hi|) under 2^960 (exact scaling)."""
+    top = max(abs(lo), abs(hi))
+    return 1.0 if top < _SCAN_LIMIT else math.ldexp(1.0, 960 - math.frexp(top)[1])
+
+
+def _scaled(expr: str, scale: float) -> str:
+    """The float8 value of a quoted column, times a power of two when scale is not 1."""
+    return f"({expr})::float8" if scale == 1.0 else f"({expr})::float8 * {scale!r}::float8"
+
+
+def _selection_unit(values: np.ndarray) -> float:
+    """1, or a power of two near the values' magnitude when it is past 2^500: the selectors square
+    differences of values, which would overflow. Bandwidths are equivariant, so h = h(x / u) * u."""
+    top = float(np.max(np.abs(values))) if len(values) else 0.0
+    return 1.0 if top < 2.0**500 else math.ldexp(1.0, math.frexp(top)[1])
+
+
 def _refresh_start(plpy, relid, cols, method, sample_size, grid_size, grid_range):
-    """Checks shared by 1-D and 2-D refreshes; serialises refreshes of the same synopsis (transaction-level
-    advisory lock). Returns (method to run, quoted extension schema)."""
+    """Checks shared by 1-D and 2-D refreshes. Serialises refreshes of the same synopsis by locking its
+    catalog row (FOR UPDATE: only roles allowed to write the catalog can take it), and reads the table's
+    state for staleness before any scan. Returns (method to run, quoted extension schema, table state)."""
     if sample_size is None or sample_size < 100:
-        plpy.error("pg_kde: sample_size must be at least 100")
+        _fail("pg_kde: sample_size must be at least 100")
     low, high = grid_range
     if grid_size is None or not low <= grid_size <= high:
-        plpy.error(f"pg_kde: grid_size must be between {low} and {high}" + (" for a 2-D synopsis" if len(cols) == 2 else ""))
+        _fail(f"pg_kde: grid_size must be between {low} and {high}" + (" for a 2-D synopsis" if len(cols) == 2 else ""))
     try:
         chosen = _choose_method(method, len(cols), for_counts=True)
     except ValueError as exc:
-        plpy.error(f"pg_kde: {exc}")
-    lock = plpy.prepare("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1)::bigint)", ["text"])
-    plpy.execute(lock, [f"pg_kde:{relid}:" + ":".join(cols)])
-    return chosen, _extension_schema(plpy)
+        _fail(f"pg_kde: {exc}")
+    _check_sample_size(plpy, sample_size, len(cols))
+    schema = _extension_schema(plpy)
+    table = "kde_synopsis" if len(cols) == 1 else "kde_synopsis_2d"
+    lock = plpy.prepare(f"SELECT 1 FROM {schema}.{table} WHERE relid = $1::oid::regclass AND cols = $2 FOR UPDATE",
+                        ["oid", "text[]"])
+    plpy.execute(lock, [relid, list(cols)])
+    state = plpy.execute(plpy.prepare(f"SELECT mod_count, storage_id, pages FROM {schema}._kde_table_state($1)",
+                                      ["oid"]), [relid])[0]
+    return chosen, schema, {"relid": relid, **state}
+
+
+def _identity(state: dict, attnums, coltypes) -> dict:
+    """The catalog columns that say which columns a synopsis describes and what staleness compares."""
+    return {"attnums": attnums, "coltypes": coltypes, "built_relid": state["relid"], "mod_count": state["mod_count"],
+            "storage_id": state["storage_id"], "pages": state["pages"]}
 
 
 def _upsert(plpy, schema: str, table: str, row: dict, types: dict) -> None:
@@ -320,25 +456,14 @@ def _upsert(plpy, schema: str, table: str, row: dict, types: dict) -> None:
     plpy.execute(plan, list(row.values()))
 
 
-def _mod_count(plpy, relid) -> int:
-    rows = plpy.execute(
-        plpy.prepare(
-            "SELECT coalesce(n_tup_ins + n_tup_upd + n_tup_del, 0) AS m FROM pg_catalog.pg_stat_user_tables WHERE relid = $1",
-            ["oid"],
-        ),
-        [relid],
-    )
-    return int(rows[0]["m"]) if rows else 0
-
-
 def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, backend, started):
     """A 2-D synopsis of a pair of columns on an equal-depth grid: exact summed-area tables of the grid
     cells' counts and sums (one scan), and a KDE in grid-index coordinates with a bandwidth matrix (LSCV_H
     by default) shaping the cells a box cuts."""
+    exprs, attnums, coltypes = _columns(plpy, relid, rel, cols)
     if cols[0] == cols[1]:
-        plpy.error("pg_kde: a 2-D synopsis needs two different columns")
-    exprs = [_numeric_column(plpy, relid, rel, c) for c in cols]
-    chosen, schema = _refresh_start(plpy, relid, cols, method, sample_size, grid_size, (8, 1024))
+        _fail("pg_kde: a 2-D synopsis needs two different columns")
+    chosen, schema, state = _refresh_start(plpy, relid, cols, method, sample_size, grid_size, (8, 1024))
 
     x1, x2 = (f"({e})::float8" for e in exprs)
     both = f"{exprs[0]} IS NOT NULL AND {exprs[1]} IS NOT NULL"
@@ -353,16 +478,20 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
     n_all, n = int(stats["n_all"]), int(stats["n"])
     names = ", ".join(plpy.quote_ident(c) for c in cols)
     if n == 0:
-        plpy.error(f"pg_kde: {rel} has no rows with both {names} non-NULL" if n_all else f"pg_kde: {rel} is empty")
+        _fail(f"pg_kde: {rel} has no rows with both {names} non-NULL" if n_all else f"pg_kde: {rel} is empty")
     if stats["bad"]:
-        plpy.error(f"pg_kde: columns {names} of {rel} hold {stats['bad']} NaN or infinite value(s); a synopsis needs finite values")
+        _fail(f"pg_kde: columns {names} of {rel} hold {stats['bad']} NaN or infinite value(s); a synopsis needs finite values")
     for i, c in enumerate(cols, 1):
         if stats[f"lo{i}"] == stats[f"hi{i}"]:
-            plpy.error(f"pg_kde: column {plpy.quote_ident(c)} of {rel} is constant where both columns are non-NULL; "
+            _fail(f"pg_kde: column {plpy.quote_ident(c)} of {rel} is constant where both columns are non-NULL; "
                        "use a 1-D synopsis of the other column")
-    sample = _sample(plpy, rel, kind, exprs, n_all, sample_size)
-    layouts = [quantile_grid(sample[:, k], float(stats[f"lo{k + 1}"]), float(stats[f"hi{k + 1}"]),
-                             bool(stats[f"int{k + 1}"]), grid_size) for k in (0, 1)]
+    bounds = [(float(stats[f"lo{k}"]), float(stats[f"hi{k}"])) for k in (1, 2)]
+    integral = [bool(stats[f"int{k + 1}"]) and max(map(abs, bounds[k])) < INTEGRAL_LIMIT for k in (0, 1)]
+    scales = [_scan_scale(*b) for b in bounds]  # as in the 1-D refresh: scan power-of-two multiples
+    x1, x2 = (_scaled(e, c) for e, c in zip(exprs, scales))
+    sample = _sample(plpy, rel, kind, exprs, n_all, sample_size) * np.array(scales)
+    layouts = [quantile_grid(sample[:, k], bounds[k][0] * scales[k], bounds[k][1] * scales[k], integral[k], grid_size)
+               for k in (0, 1)]
     grids = [g for g, _ in layouts]
     lattices = [(v.tolist() if v is not None else []) for _, v in layouts]
     m1, m2 = len(grids[0]), len(grids[1])
@@ -404,17 +533,20 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
     sat = lambda a: summed_area(a).ravel().tolist()  # noqa: E731 - row-major (m1, m2)
 
     seconds = time.perf_counter() - started
-    sums = np.stack([summed_area(sum1), summed_area(sum2)]).ravel().tolist()
+    with np.errstate(over="ignore"):  # back to the columns' units (sums past float8's range become infinite)
+        sums = np.stack([summed_area(sum1) / scales[0], summed_area(sum2) / scales[1]]).ravel().tolist()
+        grids = [grids[k] / scales[k] for k in (0, 1)]
+        lattices = [(np.asarray(lattices[k], dtype=np.float64) / scales[k]).tolist() for k in (0, 1)]
     _upsert(
         plpy,
         schema,
         "kde_synopsis_2d",
         {"relid": relid, "cols": cols, "method": used_method, "bandwidth": H.ravel().tolist(),
          "sample_size": len(sample), "n_rows": n, "n_null": n_all - n,
-         "integer_valued": [bool(stats["int1"]), bool(stats["int2"])], "grid1": grids[0].tolist(),
+         "integer_valued": integral, "grid1": grids[0].tolist(),
          "grid2": grids[1].tolist(), "lattice1": lattices[0], "lattice2": lattices[1], "grid_size": [m1, m2],
          "sat_count": sat(rows_in), "sat_sum": sums, "kde_sat": sat(cell_masses(masses)), "build_seconds": seconds,
-         "backend": used_backend, "mod_count": _mod_count(plpy, relid),
+         "backend": used_backend, **_identity(state, attnums, coltypes),
          "options": json.dumps({"method": method, "sample_size": sample_size, "grid_size": grid_size,
                                 "backend": backend})},
         {**_CATALOG_TYPES, "integer_valued": "bool[]", "grid_size": "int4[]"},

@@ -7,12 +7,15 @@ pg_kde.server in a temporary directory and removed afterwards.
 """
 
 import os
+import sys
 import uuid
 
 import pytest
 
 psycopg = pytest.importorskip("psycopg")
+sys.path.insert(0, os.path.dirname(__file__))  # sqlhelpers, shared by the test modules here
 
+import pg_kde  # noqa: E402
 from pg_kde import admin, server  # noqa: E402
 
 
@@ -77,7 +80,8 @@ def database(server_dsn):
         conn.execute(f"CREATE DATABASE {name}")
     dsn = _with_db(server_dsn, name)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION pg_kde CASCADE")
+        # The version of the package under test, whatever default another install left in the control file.
+        conn.execute(f"CREATE EXTENSION pg_kde VERSION '{pg_kde.__version__}' CASCADE")
     yield dsn
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
@@ -95,3 +99,23 @@ def table(db):
     name = f"t_{uuid.uuid4().hex[:8]}"
     yield name
     db.execute(f'DROP TABLE IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture
+def login_role(db, database):
+    """A factory of LOGIN roles with passwords: ``login_role()`` -> (name, DSN of the test database as that
+    role). Everything they own or were granted in the test database goes with them at the end."""
+    made = []
+
+    def make(*attributes):
+        name = f"kde_role_{uuid.uuid4().hex[:8]}"
+        password = uuid.uuid4().hex
+        extra = " ".join(attributes)
+        db.execute(f"CREATE ROLE {name} LOGIN {extra} PASSWORD '{password}'")
+        made.append(name)
+        return name, psycopg.conninfo.make_conninfo(database, user=name, password=password)
+
+    yield make
+    for name in made:
+        db.execute(f"DROP OWNED BY {name} CASCADE")
+        db.execute(f"DROP ROLE {name}")

@@ -14,42 +14,7 @@ psycopg = pytest.importorskip("psycopg")
 from psycopg import sql  # noqa: E402
 
 from pg_kde import bandwidth  # noqa: E402
-
-
-def load(conn, table, columns: dict, types=None):
-    """Create ``table`` with float8 (or given) columns and COPY the arrays in (NaN -> NULL)."""
-    types = types or {}
-    conn.execute(
-        sql.SQL("CREATE TABLE {} ({})").format(
-            sql.Identifier(table),
-            sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(types.get(c, "float8"))) for c in columns),
-        )
-    )
-    names = list(columns)
-    with conn.cursor().copy(
-        sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, names)))
-    ) as cp:
-        for row in zip(*(np.asarray(columns[c]).tolist() for c in names)):
-            cp.write_row([None if (isinstance(v, float) and v != v) else v for v in row])
-
-
-def refresh(conn, table, col, **kw):
-    args = "".join(f", {k} => %({k})s" for k in kw)
-    return conn.execute(
-        f"SELECT kde_refresh(%(t)s::regclass, %(c)s{args})", {"t": sql.Identifier(table).as_string(conn), "c": col, **kw}
-    ).fetchone()[0]
-
-
-def approx(conn, fn, table, col, lo, hi):
-    return conn.execute(f"SELECT {fn}(%s::regclass, %s, %s, %s)", (sql.Identifier(table).as_string(conn), col, lo, hi)).fetchone()[0]
-
-
-def exact(conn, agg, table, col, lo, hi):
-    q = sql.SQL("SELECT {}({}) FROM {} WHERE {} BETWEEN %s AND %s").format(
-        sql.SQL(agg), sql.Identifier(col), sql.Identifier(table), sql.Identifier(col)
-    )
-    v = conn.execute(q, (lo, hi)).fetchone()[0]
-    return float(v) if v is not None else 0.0
+from sqlhelpers import approx, exact, load, refresh  # noqa: E402
 
 
 def test_continuous_column_matches_exact_answers(db, table):
@@ -169,42 +134,33 @@ def test_hostile_identifiers(db):
         db.execute(sql.SQL("DROP TABLE IF EXISTS {}, y").format(sql.Identifier(hostile)))
 
 
-def test_privileges(db, database, table):
+def test_privileges(db, table, login_role):
     load(db, table, {"x": np.linspace(0, 1, 1000), "secret": np.linspace(5, 6, 1000)})
     refresh(db, table, "x")
     refresh(db, table, "secret")
-    suffix = uuid.uuid4().hex[:6]
-    reader, outsider = f"kde_reader_{suffix}", f"kde_outsider_{suffix}"
-    for role in (reader, outsider):
-        db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    (reader, reader_dsn), (_, outsider_dsn) = login_role(), login_role()
     db.execute(sql.SQL("GRANT SELECT (x) ON {} TO {}").format(sql.Identifier(table), sql.Identifier(reader)))
-    try:
-        with psycopg.connect(database, user=reader, autocommit=True) as conn:
-            assert approx(conn, "approx_count", table, "x", 0, 0.5) == pytest.approx(500, abs=5)
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                approx(conn, "approx_count", table, "secret", 5, 6)
-            seen = conn.execute("SELECT cols FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchall()
-            assert seen == [(["x"],)]  # the catalog row of the secret column is invisible
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):  # refreshing needs a grant
-                refresh(conn, table, "x")
-        db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(sql.Identifier(reader)))
-        with psycopg.connect(database, user=reader, autocommit=True) as conn:
-            assert refresh(conn, table, "x")["rows"] == 1000
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                refresh(conn, table, "secret")
-            # Row-level security hides the secret column's row from this role: a direct DELETE finds nothing.
-            gone = conn.execute("DELETE FROM kde_synopsis WHERE relid = %s::regclass AND cols = '{secret}'", (table,))
-            assert gone.rowcount == 0
-        assert db.execute("SELECT count(*) FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()[0] == 2
-        with psycopg.connect(database, user=outsider, autocommit=True) as conn:
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                approx(conn, "approx_count", table, "x", 0, 1)
-            assert conn.execute("SELECT count(*) FROM kde_synopses").fetchone()[0] == 0
-    finally:
-        db.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
-        db.execute(sql.SQL("REVOKE ALL ON kde_synopsis FROM {}").format(sql.Identifier(reader)))
-        for role in (reader, outsider):
-            db.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    with psycopg.connect(reader_dsn, autocommit=True) as conn:
+        assert approx(conn, "approx_count", table, "x", 0, 0.5) == pytest.approx(500, abs=5)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            approx(conn, "approx_count", table, "secret", 5, 6)
+        seen = conn.execute("SELECT cols FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchall()
+        assert seen == [(["x"],)]  # the catalog row of the secret column is invisible
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # refreshing needs a grant
+            refresh(conn, table, "x")
+    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(sql.Identifier(reader)))
+    with psycopg.connect(reader_dsn, autocommit=True) as conn:
+        assert refresh(conn, table, "x")["rows"] == 1000
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            refresh(conn, table, "secret")
+        # Row-level security hides the secret column's row from this role: a direct DELETE finds nothing.
+        gone = conn.execute("DELETE FROM kde_synopsis WHERE relid = %s::regclass AND cols = '{secret}'", (table,))
+        assert gone.rowcount == 0
+    assert db.execute("SELECT count(*) FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()[0] == 2
+    with psycopg.connect(outsider_dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            approx(conn, "approx_count", table, "x", 0, 1)
+        assert conn.execute("SELECT count(*) FROM kde_synopses").fetchone()[0] == 0
 
 
 def test_kde_bandwidth_is_the_python_selector(db, table):

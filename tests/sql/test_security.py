@@ -1,0 +1,394 @@
+"""The security and reliability model on a real PostgreSQL: row-level security, schema changes, staleness,
+validated catalog rows, schema USAGE, refresh serialisation, errors without tracebacks, extreme values."""
+
+import numpy as np
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg import sql  # noqa: E402
+
+from sqlhelpers import approx, exact, load, refresh  # noqa: E402
+
+
+def ident(name):
+    return sql.Identifier(name)
+
+
+def synopsis_rows(conn, table, catalog="kde_synopsis"):
+    return conn.execute(sql.SQL("SELECT cols FROM {} WHERE relid::oid = %s::regclass::oid ORDER BY cols").format(ident(catalog)),
+                        (table,)).fetchall()
+
+
+def flush_stats(conn):
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    conn.execute("SELECT 1")  # the flush happens at the end of a transaction
+
+
+# ---------------------------------------------------------------------------------------------- row-level security
+@pytest.fixture
+def payroll(db, table, login_role):
+    """The issue's reproduction: 3000 rows of three employees plus the CEO's, a policy showing each role its
+    own rows, SELECT granted to one employee's role (u1, whose rows are a third)."""
+    u1, u1_dsn = login_role()
+    db.execute(sql.SQL("CREATE TABLE {} (emp text, salary int)").format(ident(table)))
+    db.execute(sql.SQL("INSERT INTO {} SELECT (ARRAY[%s, 'e2', 'e3'])[g %% 3 + 1], 1000 + g FROM generate_series(1, 3000) g")
+               .format(ident(table)), (u1,))
+    db.execute(sql.SQL("INSERT INTO {} VALUES ('ceo', 999999)").format(ident(table)))
+    db.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(ident(table)))
+    db.execute(sql.SQL("CREATE POLICY own_rows ON {} USING (emp = current_user)").format(ident(table)))
+    db.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident(table), ident(u1)))
+    return u1, u1_dsn
+
+
+def test_a_synopsis_is_not_served_to_a_role_whose_policies_hide_rows(db, table, payroll):
+    u1, u1_dsn = payroll
+    assert refresh(db, table, "salary")["rows"] == 3001  # the owner (superuser) sees every row
+    assert approx(db, "approx_count", table, "salary", None, None) == 3001
+    with psycopg.connect(u1_dsn, autocommit=True) as conn:
+        assert conn.execute(sql.SQL("SELECT count(*) FROM {}").format(ident(table))).fetchone()[0] == 1000
+        for lo, hi in [(None, None), (999999, 999999)]:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security hides rows") as err:
+                approx(conn, "approx_count", table, "salary", lo, hi)
+            assert "BYPASSRLS" in err.value.diag.message_hint
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute("SELECT * FROM approx_count_ci(%s, 'salary', 0, 10)", (table,))
+        # Neither the catalog rows nor the view show the synopsis.
+        assert synopsis_rows(conn, table) == []
+        assert conn.execute("SELECT count(*) FROM kde_synopses WHERE relid::oid = %s::regclass::oid", (table,)).fetchone()[0] == 0
+
+
+def test_a_role_under_policies_cannot_overwrite_the_synopsis(db, table, payroll):
+    u1, u1_dsn = payroll
+    refresh(db, table, "salary")
+    before = db.execute("SELECT built_at, n_rows FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(ident(u1)))
+    with psycopg.connect(u1_dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security hides rows") as err:
+            refresh(conn, table, "salary")
+        assert "Traceback" not in (err.value.diag.context or "")
+        # Nor by hand: the catalog's own policy hides the row from this role.
+        assert conn.execute("UPDATE kde_synopsis SET n_rows = 1000 WHERE relid = %s::regclass", (table,)).rowcount == 0
+    after = db.execute("SELECT built_at, n_rows FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+    assert after == before
+
+
+def test_forced_policies_stop_even_the_owner(db, table, login_role):
+    owner, owner_dsn = login_role()
+    db.execute(sql.SQL("CREATE TABLE {} (x float8)").format(ident(table)))
+    db.execute(sql.SQL("INSERT INTO {} SELECT g FROM generate_series(1, 2000) g").format(ident(table)))
+    db.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(ident(table), ident(owner)))
+    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(ident(owner)))
+    with psycopg.connect(owner_dsn, autocommit=True) as conn:
+        assert refresh(conn, table, "x")["rows"] == 2000  # RLS not enabled: the owner may refresh
+        conn.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY").format(ident(table)))
+        conn.execute(sql.SQL("CREATE POLICY small ON {} USING (x < 100)").format(ident(table)))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            refresh(conn, table, "x")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            approx(conn, "approx_count", table, "x", 0, 5000)
+    assert approx(db, "approx_count", table, "x", 0, 5000) == 2000  # a superuser bypasses the policies
+
+
+def test_views_over_tables_with_row_level_security_get_no_synopsis(db, table, payroll):
+    u1, u1_dsn = payroll
+    view = table + "_v"
+    db.execute(sql.SQL("CREATE VIEW {} AS SELECT salary FROM {}").format(ident(view), ident(table)))
+    db.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident(view), ident(u1)))
+    try:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            refresh(db, view, "salary")
+    finally:
+        db.execute(sql.SQL("DROP VIEW {}").format(ident(view)))
+
+
+# ---------------------------------------------------------------------------------------------- schema changes
+def test_a_renamed_column_keeps_its_synopsis_and_a_new_one_of_the_old_name_has_none(db, table):
+    load(db, table, {"a": np.linspace(0, 100, 20000)})
+    refresh(db, table, "a")
+    db.execute(sql.SQL("ALTER TABLE {} RENAME a TO a_old").format(ident(table)))
+    db.execute(sql.SQL("ALTER TABLE {} ADD a float8 DEFAULT 1000").format(ident(table)))
+    assert exact(db, "count", table, "a", 0, 100) == 0
+    with pytest.raises(psycopg.errors.UndefinedObject):
+        approx(db, "approx_count", table, "a", 0, 100)
+    assert approx(db, "approx_count", table, "a_old", 0, 100) == pytest.approx(20000)
+    assert synopsis_rows(db, table) == [(["a_old"],)]
+    assert db.execute("SELECT cols FROM kde_synopses WHERE relid = %s::regclass", (table,)).fetchall() == [(["a_old"],)]
+
+
+def test_a_dropped_and_readded_column_loses_its_synopsis(db, table, login_role):
+    load(db, table, {"c": np.linspace(0, 1, 3000), "d": np.linspace(0, 1, 3000)})
+    refresh(db, table, "c")
+    db.execute("SELECT kde_refresh(%s::regclass, ARRAY['c', 'd'])", (table,))
+    db.execute(sql.SQL("ALTER TABLE {} DROP COLUMN c").format(ident(table)))
+    db.execute(sql.SQL("ALTER TABLE {} ADD COLUMN c int").format(ident(table)))
+    assert synopsis_rows(db, table) == [] and synopsis_rows(db, table, "kde_synopsis_2d") == []
+    with pytest.raises(psycopg.errors.UndefinedObject):
+        approx(db, "approx_count", table, "c", None, None)
+    # The old values are not readable through the catalog by a role granted the new column.
+    role, dsn = login_role()
+    db.execute(sql.SQL("GRANT SELECT (c) ON {} TO {}").format(ident(table), ident(role)))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()[0] == 0
+
+
+def test_a_column_whose_type_changed_loses_its_synopsis(db, table):
+    load(db, table, {"x": np.linspace(0, 10, 3000), "y": np.linspace(0, 10, 3000)})
+    refresh(db, table, "x")
+    refresh(db, table, "y")
+    db.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN x TYPE numeric(4, 1)").format(ident(table)))
+    assert synopsis_rows(db, table) == [(["y"],)]
+    with pytest.raises(psycopg.errors.UndefinedObject):
+        approx(db, "approx_count", table, "x", 0, 5)
+    assert refresh(db, table, "x")["rows"] == 3000  # rebuilt on the new type
+
+
+def test_dropped_tables_and_schemas_leave_no_orphan_rows(db, table):
+    load(db, table, {"x": np.linspace(0, 1, 1000)})
+    refresh(db, table, "x")
+    oid = db.execute("SELECT %s::regclass::oid", (table,)).fetchone()[0]
+    db.execute(sql.SQL("DROP TABLE {}").format(ident(table)))
+    assert db.execute("SELECT count(*) FROM kde_synopsis WHERE relid::oid = %s", (oid,)).fetchone()[0] == 0
+    schema = table + "_s"
+    db.execute(sql.SQL("CREATE SCHEMA {}").format(ident(schema)))
+    db.execute(sql.SQL("CREATE TABLE {}.t AS SELECT g::float8 AS x, g::float8 AS y FROM generate_series(1, 1000) g").format(ident(schema)))
+    qualified = f"{schema}.t"
+    db.execute("SELECT kde_refresh(%s::regclass, 'x'), kde_refresh(%s::regclass, ARRAY['x', 'y'])",
+               (sql.Identifier(schema, "t").as_string(db),) * 2)
+    oid = db.execute("SELECT %s::regclass::oid", (sql.Identifier(schema, "t").as_string(db),)).fetchone()[0]
+    db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(ident(schema)))
+    for catalog in ("kde_synopsis", "kde_synopsis_2d"):
+        assert db.execute(f"SELECT count(*) FROM {catalog} WHERE relid::oid = %s", (oid,)).fetchone()[0] == 0, qualified
+
+
+def test_the_identity_check_holds_when_event_triggers_are_off(db, table):
+    """If the catalog misses a change (event triggers disabled by a superuser), queries still refuse a
+    synopsis that no longer describes its column."""
+    load(db, table, {"c": np.linspace(0, 1, 2000)})
+    refresh(db, table, "c")
+    db.execute("ALTER EVENT TRIGGER kde_sql_drop DISABLE")
+    db.execute("ALTER EVENT TRIGGER kde_ddl_end DISABLE")
+    try:
+        db.execute(sql.SQL("ALTER TABLE {} DROP COLUMN c").format(ident(table)))
+        db.execute(sql.SQL("ALTER TABLE {} ADD COLUMN c float8").format(ident(table)))
+    finally:
+        db.execute("ALTER EVENT TRIGGER kde_sql_drop ENABLE")
+        db.execute("ALTER EVENT TRIGGER kde_ddl_end ENABLE")
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="dropped, replaced or changed type"):
+        approx(db, "approx_count", table, "c", 0, 1)
+
+
+def test_restore_keeps_synopses_of_columns_renumbered_by_the_dump(server_dsn, database, db, table):
+    import shutil
+    import subprocess
+    import uuid
+
+    if shutil.which("pg_dump") is None:
+        pytest.skip("pg_dump is not installed")
+    load(db, table, {"a": np.linspace(0, 1, 1000), "gone": np.zeros(1000), "c": np.linspace(5, 6, 1000),
+                     "d": np.linspace(-1, 0, 1000)})
+    db.execute(sql.SQL("ALTER TABLE {} DROP COLUMN gone").format(ident(table)))  # c, d: attnums 3, 4 -> 2, 3
+    for col in ("c", "d"):
+        refresh(db, table, col)
+    expected = {col: approx(db, "approx_count", table, col, lo, hi) for col, lo, hi in [("c", 5.2, 5.7), ("d", -0.6, -0.1)]}
+    target = f"pg_kde_restore_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {target}")
+    try:
+        dump = subprocess.run(["pg_dump", "--format=custom", f"--dbname={database}"], capture_output=True, check=True)
+        restored = psycopg.conninfo.make_conninfo(database, dbname=target)
+        subprocess.run(["pg_restore", f"--dbname={restored}"], input=dump.stdout, capture_output=True, check=True)
+        with psycopg.connect(restored, autocommit=True) as conn:
+            for col, lo, hi in [("c", 5.2, 5.7), ("d", -0.6, -0.1)]:
+                assert approx(conn, "approx_count", table, col, lo, hi) == pytest.approx(expected[col], rel=1e-12)
+            assert conn.execute("SELECT attnums FROM kde_synopsis WHERE relid = %s::regclass ORDER BY cols",
+                                (table,)).fetchall() in ([([2],), ([3],)], [([3],), ([4],)])
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {target} WITH (FORCE)")
+
+
+# ---------------------------------------------------------------------------------------------- staleness
+def stale(conn, table):
+    return conn.execute("SELECT stale, stale_reason, rows_modified FROM kde_synopses WHERE relid = %s::regclass",
+                        (table,)).fetchone()
+
+
+def test_a_table_refreshed_right_after_loading_is_fresh(db, table):
+    load(db, table, {"x": np.linspace(0, 1, 5000)})  # the load's counts are not yet reported
+    refresh(db, table, "x")
+    flush_stats(db)
+    assert stale(db, table)[:2] == (False, None)
+
+
+def test_truncate_makes_a_synopsis_stale(db, table):
+    load(db, table, {"x": np.linspace(0, 1, 5000)})
+    refresh(db, table, "x")
+    db.execute(sql.SQL("TRUNCATE {}").format(ident(table)))
+    is_stale, reason, _ = stale(db, table)
+    assert is_stale and "truncated" in reason
+
+
+def test_growth_of_exactly_ten_percent_is_stale(db, table):
+    load(db, table, {"x": np.linspace(0, 1, 1000)})
+    refresh(db, table, "x")
+    db.execute(sql.SQL("INSERT INTO {} SELECT 0.5 FROM generate_series(1, 99)").format(ident(table)))
+    flush_stats(db)
+    assert stale(db, table)[0] is False
+    db.execute(sql.SQL("INSERT INTO {} VALUES (0.5)").format(ident(table)))
+    flush_stats(db)
+    assert stale(db, table) == (True, "at least 10% of the rows modified", 100)
+
+
+def test_reset_statistics_do_not_make_a_rewritten_table_look_fresh(db, table):
+    load(db, table, {"x": np.linspace(0, 1, 20000)})
+    refresh(db, table, "x")
+    db.execute(sql.SQL("UPDATE {} SET x = x + 1 WHERE x < 0.6").format(ident(table)))
+    flush_stats(db)
+    db.execute("SELECT pg_stat_reset_single_table_counters(%s::regclass)", (table,))  # as crash recovery does
+    is_stale, reason, modified = stale(db, table)
+    assert is_stale and modified is None and reason == "activity statistics were reset since the build"
+
+
+def test_refresh_stale_refreshes_each_synopsis_on_its_own(db, table):
+    other = table + "_b"
+    load(db, table, {"x": np.linspace(0, 1, 1000)})
+    load(db, other, {"x": np.linspace(0, 1, 1000)})
+    try:
+        refresh(db, table, "x")
+        refresh(db, other, "x")
+        for t, value in ((table, "'NaN'"), (other, "2")):  # both stale; the first can no longer be built
+            db.execute(sql.SQL("INSERT INTO {} SELECT " + value + " FROM generate_series(1, 500)").format(ident(t)))
+        flush_stats(db)
+        notices = []
+        db.add_notice_handler(lambda d: notices.append(d.message_primary))
+        assert db.execute("SELECT kde_refresh_stale()").fetchone()[0] == 1
+        assert any("could not refresh" in m and "NaN" in m for m in notices)
+        assert approx(db, "approx_count", other, "x", 1.5, 2.5) == 500  # landed
+        assert stale(db, table)[0] is True  # left as it was
+    finally:
+        db.execute(sql.SQL("DROP TABLE {}").format(ident(other)))
+
+
+# ---------------------------------------------------------------------------------------------- smaller holes
+def test_schema_usage_is_required(db, table, login_role):
+    role, dsn = login_role()
+    schema = table + "_s"
+    db.execute(sql.SQL("CREATE SCHEMA {}").format(ident(schema)))
+    try:
+        db.execute(sql.SQL("CREATE TABLE {}.t AS SELECT g::float8 AS x FROM generate_series(1, 1000) g").format(ident(schema)))
+        name = sql.Identifier(schema, "t").as_string(db)
+        db.execute("SELECT kde_refresh(%s::regclass, 'x')", (name,))
+        oid = db.execute("SELECT %s::regclass::oid", (name,)).fetchone()[0]
+        db.execute(sql.SQL("GRANT SELECT ON {}.t TO {}").format(ident(schema), ident(role)))  # no USAGE on the schema
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied for schema"):
+                conn.execute("SELECT approx_count(%s::oid::regclass, 'x', 0, 500)", (oid,))
+            assert conn.execute("SELECT count(*) FROM kde_synopsis WHERE relid::oid = %s", (oid,)).fetchone()[0] == 0
+    finally:
+        db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(ident(schema)))
+
+
+def test_holding_the_old_advisory_key_does_not_block_a_refresh(database, db, table, login_role):
+    load(db, table, {"x": np.linspace(0, 1, 2000)})
+    oid = db.execute("SELECT %s::regclass::oid", (table,)).fetchone()[0]
+    role, dsn = login_role()
+    with psycopg.connect(dsn, autocommit=True) as blocker:
+        blocker.execute("SELECT pg_advisory_lock(hashtext(%s)::bigint)", (f"pg_kde:{oid}:x",))
+        db.execute("SET lock_timeout = '3s'")
+        try:
+            assert refresh(db, table, "x")["rows"] == 2000
+        finally:
+            db.execute("RESET lock_timeout")
+        # The lock that serialises refreshes is the catalog row's, which only its writers may take.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            blocker.execute("SELECT 1 FROM kde_synopsis WHERE relid = %s::regclass FOR UPDATE", (table,))
+
+
+def test_malformed_catalog_rows_are_refused(db, table, login_role):
+    load(db, table, {"x": np.linspace(0, 1, 2000)})
+    refresh(db, table, "x")
+    role, dsn = login_role()
+    db.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident(table), ident(role)))
+    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(ident(role)))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for change in ["grid_size = 2147483647", "cell_cum_count = cell_cum_count[1:3]", "kde_rows = -1",
+                       "bandwidth = '{NaN}'", "grid = grid || NULL::float8", "atom_values = '{1, 2}'"]:
+            with pytest.raises(psycopg.errors.CheckViolation):
+                conn.execute(f"UPDATE kde_synopsis SET {change} WHERE relid = %s::regclass", (table,))
+    assert approx(db, "approx_count", table, "x", 0, 0.5) == pytest.approx(1000, abs=3)
+
+
+def test_views_with_column_grants_can_be_refreshed(db, table, login_role):
+    load(db, table, {"x": np.linspace(0, 1, 5000), "secret": np.zeros(5000)})
+    view = table + "_v"
+    db.execute(sql.SQL("CREATE VIEW {} AS SELECT x, secret FROM {}").format(ident(view), ident(table)))
+    role, dsn = login_role()
+    db.execute(sql.SQL("GRANT SELECT (x) ON {} TO {}").format(ident(view), ident(role)))
+    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(ident(role)))
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert refresh(conn, view, "x", sample_size=1000)["rows"] == 5000  # the sampling path of views
+            assert approx(conn, "approx_count", view, "x", 0, 0.5) == pytest.approx(2500, rel=0.01)
+    finally:
+        db.execute(sql.SQL("DROP VIEW {}").format(ident(view)))
+
+
+def test_values_near_the_ends_of_float8(db, table):
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1, 1, 5000) * 1.7e308
+    load(db, table, {"x": x, "y": rng.uniform(0, 1.7e308, 5000), "z": 1.7e308 - np.arange(5000.0) * 1e300})
+    s = refresh(db, table, "x")
+    assert s["rows"] == 5000 and not s["integer_valued"]
+    for lo, hi in [(0, None), (-1e308, 1e308), (None, -1.5e308)]:
+        assert approx(db, "approx_count", table, "x", lo, hi) == pytest.approx(
+            exact(db, "count", table, "x", -1.8e308 if lo is None else lo, 1.8e308 if hi is None else hi), rel=0.02, abs=10)
+    refresh(db, table, "z")  # all positive: sums past float8's range
+    assert approx(db, "approx_count", table, "z", 1.69e308, None) == exact(db, "count", table, "z", 1.69e308, 1.8e308)
+    db.execute("SELECT kde_refresh(%s::regclass, ARRAY['x', 'y'])", (table,))
+    got = db.execute("SELECT approx_count(%s, 'x', 0, NULL, 'y', 0, 1e308)", (table,)).fetchone()[0]
+    n = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE x >= 0 AND y <= 1e308").format(ident(table))).fetchone()[0]
+    assert got == pytest.approx(n, rel=0.05)
+
+
+# ---------------------------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("call", [
+    "SELECT kde_refresh(NULL::regclass, 'x')",
+    "SELECT kde_refresh(%(t)s::regclass, NULL::text)",
+    "SELECT kde_refresh(%(t)s::regclass, ARRAY['x', NULL])",
+    "SELECT kde_bandwidth(NULL::regclass, 'x')",
+    "SELECT kde_bandwidth(%(t)s::regclass, NULL::text)",
+    "SELECT approx_count(NULL, 'x', 0, 1)",
+    "SELECT approx_count(%(t)s, NULL, 0, 1)",
+    "SELECT approx_count(%(t)s, 'x', 0, 1, NULL, 0, 1)",
+    "SELECT approx_sum(%(t)s, NULL, 'x', 0, 1)",
+])
+def test_null_arguments_are_one_clear_error(db, table, call):
+    load(db, table, {"x": np.linspace(0, 1, 500)})
+    with pytest.raises(psycopg.errors.NullValueNotAllowed, match="must not be NULL") as err:
+        db.execute(call, {"t": table})
+    assert "Traceback" not in (err.value.diag.context or "")
+
+
+def test_refresh_errors_carry_no_traceback(db, table):
+    load(db, table, {"x": [1.0, float("inf")], "s": ["a", "b"]}, types={"s": "text"})
+    for col, pattern, error in [("nope", "does not exist", psycopg.errors.UndefinedColumn),
+                                ("s", "has type text", psycopg.errors.DatatypeMismatch),
+                                ("x", "NaN or infinite", psycopg.errors.InvalidParameterValue)]:
+        with pytest.raises(error, match=pattern) as err:
+            refresh(db, table, col)
+        assert "Traceback" not in (err.value.diag.context or ""), err.value.diag.context
+
+
+def test_confidence_next_to_one(db, table):
+    load(db, table, {"x": np.random.default_rng(3).normal(0, 1, 5000)})
+    refresh(db, table, "x")
+    est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'x', -1, 1, 0.9999999999999999)", (table,)).fetchone()
+    assert low <= est <= high
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="confidence"):
+        db.execute("SELECT * FROM approx_count_ci(%s, 'x', -1, 1, 1)", (table,))
+
+
+def test_temporary_tables_are_refused(db):
+    db.execute("CREATE TEMP TABLE kde_tmp AS SELECT g::float8 AS x FROM generate_series(1, 500) g")
+    with pytest.raises(psycopg.errors.WrongObjectType, match="temporary"):
+        db.execute("SELECT kde_refresh('kde_tmp', 'x')")

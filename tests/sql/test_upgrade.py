@@ -1,0 +1,137 @@
+"""Upgrades: every released SQL version updates to the current one. An updated install has the same schema
+as a fresh one, and the synopses it held answer as before."""
+
+import uuid
+
+import numpy as np
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg import sql  # noqa: E402
+
+import pg_kde  # noqa: E402
+from pg_kde import admin  # noqa: E402
+from sqlhelpers import approx, load, refresh  # noqa: E402
+
+#: Every released version, oldest first; each ships an update script to the next.
+RELEASED = ["0.1.0"]
+
+# Each object of the extension, described so that two installs can be compared.
+SCHEMA_QUERIES = {
+    "functions": """
+        SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid), p.proacl::text, obj_description(p.oid, 'pg_proc')
+        FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+        JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'pg_kde' ORDER BY 1""",
+    "relations": """
+        SELECT c.relname, c.relkind::text, c.relrowsecurity, c.relacl::text, obj_description(c.oid, 'pg_class'),
+               CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid) END,
+               (SELECT array_agg(format('%s %s %s %s', a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+                                        a.attstorage) ORDER BY a.attnum)
+                FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)::text,
+               (SELECT array_agg(format('%s %s', conname, pg_get_constraintdef(oid)) ORDER BY conname)
+                FROM pg_constraint WHERE conrelid = c.oid)::text,
+               (SELECT array_agg(format('%s %s %s %s', policyname, cmd, qual, with_check) ORDER BY policyname)
+                FROM pg_policies p WHERE p.tablename = c.relname)::text
+        FROM pg_class c JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+        JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'pg_kde' ORDER BY 1""",
+    "event_triggers": """
+        SELECT t.evtname, t.evtevent, t.evtfoid::regproc::text, t.evtenabled::text, t.evttags::text
+        FROM pg_event_trigger t JOIN pg_depend d ON d.classid = 'pg_event_trigger'::regclass AND d.objid = t.oid
+        AND d.deptype = 'e' JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'pg_kde' ORDER BY 1""",
+    "config_tables": "SELECT extconfig::regclass[]::text, extcondition::text FROM pg_extension WHERE extname = 'pg_kde'",
+}
+
+#: The catalog columns 0.1.0 had (0.2.0 adds attnums, coltypes, built_relid, storage_id and pages).
+COLUMNS_0_1_0 = {
+    "kde_synopsis": "relid, cols, method, bandwidth, sample_size, n_rows, n_null, integer_valued, atom_values, "
+                    "atom_cum_count, atom_cum_sum, kde_rows, grid, lattice, grid_size, cell_cum_count, cell_cum_sum, "
+                    "cell_cum_offset, kde_mass, cell_discrete, built_at, build_seconds, backend, mod_count, options",
+    "kde_synopsis_2d": "relid, cols, method, bandwidth, sample_size, n_rows, n_null, integer_valued, grid1, grid2, "
+                       "lattice1, lattice2, grid_size, sat_count, sat_sum, kde_sat, built_at, build_seconds, backend, "
+                       "mod_count, options",
+}
+
+
+@pytest.fixture
+def scratch_db(server_dsn):
+    """A factory of empty databases, dropped at the end."""
+    made = []
+
+    def make():
+        name = f"pg_kde_upgrade_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        made.append(name)
+        return psycopg.connect(psycopg.conninfo.make_conninfo(server_dsn, dbname=name), autocommit=True)
+
+    yield make
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        for name in made:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def describe(conn) -> dict:
+    return {name: conn.execute(query).fetchall() for name, query in SCHEMA_QUERIES.items()}
+
+
+def test_the_control_file_names_the_package_version():
+    control = (admin.SQL_DIR / "pg_kde.control").read_text()
+    assert f"default_version = '{pg_kde.__version__}'" in control
+    scripts = {p.name for p in admin.SQL_DIR.glob("pg_kde--*.sql")}
+    versions = RELEASED + [pg_kde.__version__]
+    for old, new in zip(versions, versions[1:]):
+        assert f"pg_kde--{old}--{new}.sql" in scripts, f"no update script from {old} to {new}"
+
+
+@pytest.mark.parametrize("old", RELEASED)
+def test_an_updated_install_equals_a_fresh_one(scratch_db, old):
+    with scratch_db() as fresh, scratch_db() as updated:
+        fresh.execute(f"CREATE EXTENSION pg_kde VERSION '{pg_kde.__version__}' CASCADE")
+        updated.execute(f"CREATE EXTENSION pg_kde VERSION '{old}' CASCADE")
+        updated.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{pg_kde.__version__}'")
+        a, b = describe(fresh), describe(updated)
+        for part in SCHEMA_QUERIES:
+            assert a[part] == b[part], part
+        assert len(a["functions"]) > 30 and len(a["event_triggers"]) == 2
+
+
+@pytest.mark.parametrize("old", RELEASED)
+def test_synopses_survive_the_update(scratch_db, old):
+    rng = np.random.default_rng(12)
+    columns = {"x": rng.gamma(2.0, 3.0, 20000), "k": rng.integers(0, 50, 20000).astype(float)}
+    with scratch_db() as current, scratch_db() as legacy:
+        current.execute(f"CREATE EXTENSION pg_kde VERSION '{pg_kde.__version__}' CASCADE")
+        legacy.execute(f"CREATE EXTENSION pg_kde VERSION '{old}' CASCADE")
+        for conn in (current, legacy):
+            load(conn, "sales", columns)
+            conn.execute("CREATE TABLE gone (v float8)")
+        refresh(current, "sales", "x")
+        refresh(current, "sales", "k")
+        current.execute("SELECT kde_refresh('sales', ARRAY['x', 'k'])")
+        # The synopses as the old version stored them (its refresh needs its own package: the rows are the
+        # same payload), plus one of a table dropped before the update, which the update must remove.
+        for catalog, cols in COLUMNS_0_1_0.items():
+            payload = cols.split(", ", 1)[1].replace("options", "options::text")
+            rows = current.execute(f"SELECT relid::text, {payload} FROM {catalog}").fetchall()
+            marks = ", ".join(["%s"] * len(cols.split(", ")))
+            for row in rows:
+                legacy.execute(f"INSERT INTO {catalog} ({cols}) VALUES ({marks})", row)
+        legacy.execute(f"INSERT INTO kde_synopsis ({COLUMNS_0_1_0['kde_synopsis']}) "
+                       f"SELECT 'gone'::regclass, '{{v}}', {COLUMNS_0_1_0['kde_synopsis'].split(', ', 2)[2]} "
+                       "FROM kde_synopsis WHERE cols = '{x}'")
+        legacy.execute("DROP TABLE gone")
+        assert legacy.execute("SELECT count(*) FROM kde_synopsis").fetchone()[0] == 3  # the orphan included
+
+        legacy.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{pg_kde.__version__}'")
+        assert legacy.execute("SELECT count(*) FROM kde_synopsis").fetchone()[0] == 2  # the orphan is gone
+        for lo, hi in [(1.0, 7.5), (0, 3), (10, None)]:
+            for col in ("x", "k"):
+                assert approx(legacy, "approx_count", "sales", col, lo, hi) == approx(current, "approx_count", "sales", col, lo, hi)
+        box = "SELECT approx_count('sales', 'x', 2.0, 9.0, 'k', 5.0, 30.0)"
+        assert legacy.execute(box).fetchone()[0] == current.execute(box).fetchone()[0]
+        # Bound to the columns' identity: a rename is followed, a retyped column loses its synopsis.
+        assert legacy.execute("SELECT attnums FROM kde_synopsis WHERE cols = '{x}'").fetchone()[0] == [1]
+        legacy.execute("ALTER TABLE sales RENAME x TO amount")
+        assert approx(legacy, "approx_count", "sales", "amount", 1.0, 7.5) == approx(current, "approx_count", "sales", "x", 1.0, 7.5)
+        assert refresh(legacy, "sales", "k")["rows"] == 20000
+        assert legacy.execute(sql.SQL("SELECT count(*) FROM kde_synopses WHERE NOT stale")).fetchone()[0] >= 1
