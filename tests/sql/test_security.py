@@ -392,3 +392,47 @@ def test_temporary_tables_are_refused(db):
     db.execute("CREATE TEMP TABLE kde_tmp AS SELECT g::float8 AS x FROM generate_series(1, 500) g")
     with pytest.raises(psycopg.errors.WrongObjectType, match="temporary"):
         db.execute("SELECT kde_refresh('kde_tmp', 'x')")
+
+
+def test_a_sample_past_maintenance_work_mem_is_refused(db, table):
+    load(db, table, {"x": np.linspace(0, 1, 1000)})
+    db.execute("SET maintenance_work_mem = '64MB'")
+    try:
+        for call in ("SELECT kde_refresh(%s::regclass, 'x', sample_size => 10000000)",
+                     "SELECT kde_bandwidth(%s::regclass, 'x', sample_size => 10000000)"):
+            with pytest.raises(psycopg.errors.ProgramLimitExceeded, match="maintenance_work_mem") as err:
+                db.execute(call, (table,))
+            assert "sample_size to at most 1048576" in err.value.diag.message_hint
+        db.execute("SET maintenance_work_mem = '1GB'")  # the same request fits a larger budget
+        assert db.execute("SELECT kde_refresh(%s::regclass, 'x', sample_size => 10000000)", (table,)).fetchone()[0]["rows"] == 1000
+    finally:
+        db.execute("RESET maintenance_work_mem")
+
+
+# ---------------------------------------------------------------------------------------------- search_path
+def test_overloads_in_a_schema_on_the_search_path_do_not_capture_calls(db, table, login_role):
+    """pg_kde's functions call their helpers schema-qualified with a pinned search_path, and
+    schema-qualified calls from users reach pg_kde's functions whatever overloads others create."""
+    load(db, table, {"x": np.linspace(0, 100, 10000)})
+    refresh(db, table, "x")
+    schema = db.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_kde'").fetchone()[0]
+    role, dsn = login_role()
+    evil = table + "_evil"
+    db.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(ident(evil), ident(role)))
+    db.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident(table), ident(role)))
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for signature in ["approx_count(regclass, text, int, int)", "_kde_range(anyelement, float8, float8, int)",
+                              "_kde_synopsis_for(regclass, text[])", "width_bucket(float8, float8[])"]:
+                name, args = signature.split("(")
+                conn.execute(sql.SQL("CREATE FUNCTION {}.{}(" + args + " RETURNS float8 LANGUAGE sql AS 'SELECT 42::float8'")
+                             .format(ident(evil), ident(name)))
+        db.execute(sql.SQL("SET search_path = {}, public").format(ident(evil)))
+        try:
+            assert db.execute("SELECT approx_count(%s, 'x', 0, 50)", (table,)).fetchone()[0] == 42  # captured
+            qualified = sql.SQL("SELECT {}.approx_count(%s, 'x', 0, 50)").format(ident(schema))
+            assert db.execute(qualified, (table,)).fetchone()[0] == pytest.approx(5000, rel=0.01)
+        finally:
+            db.execute("RESET search_path")
+    finally:
+        db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(ident(evil)))
