@@ -104,36 +104,50 @@ ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_well_formed CHECK (
 -- (row_security_active), or tbl is a view over (views over) a table with row-level security enabled, whose
 -- policies filter by the role reading through the view.
 CREATE FUNCTION _kde_rows_hidden(tbl regclass) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH RECURSIVE used(oid, kind, rls) AS (
-        SELECT c.oid, c.relkind, c.relrowsecurity FROM pg_class c WHERE c.oid = tbl
-        UNION
-        SELECT c.oid, c.relkind, c.relrowsecurity
-        FROM used
-        JOIN pg_rewrite r ON r.ev_class = used.oid
-        JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid AND d.refclassid = 'pg_class'::regclass
-        JOIN pg_class c ON c.oid = d.refobjid AND c.oid <> used.oid
-        WHERE used.kind = 'v'
-    )
-    SELECT row_security_active(tbl) OR EXISTS (SELECT 1 FROM used WHERE used.oid <> tbl AND used.rls)
+BEGIN
+    IF row_security_active(tbl) THEN
+        RETURN true;
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl AND c.relkind = 'v') THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (
+        WITH RECURSIVE used(oid, kind, rls) AS (
+            SELECT c.oid, c.relkind, c.relrowsecurity FROM pg_class c WHERE c.oid = tbl
+            UNION
+            SELECT c.oid, c.relkind, c.relrowsecurity
+            FROM used
+            JOIN pg_rewrite r ON r.ev_class = used.oid
+            JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid AND d.refclassid = 'pg_class'::regclass
+            JOIN pg_class c ON c.oid = d.refobjid AND c.oid <> used.oid
+            WHERE used.kind = 'v'
+        )
+        SELECT 1 FROM used WHERE used.rls);
+END
 $$;
 COMMENT ON FUNCTION _kde_rows_hidden(regclass) IS 'pg_kde internal: may row-level security hide rows of tbl from the current role';
 
 -- The catalog's row filter: the role may read the relation's schema and every column of the synopsis (by
 -- name, and by number unless the row came through a dump and restore), and sees every row.
 CREATE FUNCTION _kde_can_read(tbl regclass, cols text[], attnums int2[], built_relid oid) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT coalesce(has_schema_privilege(c.relnamespace, 'USAGE')
+DECLARE
+    readable boolean;
+BEGIN
+    SELECT has_schema_privilege(c.relnamespace, 'USAGE') AND NOT row_security_active(tbl)
+           AND (c.relkind <> 'v' OR NOT @extschema@._kde_rows_hidden(tbl))
            AND (SELECT coalesce(bool_and(a.attnum IS NOT NULL AND coalesce(has_column_privilege(tbl, a.attnum, 'SELECT'), false)
                                          AND (built_relid <> tbl::oid OR a.attnum = u.n)), false)
                 FROM unnest(cols, attnums) AS u(name, n)
                 LEFT JOIN pg_attribute a ON a.attrelid = tbl AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped)
-           AND NOT @extschema@._kde_rows_hidden(tbl), false)
-    FROM pg_class c WHERE c.oid = tbl
+    INTO readable
+    FROM pg_class c WHERE c.oid = tbl;
+    RETURN coalesce(readable, false);
+END
 $$;
 COMMENT ON FUNCTION _kde_can_read(regclass, text[], int2[], oid) IS 'pg_kde internal: may the current role read this synopsis';
 
@@ -159,36 +173,42 @@ AS $$
 DECLARE
     rel record;
     col record;
-    c text;
+    found_all boolean;
+    readable boolean;
 BEGIN
     IF tbl IS NULL OR cols IS NULL OR cardinality(cols) = 0 OR array_position(cols, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'pg_kde: the table and column arguments must not be NULL'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    SELECT c.relnamespace, n.nspname INTO rel
+    SELECT n.nspname, has_schema_privilege(c.relnamespace, 'USAGE') AS usable,
+           row_security_active(tbl) OR (c.relkind = 'v' AND @extschema@._kde_rows_hidden(tbl)) AS hidden INTO rel
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'pg_kde: relation with oid % does not exist', tbl::oid USING ERRCODE = 'undefined_table';
-    END IF;
-    IF NOT has_schema_privilege(rel.relnamespace, 'USAGE') THEN
+    ELSIF NOT rel.usable THEN
         RAISE EXCEPTION 'permission denied for schema %', quote_ident(rel.nspname) USING ERRCODE = 'insufficient_privilege';
     END IF;
-    attnums := '{}';
-    coltypes := '{}';
-    FOREACH c IN ARRAY cols LOOP
-        SELECT a.attnum, format_type(a.atttypid, a.atttypmod) AS type,
-               has_column_privilege(tbl, a.attnum, 'SELECT') AS readable INTO col
-        FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = c AND a.attnum > 0 AND NOT a.attisdropped;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'column % of relation % does not exist', quote_ident(c), tbl USING ERRCODE = 'undefined_column';
-        ELSIF NOT col.readable THEN
-            RAISE EXCEPTION 'permission denied for column % of relation %', quote_ident(c), tbl
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-        attnums := attnums || col.attnum;
-        coltypes := coltypes || col.type;
-    END LOOP;
-    IF @extschema@._kde_rows_hidden(tbl) THEN
+    -- All columns in one lookup; on a failure, the first column at fault names the error.
+    SELECT array_agg(a.attnum ORDER BY u.i), array_agg(format_type(a.atttypid, a.atttypmod) ORDER BY u.i),
+           count(a.attnum) = cardinality(cols), coalesce(bool_and(has_column_privilege(tbl, a.attnum, 'SELECT')), false)
+    INTO attnums, coltypes, found_all, readable
+    FROM unnest(cols) WITH ORDINALITY AS u(name, i)
+    LEFT JOIN pg_attribute a ON a.attrelid = tbl AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT (found_all AND readable) THEN
+        FOR col IN SELECT u.name, a.attnum, has_column_privilege(tbl, a.attnum, 'SELECT') AS ok
+                   FROM unnest(cols) WITH ORDINALITY AS u(name, i)
+                   LEFT JOIN pg_attribute a ON a.attrelid = tbl AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped
+                   ORDER BY u.i LOOP
+            IF col.attnum IS NULL THEN
+                RAISE EXCEPTION 'column % of relation % does not exist', quote_ident(col.name), tbl
+                    USING ERRCODE = 'undefined_column';
+            ELSIF NOT col.ok THEN
+                RAISE EXCEPTION 'permission denied for column % of relation %', quote_ident(col.name), tbl
+                    USING ERRCODE = 'insufficient_privilege';
+            END IF;
+        END LOOP;
+    END IF;
+    IF rel.hidden THEN
         RAISE EXCEPTION 'pg_kde: row-level security hides rows of % from role %', tbl, current_user
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'A synopsis summarises every row of the table, so it is not served where policies filter rows.',
@@ -351,16 +371,28 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     s @extschema@.kde_synopsis;
-    ident record;
+    r record;
 BEGIN
-    ident := @extschema@._kde_columns(tbl, cols);
+    -- One lookup on the hot path: the relation, the column and the catalog row together; the checks of
+    -- _kde_columns in the same order (it raises the errors, so the messages are the same).
+    SELECT has_schema_privilege(c.relnamespace, 'USAGE') AS usable, a.attnum,
+           format_type(a.atttypid, a.atttypmod) AS type, has_column_privilege(tbl, a.attnum, 'SELECT') AS readable,
+           row_security_active(tbl) OR (c.relkind = 'v' AND @extschema@._kde_rows_hidden(tbl)) AS hidden INTO r
+    FROM pg_class c
+    LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = cols[1] AND a.attnum > 0 AND NOT a.attisdropped
+    WHERE c.oid = tbl AND cardinality(cols) = 1;
+    IF NOT FOUND OR NOT r.usable OR r.attnum IS NULL OR NOT r.readable OR r.hidden THEN
+        PERFORM @extschema@._kde_columns(tbl, cols);
+    END IF;
     SELECT * INTO s FROM @extschema@.kde_synopsis k WHERE k.relid = tbl AND k.cols = _kde_synopsis_for.cols;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no pg_kde synopsis for column % of %', array_to_string(cols, ', '), tbl
             USING ERRCODE = 'undefined_object',
                   HINT = format('Build it with: SELECT kde_refresh(%L, %L);', tbl::text, cols[1]);
     END IF;
-    PERFORM @extschema@._kde_check_identity(tbl, cols, s.built_relid, s.attnums, s.coltypes, ident.attnums, ident.coltypes);
+    IF s.coltypes IS DISTINCT FROM ARRAY[r.type] OR (s.built_relid = tbl::oid AND s.attnums IS DISTINCT FROM ARRAY[r.attnum]) THEN
+        PERFORM @extschema@._kde_check_identity(tbl, cols, s.built_relid, s.attnums, s.coltypes, ARRAY[r.attnum], ARRAY[r.type]);
+    END IF;
     RETURN s;
 END
 $$;

@@ -1,0 +1,135 @@
+"""Query load through pgbench: approx_count calls per second and latency, 1 and many clients, on the current
+SQL version and, in the same run, on the previous one (0.1.0) holding the same synopsis.
+
+    python benchmarks/load.py [--dsn DSN] [--seconds 10] [--clients 1,32] [--rows 1000000]
+
+Without --dsn (or $PG_KDE_DSN) it starts the embedded local server of the current directory. It works in
+two databases of its own (pg_kde_load, pg_kde_load_old; dropped and recreated): a table of --rows rows
+(log-normal amounts rounded to cents), its synopsis built by the current version, and the same catalog row
+copied into a 0.1.0 install (0.1.0's refresh needs its own package; its query functions are SQL). Each
+pgbench run calls approx_count on a seeded random range; the median latency comes from pgbench's
+per-transaction log. Writes benchmarks/results/load.md and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from pg_kde import __version__, admin, server
+
+PREVIOUS = "0.1.0"
+SCRIPT = """\\set lo random(1, 400)
+\\set w random(1, 200)
+SELECT approx_count('load_t', 'amount', :lo, :lo + :w);
+"""
+# The catalog columns both versions have (0.2.0 added attnums, coltypes, built_relid, storage_id, pages).
+SHARED_COLUMNS = ("relid, cols, method, bandwidth, sample_size, n_rows, n_null, integer_valued, atom_values, "
+                  "atom_cum_count, atom_cum_sum, kde_rows, grid, lattice, grid_size, cell_cum_count, cell_cum_sum, "
+                  "cell_cum_offset, kde_mass, cell_discrete, built_at, build_seconds, backend, mod_count, options")
+
+
+def pgbench() -> str:
+    found = shutil.which("pgbench") or str(server.pg_bindir() / "pgbench")
+    if not Path(found).exists():
+        raise SystemExit("pgbench not found (it ships with the PostgreSQL server package)")
+    return found
+
+
+def fresh_database(maintenance_dsn: str, name: str, version: str, psycopg):
+    with psycopg.connect(maintenance_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    dsn = psycopg.conninfo.make_conninfo(maintenance_dsn, dbname=name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE EXTENSION pg_kde VERSION '{version}' CASCADE")
+    return dsn
+
+
+def load_table(conn, rows: int) -> None:
+    amounts = np.round(np.exp(np.random.default_rng(7).normal(4.0, 1.0, rows)), 2)
+    conn.execute("CREATE TABLE load_t (amount numeric(12, 2))")
+    with conn.cursor().copy("COPY load_t (amount) FROM STDIN") as copy:
+        for value in amounts.tolist():
+            copy.write_row((value,))
+    conn.execute("ANALYZE load_t")
+
+
+def run(dsn: str, clients: int, seconds: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "approx.sql"
+        script.write_text(SCRIPT)
+        out = subprocess.run(
+            [pgbench(), "-n", "-f", str(script), "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 1)),
+             "-T", str(seconds), "-l", "--log-prefix", str(Path(tmp) / "log"), dsn],
+            capture_output=True, text=True, check=True)
+        latencies = []
+        for log in Path(tmp).glob("log*"):
+            for line in log.read_text().splitlines():
+                latencies.append(int(line.split()[2]) / 1000.0)  # microseconds -> ms
+    tps = next(float(line.split("=")[1].split()[0]) for line in out.stdout.splitlines() if line.startswith("tps"))
+    failed = next((line for line in out.stdout.splitlines() if "failed" in line), "")
+    return {"clients": clients, "calls_per_s": tps, "p50_ms": statistics.median(latencies),
+            "p95_ms": float(np.percentile(latencies, 95)), "calls": len(latencies), "failed": failed.strip()}
+
+
+def main() -> None:
+    import psycopg
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dsn", default=os.environ.get("PG_KDE_DSN"))
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--clients", default="1,32")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    if args.dsn is None:
+        admin.install()
+        args.dsn = server.start(".").dsn()
+
+    current = fresh_database(args.dsn, "pg_kde_load", __version__, psycopg)
+    previous = fresh_database(args.dsn, "pg_kde_load_old", PREVIOUS, psycopg)
+    with psycopg.connect(current, autocommit=True) as a, psycopg.connect(previous, autocommit=True) as b:
+        load_table(a, args.rows)
+        load_table(b, args.rows)
+        a.execute("SELECT kde_refresh('load_t', 'amount')")
+        payload = SHARED_COLUMNS.split(", ", 1)[1].replace("options", "options::text")
+        row = a.execute(f"SELECT relid::text, {payload} FROM kde_synopsis").fetchone()
+        b.execute(f"INSERT INTO kde_synopsis ({SHARED_COLUMNS}) VALUES ({', '.join(['%s'] * len(row))})", row)
+        check = "SELECT approx_count('load_t', 'amount', 10, 90)"
+        assert a.execute(check).fetchone() == b.execute(check).fetchone(), "the two installs answer differently"
+
+    results = []
+    for clients in (int(c) for c in args.clients.split(",")):
+        for version, dsn in ((PREVIOUS, previous), (__version__, current)):
+            results.append({"version": version, **run(dsn, clients, args.seconds)})
+
+    lines = [f"# Query load (pgbench, approx_count), {dt.date.today()}", "",
+             f"Machine: {platform.machine()}, {os.cpu_count()} cores ({platform.platform()}); {args.rows} rows; "
+             f"{args.seconds} s per run; the server on the same machine.", "",
+             "| clients | version | calls/s | p50 ms | p95 ms | calls | failed |", "|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['clients']} | {r['version']} | {r['calls_per_s']:.0f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | "
+                     f"{r['calls']} | {r['failed'] or '0'} |")
+    for clients in sorted({r["clients"] for r in results}):
+        old, new = (next(r for r in results if r["clients"] == clients and r["version"] == v) for v in (PREVIOUS, __version__))
+        lines.append("")
+        lines.append(f"{clients} client(s): {__version__} / {PREVIOUS} calls per second = "
+                     f"{new['calls_per_s'] / old['calls_per_s']:.2f}")
+    text = "\n".join(lines) + "\n"
+    out = Path("benchmarks/results")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "load.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
