@@ -2,14 +2,17 @@
 
 For every backend here (reference, native under each instruction set, sequential, and the CUDA kernels in
 the host emulator): sliced sums equal unsliced ones, the check runs at least once per slice's worth of
-work, and an exception it raises stops the work and reaches the caller unchanged."""
+work, and an exception it raises stops the work and reaches the caller unchanged, promptly. Then the
+selectors and kde.evaluate, which pass the check down."""
 
 import math
+import threading
+import time
 
 import numpy as np
 import pytest
 
-from pg_kde import _backends, _native, _slices
+from pg_kde import _backends, _native, _slices, bandwidth, kde
 from pg_kde._backends import FallbackBackend, NativeBackend, ReferenceBackend, SequentialBackend
 from pg_kde._errors import DeviceOutOfMemoryError
 
@@ -211,3 +214,109 @@ def test_fallback_backend_does_not_fall_back_on_the_checks_exception(emulated_cu
     check = Counter()
     assert be.kde_sums(np.zeros((3, 1)), np.ones((5, 1)), "float64", interrupt=check).shape == (3,)
     assert check.calls >= 1
+
+
+# ---------------------------------------------------------------------- selectors and kde.evaluate
+
+
+@pytest.fixture
+def small_native_slices(monkeypatch):
+    """The native and sequential backends with slices of 2¹⁴ pair terms, so small data take many."""
+    monkeypatch.setattr(NativeBackend, "SLICE_TERMS_PER_THREAD", {"float32": 1 << 13, "float64": 1 << 13})
+    monkeypatch.setattr(SequentialBackend, "SLICE_TERMS_PER_THREAD", {"float32": 1 << 14, "float64": 1 << 14})
+
+
+def _selector_calls(rng):
+    x = rng.standard_normal(700)
+    X = rng.multivariate_normal([0.0, 0.0], [[1.0, 0.6], [0.6, 1.0]], size=300)
+    return [
+        ("plugin", lambda **kw: bandwidth.plugin(x, **kw).H),
+        ("plugin_cdf", lambda **kw: bandwidth.plugin_cdf(x, **kw).H),
+        ("lscv_h", lambda **kw: bandwidth.lscv_h(X, **kw).H),
+        ("lscv_H", lambda **kw: bandwidth.lscv_H(X, **kw).H),
+        ("normal_reference", lambda **kw: bandwidth.normal_reference(X, **kw).H),
+        ("select", lambda **kw: bandwidth.select(x, "auto", **kw).H),
+        ("lscv_h_objective", lambda **kw: bandwidth.lscv_h_objective(X, [0.3, 0.5], **kw)),
+        ("lscv_H_objective", lambda **kw: bandwidth.lscv_H_objective(X, [[0.2, 0.05], [0.05, 0.3]], **kw)),
+        ("kde.evaluate", lambda **kw: kde.evaluate(X[:200], X, [[0.2, 0.05], [0.05, 0.3]], **kw)),
+    ]
+
+
+@pytest.mark.parametrize("backend", ["native", "sequential"])
+def test_selectors_pass_the_check_down_and_give_the_same_answer(small_native_slices, backend, rng):
+    for name, call in _selector_calls(rng):
+        plain = call(backend=backend)
+        check = Counter()
+        checked = call(backend=backend, interrupt=check)
+        assert check.calls >= (1 if name == "normal_reference" else 3), name
+        # lscv_H's search compares criterion values that now differ in the last bits; it ends at the same
+        # stationary point to well within its own tolerance.
+        rtol = 1e-7 if name == "lscv_H" else 1e-10
+        np.testing.assert_allclose(checked, plain, rtol=rtol, err_msg=name)
+
+
+def test_selectors_stop_with_the_checks_exception(small_native_slices, rng):
+    for name, call in _selector_calls(rng):
+        for raise_at in (1, 4):
+            check = Counter(raise_at=raise_at)
+            if name == "normal_reference" and raise_at > 1:
+                continue
+            with pytest.raises(Stop) as caught:
+                call(backend="native", interrupt=check)
+            assert caught.value is check.error and check.calls == raise_at, name
+
+
+def test_selectors_stop_under_auto_and_reference(small_native_slices, monkeypatch, rng):
+    monkeypatch.setattr(_backends, "_REFERENCE_BLOCK", 1 << 12)
+    x = rng.standard_normal(500)
+    for backend in ("auto", "reference"):
+        check = Counter(raise_at=5)
+        with pytest.raises(Stop):
+            bandwidth.plugin(x, backend=backend, interrupt=check)
+        assert check.calls == 5
+
+
+# ------------------------------------------------------------------------------------- promptness
+
+
+class CancelAfter:
+    """A check that starts raising once ``delay`` seconds have passed (set by a timer thread, as a cancel
+    request arrives from outside); ``late`` is how long after the request the exception got out."""
+
+    def __init__(self, delay):
+        self.requested = None
+        self.timer = threading.Timer(delay, self._request)
+
+    def _request(self):
+        self.requested = time.perf_counter()
+
+    def __call__(self):
+        if self.requested is not None:
+            raise Stop("cancel requested")
+
+    def run(self, work):
+        self.timer.start()
+        start = time.perf_counter()
+        try:
+            with pytest.raises(Stop):
+                work(self)
+        finally:
+            self.timer.cancel()
+        end = time.perf_counter()
+        assert self.requested is not None
+        return end - start, end - self.requested
+
+
+def test_native_plugin_on_200000_rows_stops_promptly(rng):
+    x = rng.standard_normal(200_000)  # ~2·10¹⁰ pairs per stage: seconds to tens of seconds in full
+    total, late = CancelAfter(0.3).run(lambda check: bandwidth.plugin(x, backend="native", dtype="float32",
+                                                                      interrupt=check))
+    assert late < 0.5, f"the exception came {late:.3f} s after the cancel request"
+    assert total < 1.5
+
+
+def test_sequential_and_reference_stop_promptly(rng):
+    x = rng.standard_normal(30_000)
+    for backend in ("sequential", "reference"):
+        _, late = CancelAfter(0.2).run(lambda check: bandwidth.plugin(x, backend=backend, interrupt=check))
+        assert late < 0.5, f"{backend}: the exception came {late:.3f} s after the cancel request"
