@@ -3,7 +3,7 @@
 For every backend here (reference, native under each instruction set, sequential, and the CUDA kernels in
 the host emulator): sliced sums equal unsliced ones, the check runs at least once per slice's worth of
 work, and an exception it raises stops the work and reaches the caller unchanged, promptly. Then the
-selectors and kde.evaluate, which pass the check down."""
+selectors, kde.evaluate and the synopsis smoothing steps, which pass the check down."""
 
 import math
 import threading
@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from pg_kde import _backends, _native, _slices, bandwidth, kde
+from pg_kde import _backends, _native, _slices, bandwidth, kde, synopsis
 from pg_kde._backends import FallbackBackend, NativeBackend, ReferenceBackend, SequentialBackend
 from pg_kde._errors import DeviceOutOfMemoryError
 
@@ -320,3 +320,47 @@ def test_sequential_and_reference_stop_promptly(rng):
     for backend in ("sequential", "reference"):
         _, late = CancelAfter(0.2).run(lambda check: bandwidth.plugin(x, backend=backend, interrupt=check))
         assert late < 0.5, f"{backend}: the exception came {late:.3f} s after the cancel request"
+
+
+# ------------------------------------------------------------------------------ synopsis smoothing
+
+
+def test_grid_density_sliced_equals_unsliced(rng):
+    points = np.sort(rng.uniform(-3.0, 5.0, 3000))
+    weights = rng.uniform(0.0, 10.0, points.shape[0])
+    plain = synopsis.grid_density(points, weights, 0.05)
+    check = Counter()
+    sliced = synopsis.grid_density(points, weights, 0.05, interrupt=check)
+    assert check.calls >= math.ceil(3000 * 9000 / synopsis.GRID_SLICE_TERMS)
+    np.testing.assert_allclose(sliced, plain, rtol=1e-12)
+    check = Counter(raise_at=2)
+    with pytest.raises(Stop):
+        synopsis.grid_density(points, weights, 0.05, interrupt=check)
+    assert check.calls == 2
+
+
+@pytest.mark.parametrize("shape, H", [
+    ((700, 500), [[0.8, 0.3], [0.3, 0.6]]),     # what a refresh uses: H capped at one cell
+    ((300, 200), [[40.0, -10.0], [-10.0, 30.0]]),  # a wide kernel: bands overlap by 2·half rows
+    ((400, 9), [[0.5, 0.0], [0.0, 1e-6]]),      # no smoothing along the second axis
+])
+def test_smooth_masses_2d_sliced_equals_unsliced(shape, H, monkeypatch, rng):
+    monkeypatch.setattr(synopsis, "FFT_SLICE_VALUES", 1 << 10)
+    weights = rng.poisson(3.0, shape).astype(np.float64)
+    H = np.array(H)
+    plain = synopsis.smooth_masses_2d(weights, (1.0, 1.0), H)
+    check = Counter()
+    sliced = synopsis.smooth_masses_2d(weights, (1.0, 1.0), H, interrupt=check)
+    assert check.calls >= 3
+    np.testing.assert_allclose(sliced, plain, rtol=1e-9, atol=1e-12 * plain.max())
+    check = Counter(raise_at=2)
+    with pytest.raises(Stop):
+        synopsis.smooth_masses_2d(weights, (1.0, 1.0), H, interrupt=check)
+
+
+def test_grid_density_on_65536_points_stops_promptly(rng):
+    points = np.sort(rng.uniform(0.0, 1.0, 65_536))  # 65536 × 196608 kernel values: minutes in full
+    weights = rng.uniform(0.0, 10.0, points.shape[0])
+    total, late = CancelAfter(0.3).run(lambda check: synopsis.grid_density(points, weights, 1e-4, interrupt=check))
+    assert late < 0.5, f"the exception came {late:.3f} s after the cancel request"
+    assert total < 1.5
