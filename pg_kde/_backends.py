@@ -155,14 +155,15 @@ class NativeBackend:
 
     With an interrupt check, each call of the module covers a range of rows of the pair matrix (or of
     points) worth ``SLICE_TERMS_PER_THREAD[dtype]`` pair terms per thread: about 50 ms with AVX2 on the
-    2-core AMD EPYC the constants were measured on (float32 ~1.3·10⁹ and float64 ~0.35·10⁹ PLUGIN pairs
-    per second and thread). Each call copies the data once (O(n d)), about 1 % of a slice.
+    2-core AMD EPYC the constants were measured on, idle (float32 ~2.4·10⁹ and float64 ~0.7·10⁹ PLUGIN
+    pairs per second and thread), up to twice that when other work shares the cores. Each call copies the
+    data once (O(n d), ~0.3 ms for 600 000 rows), and thinner tiles cost ~2 %: 5 % in all at n = 600 000.
     """
 
     name = "native"
     sequential = False
     #: Pair terms per thread in one slice (see :mod:`pg_kde._slices`).
-    SLICE_TERMS_PER_THREAD = {"float32": 1 << 26, "float64": 1 << 24}
+    SLICE_TERMS_PER_THREAD = {"float32": 1 << 27, "float64": 1 << 25}
 
     def __init__(self, isa: str | None = None, threads: int = 0, slice_terms: float | None = None):
         self._native, _ = _import_native()
@@ -250,7 +251,7 @@ class NativeBackend:
 
 class SequentialBackend(NativeBackend):
     """The paper's "Sequential" baseline: one thread, scalar C++, a plain loop over i<j with std::exp.
-    Its slices are sized for its speed: ~0.15·10⁹ PLUGIN pairs per second in either precision."""
+    Its slices are sized for its speed: ~0.15–0.19·10⁹ PLUGIN pairs per second in either precision."""
 
     name = "sequential"
     sequential = True
