@@ -157,7 +157,7 @@ class NativeBackend:
     points) worth ``SLICE_TERMS_PER_THREAD[dtype]`` pair terms per thread: about 50 ms with AVX2 on the
     2-core AMD EPYC the constants were measured on, idle (float32 ~2.4·10⁹ and float64 ~0.7·10⁹ PLUGIN
     pairs per second and thread), up to twice that when other work shares the cores. Each call copies the
-    data once (O(n d), ~0.3 ms for 600 000 rows), and thinner tiles cost ~2 %: 5 % in all at n = 600 000.
+    data once (O(n d), ~0.3 ms for 600 000 rows), and its thinner tiles run ~3 % slower (docs/benchmarks.md).
     """
 
     name = "native"
