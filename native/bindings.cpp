@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -44,8 +45,17 @@ std::pair<std::size_t, std::size_t> shape_nd(const py::array& a, const char* wha
 
 pg_kde::RunOptions options(const std::string& isa, int threads) { return pg_kde::RunOptions{isa, threads}; }
 
+// Rows [row_begin, row_end) of the pair matrix; row_end None means every row from row_begin on.
+pg_kde::RowRange row_range(std::size_t row_begin, std::optional<std::size_t> row_end) {
+    pg_kde::RowRange rows;
+    rows.begin = row_begin;
+    if (row_end) rows.end = *row_end;
+    return rows;
+}
+
 double plugin_pair_sum(const py::array& x, double g, int order, const std::string& isa, int threads,
-                       bool sequential) {
+                       bool sequential, std::size_t row_begin, std::optional<std::size_t> row_end) {
+    const pg_kde::RowRange rows = row_range(row_begin, row_end);
     if (x.ndim() != 1) throw py::value_error("x must be one-dimensional");
     return with_dtype(x, [&](auto tag) {
         using T = decltype(tag);
@@ -53,13 +63,15 @@ double plugin_pair_sum(const py::array& x, double g, int order, const std::strin
         const T* p = a.data();
         const std::size_t n = static_cast<std::size_t>(a.shape(0));
         py::gil_scoped_release release;
-        return sequential ? pg_kde::sequential_plugin_pair_sum<T>(p, n, g, order)
-                          : pg_kde::plugin_pair_sum<T>(p, n, g, order, options(isa, threads));
+        return sequential ? pg_kde::sequential_plugin_pair_sum<T>(p, n, g, order, rows)
+                          : pg_kde::plugin_pair_sum<T>(p, n, g, order, options(isa, threads), rows);
     });
 }
 
 py::tuple lscv_pair_sums(const py::array& z, const CArray<double>& scales, double w, bool derivative,
-                         const std::string& isa, int threads, bool sequential) {
+                         const std::string& isa, int threads, bool sequential, std::size_t row_begin,
+                         std::optional<std::size_t> row_end) {
+    const pg_kde::RowRange rows = row_range(row_begin, row_end);
     const auto [n, d] = shape_nd(z, "z");
     if (scales.ndim() != 1) throw py::value_error("scales must be one-dimensional");
     const std::size_t k = static_cast<std::size_t>(scales.shape(0));
@@ -79,15 +91,17 @@ py::tuple lscv_pair_sums(const py::array& z, const CArray<double>& scales, doubl
         const double* s = scales.data();
         py::gil_scoped_release release;
         if (sequential)
-            pg_kde::sequential_lscv_pair_sums<T>(p, n, d, s, k, w, aptr, dptr);
+            pg_kde::sequential_lscv_pair_sums<T>(p, n, d, s, k, w, aptr, dptr, rows);
         else
-            pg_kde::lscv_pair_sums<T>(p, n, d, s, k, w, aptr, dptr, options(isa, threads));
+            pg_kde::lscv_pair_sums<T>(p, n, d, s, k, w, aptr, dptr, options(isa, threads), rows);
         return 0;
     });
     return py::make_tuple(a, dres);
 }
 
-py::tuple lscv_moments(const py::array& z, double w, const std::string& isa, int threads, bool sequential) {
+py::tuple lscv_moments(const py::array& z, double w, const std::string& isa, int threads, bool sequential,
+                       std::size_t row_begin, std::optional<std::size_t> row_end) {
+    const pg_kde::RowRange rows = row_range(row_begin, row_end);
     const auto [n, d] = shape_nd(z, "z");
     CArray<double> m(static_cast<py::ssize_t>(d * (d + 1) / 2));
     double* mptr = m.mutable_data();
@@ -98,9 +112,9 @@ py::tuple lscv_moments(const py::array& z, double w, const std::string& isa, int
         const T* p = zz.data();
         py::gil_scoped_release release;
         if (sequential)
-            pg_kde::sequential_lscv_moments<T>(p, n, d, w, &a, mptr);
+            pg_kde::sequential_lscv_moments<T>(p, n, d, w, &a, mptr, rows);
         else
-            pg_kde::lscv_moments<T>(p, n, d, w, &a, mptr, options(isa, threads));
+            pg_kde::lscv_moments<T>(p, n, d, w, &a, mptr, options(isa, threads), rows);
         return 0;
     });
     return py::make_tuple(a, m);
@@ -150,14 +164,19 @@ PYBIND11_MODULE(_native, m) {
     m.def("default_threads", &pg_kde::default_threads,
           "Threads used when threads <= 0: PG_KDE_THREADS if set, else all hardware threads.");
     m.def("plugin_pair_sum", &plugin_pair_sum, py::arg("x"), py::arg("g"), py::arg("order"), py::arg("isa") = "",
-          py::arg("threads") = 0, py::arg("sequential") = false,
-          "sum over i<j of poly_r(u^2) exp(-u^2/2), u = (x_i - x_j)/g, r = order (2, 4 or 6).");
+          py::arg("threads") = 0, py::arg("sequential") = false, py::arg("row_begin") = 0,
+          py::arg("row_end") = py::none(),
+          "sum over i<j, row_begin <= i < row_end, of poly_r(u^2) exp(-u^2/2), u = (x_i - x_j)/g, r = order "
+          "(2, 4 or 6).");
     m.def("lscv_pair_sums", &lscv_pair_sums, py::arg("z"), py::arg("scales"), py::arg("w"),
           py::arg("derivative") = false, py::arg("isa") = "", py::arg("threads") = 0, py::arg("sequential") = false,
-          "For each scale s: (sum e(1 - w e), sum S e(1 - 2 w e)) over i<j, e = exp(-S s / 4), S = |z_i - z_j|^2.");
+          py::arg("row_begin") = 0, py::arg("row_end") = py::none(),
+          "For each scale s: (sum e(1 - w e), sum S e(1 - 2 w e)) over i<j, row_begin <= i < row_end, "
+          "e = exp(-S s / 4), S = |z_i - z_j|^2.");
     m.def("lscv_moments", &lscv_moments, py::arg("z"), py::arg("w"), py::arg("isa") = "", py::arg("threads") = 0,
-          py::arg("sequential") = false,
-          "(sum e(1 - w e), [sum e(1 - 2 w e) u_a u_b for a <= b]) over i<j, u = z_i - z_j, e = exp(-|u|^2 / 4).");
+          py::arg("sequential") = false, py::arg("row_begin") = 0, py::arg("row_end") = py::none(),
+          "(sum e(1 - w e), [sum e(1 - 2 w e) u_a u_b for a <= b]) over i<j, row_begin <= i < row_end, "
+          "u = z_i - z_j, e = exp(-|u|^2 / 4).");
     m.def("kde_sums", &kde_sums, py::arg("points"), py::arg("sample"), py::arg("isa") = "", py::arg("threads") = 0,
           py::arg("sequential") = false, "For each point p: sum over the sample of exp(-|p - x|^2 / 2).");
     m.def("exp_nonpos", &exp_nonpos, py::arg("x"), py::arg("isa") = "",

@@ -85,12 +85,24 @@ std::size_t block_size(std::size_t n, std::size_t d) {
     return std::max<std::size_t>(16, std::min({cache_points, split, std::size_t(1024)}));
 }
 
-std::vector<Tile> triangular_tiles(std::size_t n, std::size_t block) {
+// The tiles of the upper triangle (pairs j > i) whose rows lie in [rows.begin, rows.end): the tiles of the
+// whole triangle (row and column blocks at multiples of `block`), cut to the range's rows.
+std::vector<Tile> triangular_tiles(std::size_t n, std::size_t block, RowRange rows) {
     std::vector<Tile> tiles;
-    for (std::size_t i0 = 0; i0 < n; i0 += block)
+    for (std::size_t i0 = rows.begin / block * block; i0 < rows.end; i0 += block)
         for (std::size_t j0 = i0; j0 < n; j0 += block)
-            tiles.push_back(Tile{i0, std::min(n, i0 + block), j0, std::min(n, j0 + block), i0 == j0});
+            tiles.push_back(Tile{std::max(i0, rows.begin), std::min({n, i0 + block, rows.end}), j0,
+                                 std::min(n, j0 + block), i0 == j0});
     return tiles;
+}
+
+// rows with its end clamped to n; throws if it does not lie within [0, n].
+RowRange clamp_rows(RowRange rows, std::size_t n) {
+    rows.end = std::min(rows.end, n);
+    if (rows.begin > rows.end)
+        throw std::invalid_argument("row range [" + std::to_string(rows.begin) + ", " + std::to_string(rows.end) +
+                                    ") is empty or outside the " + std::to_string(n) + " rows");
+    return rows;
 }
 
 int resolve_threads(int threads, std::size_t tasks) {
@@ -168,13 +180,14 @@ int default_threads() {
 }
 
 template <class T>
-double plugin_pair_sum(const T* x, std::size_t n, double g, int order, const RunOptions& opt) {
+double plugin_pair_sum(const T* x, std::size_t n, double g, int order, const RunOptions& opt, RowRange rows) {
     check_order(order);
     const KernelTable<T>* table = select_table<T>(opt.isa);
-    if (n < 2) return 0.0;
+    rows = clamp_rows(rows, n);
+    if (n < 2 || rows.begin == rows.end) return 0.0;
     SoA<T> data(x, n, 1);
     const PluginJob<T> job{data.view.data, n, static_cast<T>(-0.5 / (g * g)), order};
-    const std::vector<Tile> tiles = triangular_tiles(n, block_size<T>(n, 1));
+    const std::vector<Tile> tiles = triangular_tiles(n, block_size<T>(n, 1), rows);
     std::vector<double> partial(tiles.size(), 0.0);
     parallel_for(tiles.size(), resolve_threads(opt.threads, tiles.size()),
                  [&](std::size_t t, int) { partial[t] = table->plugin_tile(job, tiles[t]); });
@@ -185,23 +198,24 @@ double plugin_pair_sum(const T* x, std::size_t n, double g, int order, const Run
 
 template <class T>
 void lscv_pair_sums(const T* z, std::size_t n, std::size_t d, const double* scales, std::size_t k, double w,
-                    double* a, double* dsum, const RunOptions& opt) {
+                    double* a, double* dsum, const RunOptions& opt, RowRange rows) {
     const KernelTable<T>* table = select_table<T>(opt.isa);
     std::fill(a, a + k, 0.0);
     if (dsum) std::fill(dsum, dsum + k, 0.0);
-    if (n < 2 || k == 0) return;
+    rows = clamp_rows(rows, n);
+    if (n < 2 || k == 0 || rows.begin == rows.end) return;
     SoA<T> data(z, n, d);
     std::vector<T> coef(k);
     for (std::size_t m = 0; m < k; ++m) coef[m] = static_cast<T>(-scales[m] * kLog2e / 4.0);
     const LscvJob<T> job{data.view, coef.data(), k, static_cast<T>(w), dsum != nullptr};
     const std::size_t block = block_size<T>(n, d);
-    const std::vector<Tile> tiles = triangular_tiles(n, block);
+    const std::vector<Tile> tiles = triangular_tiles(n, block, rows);
     const int threads = resolve_threads(opt.threads, tiles.size());
     std::vector<double> partial(tiles.size() * 2 * k, 0.0);
     // Scratch for a group of rows: up to 64 vectors waiting plus one more row (see lscv_tile).
-    std::vector<std::vector<T>> rows(static_cast<std::size_t>(threads), std::vector<T>(block + 80 * 16));
+    std::vector<std::vector<T>> row_scratch(static_cast<std::size_t>(threads), std::vector<T>(block + 80 * 16));
     parallel_for(tiles.size(), threads, [&](std::size_t t, int id) {
-        table->lscv_tile(job, tiles[t], rows[static_cast<std::size_t>(id)].data(), partial.data() + t * 2 * k);
+        table->lscv_tile(job, tiles[t], row_scratch[static_cast<std::size_t>(id)].data(), partial.data() + t * 2 * k);
     });
     for (std::size_t t = 0; t < tiles.size(); ++t)
         for (std::size_t m = 0; m < k; ++m) {
@@ -211,16 +225,18 @@ void lscv_pair_sums(const T* z, std::size_t n, std::size_t d, const double* scal
 }
 
 template <class T>
-void lscv_moments(const T* z, std::size_t n, std::size_t d, double w, double* a, double* m, const RunOptions& opt) {
+void lscv_moments(const T* z, std::size_t n, std::size_t d, double w, double* a, double* m, const RunOptions& opt,
+                  RowRange rows) {
     const KernelTable<T>* table = select_table<T>(opt.isa);
     const std::size_t P = d * (d + 1) / 2;
     *a = 0.0;
     std::fill(m, m + P, 0.0);
-    if (n < 2) return;
+    rows = clamp_rows(rows, n);
+    if (n < 2 || rows.begin == rows.end) return;
     SoA<T> data(z, n, d);
     const T coef = static_cast<T>(-kLog2e / 4.0);
     const LscvJob<T> job{data.view, &coef, 1, static_cast<T>(w), false};
-    const std::vector<Tile> tiles = triangular_tiles(n, block_size<T>(n, d));
+    const std::vector<Tile> tiles = triangular_tiles(n, block_size<T>(n, d), rows);
     const int threads = resolve_threads(opt.threads, tiles.size());
     std::vector<double> partial(tiles.size() * (1 + P), 0.0);
     std::vector<std::vector<T>> scratch(static_cast<std::size_t>(threads), std::vector<T>((d + P) * 16));
@@ -260,11 +276,12 @@ void exp_nonpos(const T* x, T* y, std::size_t n, const std::string& isa) {
 
 // ---------------------------------------------------------------- sequential baseline
 template <class T>
-double sequential_plugin_pair_sum(const T* x, std::size_t n, double g, int order) {
+double sequential_plugin_pair_sum(const T* x, std::size_t n, double g, int order, RowRange rows) {
     check_order(order);
+    rows = clamp_rows(rows, n);
     const T inv_g = static_cast<T>(1.0 / g);
     double total = 0.0;
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = rows.begin; i < rows.end; ++i)
         for (std::size_t j = i + 1; j < n; ++j) {
             const T u = (x[i] - x[j]) * inv_g;
             const T u2 = u * u;
@@ -279,12 +296,13 @@ double sequential_plugin_pair_sum(const T* x, std::size_t n, double g, int order
 
 template <class T>
 void sequential_lscv_pair_sums(const T* z, std::size_t n, std::size_t d, const double* scales, std::size_t k,
-                               double w, double* a, double* dsum) {
+                               double w, double* a, double* dsum, RowRange rows) {
+    rows = clamp_rows(rows, n);
     const T wt = static_cast<T>(w);
     for (std::size_t m = 0; m < k; ++m) {
         const T c = static_cast<T>(-scales[m] / 4.0);
         double sa = 0.0, sd = 0.0;
-        for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t i = rows.begin; i < rows.end; ++i)
             for (std::size_t j = i + 1; j < n; ++j) {
                 T s = 0;
                 for (std::size_t q = 0; q < d; ++q) {
@@ -301,12 +319,14 @@ void sequential_lscv_pair_sums(const T* z, std::size_t n, std::size_t d, const d
 }
 
 template <class T>
-void sequential_lscv_moments(const T* z, std::size_t n, std::size_t d, double w, double* a, double* m) {
+void sequential_lscv_moments(const T* z, std::size_t n, std::size_t d, double w, double* a, double* m,
+                             RowRange rows) {
+    rows = clamp_rows(rows, n);
     const T wt = static_cast<T>(w);
     std::vector<T> u(d);
     double sa = 0.0;
     std::vector<double> sm(d * (d + 1) / 2, 0.0);
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = rows.begin; i < rows.end; ++i)
         for (std::size_t j = i + 1; j < n; ++j) {
             T s = 0;
             for (std::size_t q = 0; q < d; ++q) {
@@ -342,18 +362,19 @@ void sequential_kde_sums(const T* points, std::size_t m, const T* sample, std::s
 }
 
 #define PG_KDE_INSTANTIATE(T)                                                                                 \
-    template double plugin_pair_sum<T>(const T*, std::size_t, double, int, const RunOptions&);               \
+    template double plugin_pair_sum<T>(const T*, std::size_t, double, int, const RunOptions&, RowRange);     \
     template void lscv_pair_sums<T>(const T*, std::size_t, std::size_t, const double*, std::size_t, double,  \
-                                    double*, double*, const RunOptions&);                                    \
+                                    double*, double*, const RunOptions&, RowRange);                          \
     template void lscv_moments<T>(const T*, std::size_t, std::size_t, double, double*, double*,               \
-                                  const RunOptions&);                                                        \
-    template void sequential_lscv_moments<T>(const T*, std::size_t, std::size_t, double, double*, double*);  \
+                                  const RunOptions&, RowRange);                                              \
+    template void sequential_lscv_moments<T>(const T*, std::size_t, std::size_t, double, double*, double*,   \
+                                             RowRange);                                                      \
     template void kde_sums<T>(const T*, std::size_t, const T*, std::size_t, std::size_t, double*,            \
                               const RunOptions&);                                                            \
     template void exp_nonpos<T>(const T*, T*, std::size_t, const std::string&);                              \
-    template double sequential_plugin_pair_sum<T>(const T*, std::size_t, double, int);                       \
+    template double sequential_plugin_pair_sum<T>(const T*, std::size_t, double, int, RowRange);             \
     template void sequential_lscv_pair_sums<T>(const T*, std::size_t, std::size_t, const double*,            \
-                                               std::size_t, double, double*, double*);                       \
+                                               std::size_t, double, double*, double*, RowRange);             \
     template void sequential_kde_sums<T>(const T*, std::size_t, const T*, std::size_t, std::size_t, double*);
 
 PG_KDE_INSTANTIATE(float)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ._errors import DeviceOutOfMemoryError
 from ._linalg import symmetric_from_upper
+from ._slices import kde_terms, pair_terms, point_slices, recording
 from ._validate import check_dtype
 
 #: How block partial sums reach the result; the numbers are the ``Reduction`` enum of cuda/common.cuh.
@@ -47,6 +48,11 @@ SHARED_BYTES = 48 * 1024
 MAX_OUTPUTS = 256
 #: Doubles in one batch's partial-sum buffer (128 MiB); larger launches run in batches.
 PARTIAL_SLOTS = 1 << 24
+#: Pair terms (pg_kde._slices) in one launch when an interrupt check is given; the backend waits for each
+#: launch to finish before the next check. An estimate, not a measurement (no GPU was at hand): an H100
+#: computes ~10¹¹–10¹² float32 PLUGIN pairs per second, so 2³³ terms take ~10–80 ms there, and a GPU ten
+#: times slower stays under a second; float64 is budgeted for 1/8 of that.
+SLICE_TERMS = {"float32": 1 << 33, "float64": 1 << 30}
 
 #: Compiler options for NVRTC, which CuPy uses (the tests compile the same source with them). Flushing
 #: float denormals to zero makes exp2f one hardware instruction; terms below 2⁻¹²⁶ do not matter.
@@ -166,6 +172,10 @@ class CupyExecutor:
     def to_host(self, a) -> np.ndarray:
         return self.xp.asnumpy(a)
 
+    def synchronize(self):
+        """Wait until the work queued so far has finished."""
+        self.xp.cuda.get_current_stream().synchronize()
+
     def launch(self, kernel: str, grid, block: int, args, shared_bytes: int):
         function = self._functions.get(kernel)
         if function is None:
@@ -197,15 +207,19 @@ def _suffix(dtype: np.dtype) -> str:
 
 def _device_memory_errors(method):
     """Raise the device running out of memory as :class:`DeviceOutOfMemoryError` (what ``auto`` falls
-    back on), whichever CuPy, runtime or driver error reported it."""
+    back on), whichever CuPy, runtime or driver error reported it; an exception of the caller's interrupt
+    check passes untouched (even one whose message says "out of memory")."""
 
     @functools.wraps(method)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args, interrupt=None, **kwargs):
+        check = recording(interrupt)
         try:
-            return method(*args, **kwargs)
+            return method(*args, interrupt=check, **kwargs)
         except DeviceOutOfMemoryError:
             raise
         except Exception as exc:
+            if check is not None and check.is_source_of(exc):
+                raise
             if is_out_of_memory(exc):
                 raise DeviceOutOfMemoryError(f"the GPU ran out of memory ({exc})") from exc
             raise
@@ -220,13 +234,14 @@ class CudaBackend:
     :data:`DEFAULT_REDUCTION`). ``block`` is the threads per block (a multiple of 32, at most 1024) and the
     tile side of the PLUGIN kernel; ``pair_tile`` the largest tile side of the buffered LSCV kernels (a
     power of two); ``buffer`` the pairs per chunk of those kernels. ``executor`` runs the kernels (default:
-    CuPy on the current device).
+    CuPy on the current device). ``slice_terms`` is the pair terms in one launch when an interrupt check
+    is given (default :data:`SLICE_TERMS` of the dtype).
     """
 
     name = "cuda"
 
     def __init__(self, reduction=None, *, block: int = 256, pair_tile: int = 64, buffer: int = 2048,
-                 executor=None):
+                 executor=None, slice_terms=None):
         reduction = reduction if reduction is not None else os.environ.get("PG_KDE_CUDA_REDUCTION", DEFAULT_REDUCTION)
         if reduction not in REDUCTIONS:
             raise ValueError(f"unknown reduction {reduction!r}; valid: {', '.join(REDUCTIONS)}")
@@ -237,6 +252,7 @@ class CudaBackend:
         self.reduction = reduction
         self.block, self.pair_tile, self.buffer = block, pair_tile, buffer
         self._executor = executor
+        self._slice_terms = slice_terms
 
     @staticmethod
     def unavailable_reason():
@@ -248,24 +264,38 @@ class CudaBackend:
             self._executor = CupyExecutor()
         return self._executor
 
+    def slice_terms(self, dtype) -> float:
+        """Pair terms in one launch when an interrupt check is given."""
+        return float(self._slice_terms if self._slice_terms is not None else SLICE_TERMS[check_dtype(dtype)])
+
     # -- launch plumbing -------------------------------------------------------------------------------
 
-    def _pair_sums(self, kernel, n, tile, block, shared, n_vals, make_args) -> np.ndarray:
-        """Launch ``kernel`` over every tile pair of n points (in batches) and return its n_vals sums."""
+    def _pair_sums(self, kernel, n, tile, block, shared, n_vals, make_args, slice_terms=None,
+                   interrupt=None) -> np.ndarray:
+        """Launch ``kernel`` over every tile pair of n points (in batches) and return its n_vals sums.
+
+        With an interrupt check, a batch holds at most ``slice_terms`` pair terms (tile² pairs per tile
+        pair, at least one tile pair), the check runs before each batch, and each batch is waited for."""
         ex, code = self.executor, REDUCTIONS[self.reduction]
         tiles = tile_count(n, tile)
         batch = min(tiles, MAX_GRID_X * MAX_GRID_Y)
         if code == REDUCTIONS["partials"]:
             batch = max(1, min(batch, PARTIAL_SLOTS // n_vals))
+        if interrupt is not None:
+            batch = max(1, min(batch, int(slice_terms // (tile * tile))))
         out = ex.zeros(batch * n_vals if code == REDUCTIONS["partials"] else n_vals)
         total = None
         for offset in range(0, tiles, batch):
+            if interrupt is not None:
+                interrupt()
             count = min(batch, tiles - offset)
             args = make_args(np.uint64(tiles), np.uint64(offset), np.int32(code), out)
             ex.launch(kernel, grid_for(count), block, args, shared)
             if code == REDUCTIONS["partials"]:  # the second pass, on the device
                 part = out[: count * n_vals].reshape(count, n_vals).sum(axis=0)
                 total = part if total is None else total + part
+            if interrupt is not None:
+                ex.synchronize()
         return np.asarray(ex.to_host(out if total is None else total), dtype=np.float64)
 
     def _buffered_layout(self, d: int, itemsize: int, n_out: int):
@@ -292,10 +322,12 @@ class CudaBackend:
         z = np.ascontiguousarray(z[:, None] if z.ndim == 1 else z, dtype=dt)
         return z, dt
 
-    def _buffered_sums(self, family, dz, n, d, dt, outputs, values_per_output, tail_args):
+    def _buffered_sums(self, family, dz, n, d, dt, outputs, values_per_output, tail_args, terms_per_pair,
+                       interrupt):
         """Run the buffered pair kernel ``family`` for ``outputs`` outputs, in launches of at most
         MAX_OUTPUTS. Yields (first output, outputs in the launch, sums shaped (values_per_output, n_out));
-        ``tail_args(first, n_out)`` gives the kernel's arguments after ``out``."""
+        ``tail_args(first, n_out)`` gives the kernel's arguments after ``out``; ``terms_per_pair(n_out)``
+        the cost of a pair in a launch of n_out outputs (for the batches of an interrupt check)."""
         for first in range(0, outputs, MAX_OUTPUTS):
             n_out = min(MAX_OUTPUTS, outputs - first)
             block, tile, shift, shared = self._buffered_layout(d, dt.itemsize, n_out)
@@ -305,13 +337,15 @@ class CudaBackend:
                 lambda tiles, offset, code, out: (
                     dz, np.uint64(n), np.int32(d), np.uint32(tile), np.uint32(shift), tiles, offset, code, out, *tail
                 ),
+                self.slice_terms(dt) / terms_per_pair(n_out),
+                interrupt,
             )
             yield first, n_out, vals.reshape(values_per_output, n_out)
 
     # -- the backend primitives (see pg_kde._backends) -------------------------------------------------
 
     @_device_memory_errors
-    def plugin_pair_sum(self, x, g, order, dtype="float64"):
+    def plugin_pair_sum(self, x, g, order, dtype="float64", *, interrupt=None):
         if order not in (2, 4, 6):
             raise ValueError(f"order must be 2, 4 or 6, not {order}")
         dt = np.dtype(check_dtype(dtype))
@@ -324,11 +358,13 @@ class CudaBackend:
         vals = self._pair_sums(
             f"plugin_pair_sum_{_suffix(dt)}_o{order}", n, self.block, self.block, self.block * dt.itemsize, 1,
             lambda tiles, offset, code, out: (dx, np.uint64(n), tiles, offset, code, out),
+            self.slice_terms(dt) / pair_terms("plugin"),
+            interrupt,
         )
         return float(vals[0])
 
     @_device_memory_errors
-    def lscv_pair_sums(self, z, scales, w, derivative=False, dtype="float64"):
+    def lscv_pair_sums(self, z, scales, w, derivative=False, dtype="float64", *, interrupt=None):
         z, dt = self._prepare(z, dtype)
         n, d = z.shape
         scales = np.asarray(scales, dtype=np.float64).ravel()
@@ -342,6 +378,8 @@ class CudaBackend:
             "lscv_pair_sums", dz, n, d, dt, coef.shape[0], 2 if derivative else 1,
             lambda first, n_out: (self.executor.to_device(coef[first : first + n_out]), np.uint32(n_out),
                                   dt.type(w), np.int32(bool(derivative))),
+            lambda n_out: pair_terms("lscv", d, n_out, derivative),
+            interrupt,
         )
         for first, n_out, vals in launches:
             a_sum[first : first + n_out] = vals[0]
@@ -350,7 +388,7 @@ class CudaBackend:
         return a_sum, d_sum
 
     @_device_memory_errors
-    def lscv_moments(self, z, w, dtype="float64"):
+    def lscv_moments(self, z, w, dtype="float64", *, interrupt=None):
         z, dt = self._prepare(z, dtype)
         n, d = z.shape
         upper_a, upper_b = np.triu_indices(d)
@@ -364,13 +402,15 @@ class CudaBackend:
                 lambda first, n_out: (self.executor.to_device(entry_a[first : first + n_out]),
                                       self.executor.to_device(entry_b[first : first + n_out]),
                                       np.uint32(n_out), dt.type(w)),
+                lambda n_out: pair_terms("moments", d),
+                interrupt,
             )
             for first, n_out, sums in launches:
                 vals[first : first + n_out] = sums[0]
         return float(vals[0]), symmetric_from_upper(vals[1:], d)
 
     @_device_memory_errors
-    def kde_sums(self, points, sample, dtype="float64"):
+    def kde_sums(self, points, sample, dtype="float64", *, interrupt=None):
         points, dt = self._prepare(points, dtype)
         sample, _ = self._prepare(sample, dtype)
         m, d = points.shape
@@ -379,10 +419,23 @@ class CudaBackend:
             raise ValueError(f"points have {d} column(s) but the sample has {sample.shape[1]}")
         if m == 0 or n == 0:
             return np.zeros(m)
-        block = self.block
-        tile_rows = min(block, SHARED_BYTES // (d * dt.itemsize))
+        tile_rows = min(self.block, SHARED_BYTES // (d * dt.itemsize))
         if tile_rows < 1:
             raise ValueError(f"the cuda backend cannot hold a sample row of d = {d} in shared memory; use backend='native'")
+        dsample = self.executor.to_device(sample)
+        if interrupt is None:
+            return self._kde_launch(points, dsample, n, d, dt, tile_rows)
+        # A point's sum does not depend on the other points: one launch per range of points, each waited for.
+        out = np.zeros(m)
+        for a, b in point_slices(m, kde_terms(n, d), self.slice_terms(dt)):
+            interrupt()
+            out[a:b] = self._kde_launch(points[a:b], dsample, n, d, dt, tile_rows)
+        return out
+
+    def _kde_launch(self, points, dsample, n, d, dt, tile_rows):
+        """kde_sums of ``points`` (host) against the sample already on the device, in one launch."""
+        m = points.shape[0]
+        block = self.block
         point_blocks = -(-m // block)
         if point_blocks > MAX_GRID_X:
             raise ValueError(f"{m} points exceed one launch of the cuda backend")
@@ -398,7 +451,7 @@ class CudaBackend:
         kernel = f"kde_sums_{_suffix(dt)}_d{d}" if d <= 4 else f"kde_sums_{_suffix(dt)}_dn"
         out = ex.zeros(chunks * m if code == REDUCTIONS["partials"] else m)
         args = (
-            ex.to_device(points), np.uint64(m), ex.to_device(sample), np.uint64(n), np.int32(d),
+            ex.to_device(points), np.uint64(m), dsample, np.uint64(n), np.int32(d),
             np.uint32(tile_rows), np.uint64(chunk), np.int32(code), out,
         )
         ex.launch(kernel, (point_blocks, chunks), block, args, tile_rows * d * dt.itemsize)

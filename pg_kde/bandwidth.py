@@ -18,6 +18,12 @@ Every selector takes ``backend=`` (see :func:`pg_kde.backends`) and ``dtype=`` (
 ``"float32"``: the working precision of the pair sums; sums are always accumulated in float64) and returns a
 :class:`BandwidthResult`. The formulas, as implemented, are in ``docs/math.md``.
 
+Every selector and objective also takes ``interrupt=``: a callable with no arguments (default None). When
+given, every pair sum runs in slices of about 50 ms and ``interrupt()`` is called before each slice; an
+exception it raises stops the selection and propagates unchanged (it is meant for the SQL layer: a check
+that raises when PostgreSQL has a cancel request or a statement timeout pending). The result is the same up to the
+order in which float64 partial sums are added (:mod:`pg_kde._slices`, docs/math.md §10).
+
 References
 ----------
 M. P. Wand and M. C. Jones, *Kernel Smoothing*, Chapman & Hall, 1995.
@@ -39,6 +45,7 @@ from scipy.optimize import minimize, root
 
 from ._backends import get_backend
 from ._linalg import apply_inverse, covariance, log_det_chol, lower_inverse, whiten
+from ._slices import Interrupt
 from ._validate import as_data, bandwidth_matrix, check_dtype, check_spread, positive_array
 
 __all__ = [
@@ -126,10 +133,10 @@ def _psi(pair_sum: float, n: int, g: float, r: int) -> float:
     return (n * k0 + 2.0 * pair_sum) / (_SQRT_2PI * n * n * g ** (r + 1))
 
 
-def _psi_estimate(be, z: np.ndarray, g: float, r: int, dt) -> float:
+def _psi_estimate(be, z: np.ndarray, g: float, r: int, dt, interrupt: Interrupt) -> float:
     """Ψ̂_r(g) on z from the backend's pair sum; Ψ_r has the sign of (−1)^{r/2}, and an estimate of the
     other sign means the data are too degenerate for the plug-in selectors."""
-    psi = _psi(be.plugin_pair_sum(z, g, r, dt), z.shape[0], g, r)
+    psi = _psi(be.plugin_pair_sum(z, g, r, dt, interrupt=interrupt), z.shape[0], g, r)
     negative = (r // 2) % 2 == 1
     if not (psi < 0 if negative else psi > 0):
         raise ValueError(
@@ -139,7 +146,7 @@ def _psi_estimate(be, z: np.ndarray, g: float, r: int, dt) -> float:
     return psi
 
 
-def _plugin_stages(x, backend: str, dtype, method: str):
+def _plugin_stages(x, backend: str, dtype, method: str, interrupt: Interrupt):
     """Checks, then the shared stages of the plug-in selectors on x/σ̂: (data, σ̂, backend, dtype, g1, Ψ̂6, g2, Ψ̂4)."""
     data = as_data(x, name="x")
     if data.shape[1] != 1:
@@ -158,13 +165,13 @@ def _plugin_stages(x, backend: str, dtype, method: str):
     z = (x1 - x1.mean()) / sigma
     psi8 = 105.0 / (32.0 * _SQRT_PI)
     g1 = (30.0 / (_SQRT_2PI * psi8 * n)) ** (1.0 / 9.0)  # (−2K⁽⁶⁾(0) / (μ₂ Ψ₈ n))^{1/9}
-    psi6 = _psi_estimate(be, z, g1, 6, dt)
+    psi6 = _psi_estimate(be, z, g1, 6, dt, interrupt)
     g2 = (6.0 / (_SQRT_2PI * -psi6 * n)) ** (1.0 / 7.0)  # (−2K⁽⁴⁾(0) / (μ₂ Ψ̂₆ n))^{1/7}
-    psi4 = _psi_estimate(be, z, g2, 4, dt)
+    psi4 = _psi_estimate(be, z, g2, 4, dt, interrupt)
     return z, n, sigma, be, dt, g1, psi6, g2, psi4
 
 
-def plugin(x, *, backend: str = "auto", dtype="float64") -> BandwidthResult:
+def plugin(x, *, backend: str = "auto", dtype="float64", interrupt: Interrupt = None) -> BandwidthResult:
     """Two-stage direct plug-in bandwidth for 1-D data.
 
     Estimates Ψ₆ with a normal-reference pilot, then Ψ₄ with the pilot that Ψ̂₆ implies, then
@@ -176,6 +183,9 @@ def plugin(x, *, backend: str = "auto", dtype="float64") -> BandwidthResult:
         Data; n >= 2, finite, not constant.
     backend : {"auto", "reference", "native", "sequential", "cuda"}
     dtype : {"float64", "float32"}
+    interrupt : callable, optional
+        Called with no arguments before each slice of the pair sums (see the module docstring); what it
+        raises propagates.
 
     Returns
     -------
@@ -195,7 +205,7 @@ def plugin(x, *, backend: str = "auto", dtype="float64") -> BandwidthResult:
     ----------
     Wand & Jones (1995), §3.6.1 (h_DPI,2); Sheather & Jones (1991); Andrzejewski et al. (2015), eq. 12–19.
     """
-    z, n, sigma, be, dt, g1, psi6, g2, psi4 = _plugin_stages(x, backend, dtype, "plugin")
+    z, n, sigma, be, dt, g1, psi6, g2, psi4 = _plugin_stages(x, backend, dtype, "plugin", interrupt)
     h = sigma * (1.0 / (2.0 * _SQRT_PI * psi4 * n)) ** 0.2  # R(K) = 1/(2√π), μ₂(K) = 1
     return BandwidthResult(
         H=np.array([[h * h]]),
@@ -209,7 +219,7 @@ def plugin(x, *, backend: str = "auto", dtype="float64") -> BandwidthResult:
     )
 
 
-def plugin_cdf(x, *, backend: str = "auto", dtype="float64") -> BandwidthResult:
+def plugin_cdf(x, *, backend: str = "auto", dtype="float64", interrupt: Interrupt = None) -> BandwidthResult:
     """Plug-in bandwidth for the kernel estimate of the distribution function F (1-D), for range counts.
 
     Range counts are differences of F̂, and the AMISE-optimal bandwidth for F̂(x) = n⁻¹ Σ 𝒦((x − Xᵢ)/h)
@@ -222,6 +232,9 @@ def plugin_cdf(x, *, backend: str = "auto", dtype="float64") -> BandwidthResult:
     x : array_like, shape (n,) or (n, 1)
     backend : {"auto", "reference", "native", "sequential", "cuda"}
     dtype : {"float64", "float32"}
+    interrupt : callable, optional
+        Called with no arguments before each slice of the pair sums (see the module docstring); what it
+        raises propagates.
 
     Returns
     -------
@@ -243,9 +256,9 @@ def plugin_cdf(x, *, backend: str = "auto", dtype="float64") -> BandwidthResult:
     Polansky & Baker (2000), "Multistage plug-in bandwidth selection for kernel distribution function
     estimates"; Wand & Jones (1995), §3.5.
     """
-    z, n, sigma, be, dt, g1, psi6, g2, psi4 = _plugin_stages(x, backend, dtype, "plugin_cdf")
+    z, n, sigma, be, dt, g1, psi6, g2, psi4 = _plugin_stages(x, backend, dtype, "plugin_cdf", interrupt)
     g3 = (2.0 / (_SQRT_2PI * psi4 * n)) ** 0.2  # (−2K⁽²⁾(0) / (μ₂ Ψ̂₄ n))^{1/5}, K⁽²⁾(0) = −1/√(2π)
-    psi2 = _psi_estimate(be, z, g3, 2, dt)
+    psi2 = _psi_estimate(be, z, g3, 2, dt, interrupt)
     h = sigma * (1.0 / (_SQRT_PI * -psi2 * n)) ** (1.0 / 3.0)
     return BandwidthResult(
         H=np.array([[h * h]]),
@@ -266,7 +279,9 @@ def _nr_factor(n: int, d: int) -> float:
     return (4.0 / ((d + 2.0) * n)) ** (1.0 / (d + 4.0))
 
 
-def normal_reference(X, *, backend: str = "auto", dtype="float64") -> BandwidthResult:
+def normal_reference(
+    X, *, backend: str = "auto", dtype="float64", interrupt: Interrupt = None
+) -> BandwidthResult:
     """Normal-reference bandwidth matrix H = (4/(d+2))^{2/(d+4)} n^{−2/(d+4)} Σ̂.
 
     Optimal (AMISE) when the data are Gaussian; oversmooths multimodal data. Needs no pair sums: the
@@ -276,6 +291,8 @@ def normal_reference(X, *, backend: str = "auto", dtype="float64") -> BandwidthR
     Parameters
     ----------
     X : array_like, shape (n,) or (n, d)
+    interrupt : callable, optional
+        Called once, before the covariance (O(n d²), one slice).
 
     Returns
     -------
@@ -298,6 +315,8 @@ def normal_reference(X, *, backend: str = "auto", dtype="float64") -> BandwidthR
     data = as_data(X)
     dt = check_dtype(dtype)
     get_backend(backend)
+    if interrupt is not None:
+        interrupt()
     n, d = data.shape
     _, sigma, _ = covariance(data)
     h = _nr_factor(n, d)
@@ -324,22 +343,26 @@ class _ScalarLSCV:
     with a = (4π)^{−d/2} |Σ̂|^{−1/2} and Sᵢⱼ = ‖zᵢ − zⱼ‖².
     """
 
-    def __init__(self, z, log_det_sigma, backend, dtype):
-        self.z, self.backend, self.dtype = z, backend, dtype
+    def __init__(self, z, log_det_sigma, backend, dtype, interrupt: Interrupt = None):
+        self.z, self.backend, self.dtype, self.interrupt = z, backend, dtype, interrupt
         self.n, self.d = z.shape
         self.w = _lscv_w(self.d)
         self.a = (4.0 * math.pi) ** (-self.d / 2.0) * math.exp(-0.5 * log_det_sigma)
         self.passes = 0
 
+    def _sums(self, hs: np.ndarray, derivative: bool):
+        return self.backend.lscv_pair_sums(self.z, 1.0 / hs**2, self.w, derivative, self.dtype,
+                                           interrupt=self.interrupt)
+
     def values(self, hs: np.ndarray) -> np.ndarray:
         self.passes += 1
-        A, _ = self.backend.lscv_pair_sums(self.z, 1.0 / hs**2, self.w, False, self.dtype)
+        A, _ = self._sums(hs, False)
         return self.a * hs ** (-self.d) * (2.0 * A / self.n**2 + 1.0 / self.n)
 
     def values_and_slopes(self, hs: np.ndarray):
         """L and L′ at every h in ``hs``, in one pass over the pairs."""
         self.passes += 1
-        A, D = self.backend.lscv_pair_sums(self.z, 1.0 / hs**2, self.w, True, self.dtype)
+        A, D = self._sums(hs, True)
         values = self.a * hs ** (-self.d) * (2.0 * A / self.n**2 + 1.0 / self.n)
         return values, -self.d / hs * values + self.a * hs ** (-self.d - 3) * D / self.n**2
 
@@ -410,7 +433,9 @@ def _warn_boundary(method: str, where: str, data: np.ndarray, stacklevel: int = 
     )
 
 
-def lscv_h(X, *, backend: str = "auto", dtype="float64", grid: int = 150) -> BandwidthResult:
+def lscv_h(
+    X, *, backend: str = "auto", dtype="float64", grid: int = 150, interrupt: Interrupt = None
+) -> BandwidthResult:
     """Least-squares cross-validation over H = h²Σ̂ (one scalar on data sphered by the sample covariance).
 
     ``grid`` values of h, spaced geometrically over [h₀/4, 4h₀] with h₀ the normal-reference value, are
@@ -426,6 +451,9 @@ def lscv_h(X, *, backend: str = "auto", dtype="float64", grid: int = 150) -> Ban
     dtype : {"float64", "float32"}
     grid : int
         Number of grid values (>= 3).
+    interrupt : callable, optional
+        Called with no arguments before each slice of the pair sums (see the module docstring); what it
+        raises propagates.
 
     Returns
     -------
@@ -458,7 +486,7 @@ def lscv_h(X, *, backend: str = "auto", dtype="float64", grid: int = 150) -> Ban
         raise ValueError(f"grid must be an integer >= 3; got {grid!r}")
     n, d = data.shape
     z, sigma, chol = _sphere(data)
-    crit = _ScalarLSCV(z, log_det_chol(chol), be, dt)
+    crit = _ScalarLSCV(z, log_det_chol(chol), be, dt, interrupt)
     h0 = _nr_factor(n, d)
     hs = np.geomspace(h0 / 4.0, 4.0 * h0, int(grid))
     values = crit.values(hs)
@@ -485,7 +513,7 @@ def lscv_h(X, *, backend: str = "auto", dtype="float64", grid: int = 150) -> Ban
     )
 
 
-def lscv_h_objective(X, h, *, backend: str = "auto", dtype="float64"):
+def lscv_h_objective(X, h, *, backend: str = "auto", dtype="float64", interrupt: Interrupt = None):
     """The LSCV criterion of eq. (24) for H = h²Σ̂, in data units.
 
     L(h) = h^{−d} [2 n^{−2} Σ_{i<j} T((Xᵢ − Xⱼ)/h) + n^{−1} R(K)], T = K*K − 2K, K the N(0, Σ̂) density,
@@ -496,6 +524,9 @@ def lscv_h_objective(X, h, *, backend: str = "auto", dtype="float64"):
     X : array_like, shape (n,) or (n, d)
     h : float or array_like of float
         Sphered-unit bandwidth(s); an array is evaluated in one pass over the pairs.
+    interrupt : callable, optional
+        Called with no arguments before each slice of the pair sums (see the module docstring); what it
+        raises propagates.
 
     Returns
     -------
@@ -506,7 +537,7 @@ def lscv_h_objective(X, h, *, backend: str = "auto", dtype="float64"):
     be = get_backend(backend)
     hs = positive_array(h, name="h")
     z, _, chol = _sphere(data)
-    values = _ScalarLSCV(z, log_det_chol(chol), be, dt).values(hs)
+    values = _ScalarLSCV(z, log_det_chol(chol), be, dt, interrupt).values(hs)
     return float(values[0]) if np.ndim(h) == 0 else values.reshape(np.shape(h))
 
 
@@ -519,8 +550,8 @@ class _MatrixLSCV:
     ∂LSCV/∂L = 2c |H|^{−1/2} L⁻ᵀ G.
     """
 
-    def __init__(self, z, backend, dtype):
-        self.z, self.backend, self.dtype = z, backend, dtype
+    def __init__(self, z, backend, dtype, interrupt: Interrupt = None):
+        self.z, self.backend, self.dtype, self.interrupt = z, backend, dtype, interrupt
         self.n, self.d = z.shape
         self.w = _lscv_w(self.d)
         self.evaluations = 0
@@ -531,7 +562,8 @@ class _MatrixLSCV:
     def value_chol(self, chol: np.ndarray) -> float:
         self.evaluations += 1
         y = apply_inverse(self.z, lower_inverse(chol))
-        A, _ = self.backend.lscv_pair_sums(y, np.array([1.0]), self.w, False, self.dtype)
+        A, _ = self.backend.lscv_pair_sums(y, np.array([1.0]), self.w, False, self.dtype,
+                                           interrupt=self.interrupt)
         return self._norm(chol) * (2.0 * A[0] / self.n**2 + 1.0 / self.n)
 
     def value_and_gradient_chol(self, chol: np.ndarray):
@@ -540,14 +572,14 @@ class _MatrixLSCV:
         n, d = self.n, self.d
         inverse = lower_inverse(chol)
         y = apply_inverse(self.z, inverse)
-        A, M = self.backend.lscv_moments(y, self.w, self.dtype)
+        A, M = self.backend.lscv_moments(y, self.w, self.dtype, interrupt=self.interrupt)
         base = 2.0 * A / n**2 + 1.0 / n
         norm = self._norm(chol)
         G = -0.5 * base * np.eye(d) + M / (2.0 * n**2)
         return norm * base, 2.0 * norm * np.einsum("ki,kj->ij", inverse, G)
 
 
-def lscv_H_objective(X, H, *, backend: str = "auto", dtype="float64") -> float:
+def lscv_H_objective(X, H, *, backend: str = "auto", dtype="float64", interrupt: Interrupt = None) -> float:
     """The LSCV criterion of eq. (32) for a full bandwidth matrix H, in data units.
 
     LSCV(H) = 2 n^{−2} Σ_{i<j} T_H(Xᵢ − Xⱼ) + n^{−1} (4π)^{−d/2} |H|^{−1/2}, with
@@ -558,12 +590,15 @@ def lscv_H_objective(X, H, *, backend: str = "auto", dtype="float64") -> float:
     X : array_like, shape (n,) or (n, d)
     H : array_like, shape (d, d)
         Symmetric positive definite (for d = 1 a scalar h² is accepted).
+    interrupt : callable, optional
+        Called with no arguments before each slice of the pair sums (see the module docstring); what it
+        raises propagates.
     """
     data = as_data(X)
     dt = check_dtype(dtype)
     be = get_backend(backend)
     chol = bandwidth_matrix(H, data.shape[1])
-    return _MatrixLSCV(np.ascontiguousarray(data - data.mean(axis=0)), be, dt).value_chol(chol)
+    return _MatrixLSCV(np.ascontiguousarray(data - data.mean(axis=0)), be, dt, interrupt).value_chol(chol)
 
 
 def _theta_to_chol(theta: np.ndarray, d: int, scale: float) -> np.ndarray:
@@ -611,7 +646,14 @@ def _chol_gradient_to_theta(grad_chol: np.ndarray, chol: np.ndarray, scale: floa
 _LOG_DET_GUARD = math.log(1e10)
 
 
-def lscv_H(X, *, backend: str = "auto", dtype="float64", max_evaluations: Optional[int] = None) -> BandwidthResult:
+def lscv_H(
+    X,
+    *,
+    backend: str = "auto",
+    dtype="float64",
+    max_evaluations: Optional[int] = None,
+    interrupt: Interrupt = None,
+) -> BandwidthResult:
     """Least-squares cross-validation over unconstrained symmetric positive-definite bandwidth matrices.
 
     Minimises eq. (32) on sphered data over H = LLᵀ, L lower triangular with a log-parametrised diagonal,
@@ -629,6 +671,9 @@ def lscv_H(X, *, backend: str = "auto", dtype="float64", max_evaluations: Option
     dtype : {"float64", "float32"}
     max_evaluations : int, optional
         Criterion evaluations allowed to Nelder–Mead (default 200 + 100·p for p = d(d+1)/2 parameters).
+    interrupt : callable, optional
+        Called with no arguments before each slice of the pair sums (see the module docstring); what it
+        raises propagates.
 
     Returns
     -------
@@ -663,7 +708,7 @@ def lscv_H(X, *, backend: str = "auto", dtype="float64", max_evaluations: Option
     be = get_backend(backend)
     n, d = data.shape
     z, sigma, chol_sigma = _sphere(data)
-    crit = _MatrixLSCV(z, be, dt)
+    crit = _MatrixLSCV(z, be, dt, interrupt)
     p = d * (d + 1) // 2
     if max_evaluations is None:
         max_evaluations = 200 + 100 * p
@@ -672,7 +717,7 @@ def lscv_H(X, *, backend: str = "auto", dtype="float64", max_evaluations: Option
     c_nr = _nr_factor(n, d) ** 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LSCVBoundaryWarning)
-        scalar = lscv_h(z, backend=be.name, dtype=dt)
+        scalar = lscv_h(z, backend=be.name, dtype=dt, interrupt=interrupt)
     starts = [c_nr, scalar.h**2]
     start_values = [crit.value_chol(math.sqrt(c) * np.eye(d)) for c in starts]
     scale = math.sqrt(starts[int(np.argmin(start_values))])
@@ -766,6 +811,7 @@ def check_method(method: str) -> str:
 def select(X, method: str = "auto", **kwargs) -> BandwidthResult:
     """Run the selector called ``method``; ``"auto"`` is ``plugin`` for 1-D data and ``lscv_H`` otherwise.
 
+    ``kwargs`` go to the selector: ``backend``, ``dtype`` and ``interrupt`` are accepted by every one.
     Raises ``ValueError`` listing the valid names for an unknown method.
     """
     if check_method(method) == "auto":

@@ -13,6 +13,7 @@ import numpy as np
 
 from ._backends import get_backend
 from ._linalg import apply_inverse, log_det_chol, lower_inverse
+from ._slices import Interrupt
 from ._validate import as_data, bandwidth_matrix, check_dtype, positive_scalar
 from .bandwidth import BandwidthResult
 
@@ -30,7 +31,9 @@ def _bandwidth_chol(bandwidth, d: int) -> np.ndarray:
     return bandwidth_matrix(bandwidth, d, name="bandwidth")
 
 
-def evaluate(points, sample, bandwidth, *, backend: str = "auto", dtype="float64") -> np.ndarray:
+def evaluate(
+    points, sample, bandwidth, *, backend: str = "auto", dtype="float64", interrupt: Interrupt = None
+) -> np.ndarray:
     """f̂(p) = n⁻¹ Σⱼ K_H(p − xⱼ) at every point p, with K_H the N(0, H) density.
 
     Parameters
@@ -41,6 +44,9 @@ def evaluate(points, sample, bandwidth, *, backend: str = "auto", dtype="float64
         A scalar h means H = h²I (for d = 1, the usual bandwidth h); a matrix is H itself (squared units).
     backend : {"auto", "reference", "native", "sequential", "cuda"}
     dtype : {"float64", "float32"}
+    interrupt : callable, optional
+        Called with no arguments before each slice of about 50 ms (a range of points); what it raises
+        propagates (see :mod:`pg_kde._slices`). Each point's value is the same with or without it.
 
     Returns
     -------
@@ -67,6 +73,7 @@ def evaluate(points, sample, bandwidth, *, backend: str = "auto", dtype="float64
     # Centre on the sample mean and multiply by L⁻¹ (H = LLᵀ) in float64: the kernel then sees unit-scale
     # numbers and ‖L⁻¹(p − x)‖² is the quadratic form (p − x)ᵀH⁻¹(p − x).
     mean, inverse = xs.mean(axis=0), lower_inverse(chol)
-    sums = be.kde_sums(apply_inverse(ps - mean, inverse), apply_inverse(xs - mean, inverse), dt)
+    z_points, z_sample = apply_inverse(ps - mean, inverse), apply_inverse(xs - mean, inverse)
+    sums = be.kde_sums(z_points, z_sample, dt, interrupt=interrupt)
     log_norm = -0.5 * d * math.log(2.0 * math.pi) - 0.5 * log_det_chol(chol) - math.log(xs.shape[0])
     return sums * math.exp(log_norm)

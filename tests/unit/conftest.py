@@ -41,6 +41,7 @@ class EmulatorExecutor:
         self.library = library
         self.sm_count = sm_count
         self.launches = []
+        self.synchronizations = 0
         self._guarded = []
 
     def _allocate(self, shape, dtype):
@@ -64,6 +65,10 @@ class EmulatorExecutor:
 
     def to_host(self, a):
         return np.array(a, copy=True)
+
+    def synchronize(self):
+        """Launches run to completion when they are made; this only counts the waits."""
+        self.synchronizations += 1
 
     def launch(self, kernel, grid, block, args, shared_bytes):
         keep, pointers = [], []

@@ -151,3 +151,37 @@ def test_native_rejects_unknown_isa_and_dtype():
         _native.plugin_pair_sum(np.zeros(4), 1.0, 3)
     with pytest.raises(ValueError, match="same number of columns"):
         _native.kde_sums(np.zeros((3, 2)), np.zeros((4, 3)))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("sequential", [False, True])
+def test_native_row_ranges_add_up_to_the_whole_sum(isa, dtype, sequential, rng):
+    n = 2600  # tiles of 336 rows (engine.cpp, block_size): cuts at tile edges, inside tiles, by the ends
+    cuts = [0, 1, 17, 336, 1008, 1024, 2049, 2500, n - 1, n]
+    ranges = list(zip(cuts, cuts[1:]))
+    kw = {"isa": isa, "sequential": sequential}
+    x = rng.standard_normal(n).astype(dtype)
+    whole = _native.plugin_pair_sum(x, 0.4, 6, **kw)
+    parts = [_native.plugin_pair_sum(x, 0.4, 6, **kw, row_begin=a, row_end=b) for a, b in ranges]
+    # PLUGIN rows are summed one by one, so a cut changes only the order of the double additions; the LSCV
+    # kernels also regroup the rows at a cut before summing their vector accumulators (float32: ~1e-7).
+    assert math.fsum(parts) == pytest.approx(whole, rel=1e-12 if not sequential else 1e-10)
+    z = rng.standard_normal((n, 3)).astype(dtype)
+    scales = np.geomspace(0.1, 10.0, 4)
+    A, D = _native.lscv_pair_sums(z, scales, 2.8, True, **kw)
+    sliced = [_native.lscv_pair_sums(z, scales, 2.8, True, **kw, row_begin=a, row_end=b) for a, b in ranges]
+    rel = TOL[dtype] if not sequential else 1e-10
+    np.testing.assert_allclose(sum(s[0] for s in sliced), A, rtol=rel)
+    np.testing.assert_allclose(sum(s[1] for s in sliced), D, rtol=rel)
+    a, m = _native.lscv_moments(z, 2.8, **kw)
+    sliced = [_native.lscv_moments(z, 2.8, **kw, row_begin=a_, row_end=b) for a_, b in ranges]
+    assert sum(s[0] for s in sliced) == pytest.approx(a, rel=rel)
+    np.testing.assert_allclose(sum(s[1] for s in sliced), m, rtol=rel, atol=rel * np.abs(m).max())
+    # An empty range is 0; row_end None is n; a range past n is refused.
+    assert _native.plugin_pair_sum(x, 0.4, 6, **kw, row_begin=5, row_end=5) == 0.0
+    assert _native.plugin_pair_sum(x, 0.4, 6, **kw, row_begin=0, row_end=None) == whole
+    with pytest.raises(ValueError, match="row range"):
+        _native.plugin_pair_sum(x, 0.4, 6, **kw, row_begin=n + 1)
+    with pytest.raises(ValueError, match="row range"):
+        _native.lscv_moments(z, 2.8, **kw, row_begin=10, row_end=5)
