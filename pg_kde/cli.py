@@ -5,7 +5,7 @@
     pg-kde refresh --dsn DSN --stale
     pg-kde list --dsn DSN
     pg-kde drop --dsn DSN TABLE.COLUMN ...
-    pg-kde server start|stop|status [--dir DIR] [--port PORT]
+    pg-kde server start|stop|status|destroy [--dir DIR] [--port PORT]
 
 --dsn defaults to $PG_KDE_DSN, else the local server of the current directory.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 
 from . import admin, server
@@ -48,7 +49,8 @@ def main(argv=None) -> int:
             p.add_argument("--grid-size", type=int)
             p.add_argument("--backend")
     p = sub.add_parser("server", help="the embedded local PostgreSQL for demos and tests")
-    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("action", choices=["start", "stop", "status", "destroy"],
+                   help="destroy stops the server and deletes its databases and state")
     p.add_argument("--dir", default=".", help="working directory whose .pg_kde/ holds the server state")
     p.add_argument("--port", type=int)
     args = parser.parse_args(argv)
@@ -59,10 +61,13 @@ def main(argv=None) -> int:
         elif args.command == "server":
             if args.action == "start":
                 cluster = server.start(args.dir, port=args.port)
-                print(f"running; connect with: psql '{cluster.dsn()}'")
+                print(f"running; connect with: psql {shlex.quote(cluster.dsn())}")
                 print(f"stop it with: pg-kde server stop --dir {args.dir}")
             elif args.action == "stop":
                 print("stopped" if server.stop(args.dir) else "not running")
+            elif args.action == "destroy":
+                server.destroy(args.dir)
+                print("destroyed")
             else:
                 print(json.dumps(server.status(args.dir), indent=2))
         else:

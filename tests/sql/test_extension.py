@@ -175,11 +175,12 @@ def test_privileges(db, database, table):
     refresh(db, table, "secret")
     suffix = uuid.uuid4().hex[:6]
     reader, outsider = f"kde_reader_{suffix}", f"kde_outsider_{suffix}"
+    password = uuid.uuid4().hex  # the server may require passwords (pg_kde.server's local one does)
     for role in (reader, outsider):
-        db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        db.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(password)))
     db.execute(sql.SQL("GRANT SELECT (x) ON {} TO {}").format(sql.Identifier(table), sql.Identifier(reader)))
     try:
-        with psycopg.connect(database, user=reader, autocommit=True) as conn:
+        with psycopg.connect(database, user=reader, password=password, autocommit=True) as conn:
             assert approx(conn, "approx_count", table, "x", 0, 0.5) == pytest.approx(500, abs=5)
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 approx(conn, "approx_count", table, "secret", 5, 6)
@@ -188,7 +189,7 @@ def test_privileges(db, database, table):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):  # refreshing needs a grant
                 refresh(conn, table, "x")
         db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(sql.Identifier(reader)))
-        with psycopg.connect(database, user=reader, autocommit=True) as conn:
+        with psycopg.connect(database, user=reader, password=password, autocommit=True) as conn:
             assert refresh(conn, table, "x")["rows"] == 1000
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 refresh(conn, table, "secret")
@@ -196,7 +197,7 @@ def test_privileges(db, database, table):
             gone = conn.execute("DELETE FROM kde_synopsis WHERE relid = %s::regclass AND cols = '{secret}'", (table,))
             assert gone.rowcount == 0
         assert db.execute("SELECT count(*) FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()[0] == 2
-        with psycopg.connect(database, user=outsider, autocommit=True) as conn:
+        with psycopg.connect(database, user=outsider, password=password, autocommit=True) as conn:
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 approx(conn, "approx_count", table, "x", 0, 1)
             assert conn.execute("SELECT count(*) FROM kde_synopses").fetchone()[0] == 0
@@ -288,10 +289,10 @@ def test_pg_dump_keeps_synopses(server_dsn, database, db, table):
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {target}")
     try:
-        info = psycopg.conninfo.conninfo_to_dict(database)
-        args = [f"--host={info['host']}", f"--port={info['port']}", f"--username={info['user']}"]
-        dump = subprocess.run(["pg_dump", *args, "--format=custom", info["dbname"]], capture_output=True, check=True)
-        subprocess.run(["pg_restore", *args, f"--dbname={target}"], input=dump.stdout, capture_output=True, check=True)
+        # The whole DSN, so its password or password file (pg_kde.server's local cluster) comes along.
+        dump = subprocess.run(["pg_dump", f"--dbname={database}", "--format=custom"], capture_output=True, check=True)
+        restore_dsn = psycopg.conninfo.make_conninfo(database, dbname=target)
+        subprocess.run(["pg_restore", f"--dbname={restore_dsn}"], input=dump.stdout, capture_output=True, check=True)
         with psycopg.connect(psycopg.conninfo.make_conninfo(database, dbname=target), autocommit=True) as conn:
             assert approx(conn, "approx_count", table, "x", 0.2, 0.7) == pytest.approx(expected, rel=1e-12)
     finally:
