@@ -208,8 +208,6 @@ def _best_ms(conn, query, runs):
 
 
 def extension_demo(args) -> int:
-    from psycopg import sql
-
     local = not args.dsn
     if local:
         try:
@@ -240,7 +238,8 @@ def extension_demo(args) -> int:
             heavy = f", {summary['heavy_values']} heavy values" if "heavy_values" in summary else ""
             print(f"  {table}.{name}: {summary['rows']} rows{heavy}, {kind}, {summary['seconds']:.2f} s")
         print()
-        kde_schema = sql.Identifier(admin.extension_schema(conn)).as_string(conn)
+        # quote_ident quotes the schema only where SQL needs it: public stays public.
+        (kde_schema,) = conn.execute("SELECT pg_catalog.quote_ident(%s)", (admin.extension_schema(conn),)).fetchone()
         queries = [(what, exact_sql, approx_sql.format(kde=kde_schema), planner_sql)
                    for what, exact_sql, approx_sql, planner_sql in QUERIES]
         print("example queries, exact and approximate:")
