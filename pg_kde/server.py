@@ -358,10 +358,17 @@ def start(workdir: str | os.PathLike = ".", port: int | None = None) -> Cluster:
     passfile = Path(recorded.passfile) if recorded else state_dir / "pgpass"
     bindir = pg_bindir()
     if not (base / "data" / "PG_VERSION").exists():
-        password = _initdb(bindir, base)
+        try:
+            password = _initdb(bindir, base)
+        except ServerError:
+            if recorded is None:  # a directory we just made: do not leave it behind
+                shutil.rmtree(base, ignore_errors=True)
+            raise
         _write_private_file(passfile, f"*:*:*:{SERVER_USER}:{password}\n")
     cluster = Cluster(str(workdir), str(base), port or (recorded.port if recorded else _free_port()),
                       server_python_path(base), str(passfile))
+    # Recorded before starting, so a failed start is retried in the same directory (or destroyed).
+    _write_private_file(_state_file(workdir), json.dumps(asdict(cluster), indent=2))
     env = dict(os.environ, PYTHONPATH=cluster.python_path)
     # The socket only, in the private base, and closed to other users even if the base were not.
     options = (f"-p {cluster.port} -k {shlex.quote(str(base))} -c listen_addresses='' "
@@ -371,7 +378,6 @@ def start(workdir: str | os.PathLike = ".", port: int | None = None) -> Cluster:
     if result.returncode != 0:
         log = cluster.log.read_text()[-2000:] if cluster.log.exists() else ""
         raise ServerError(f"the local PostgreSQL did not start:\n{result.stdout}{result.stderr}\n{log}")
-    _write_private_file(_state_file(workdir), json.dumps(asdict(cluster), indent=2))
     return cluster
 
 
