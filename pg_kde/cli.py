@@ -47,8 +47,10 @@ def _dsn(args) -> str:
 
 def _connect(dsn: str):
     """admin.connect, with a bad connection string or a refused connection turned into a CommandError."""
-    import psycopg
-
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise CommandError("this command needs psycopg 3", hint="pip install 'pg_kde[admin]'") from exc
     try:
         psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
