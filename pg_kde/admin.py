@@ -18,6 +18,15 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
+#: kde_refresh's named options and their SQL types: :func:`refresh` accepts only these names and casts
+#: each value to its type.
+REFRESH_OPTIONS = {"method": "text", "sample_size": "integer", "grid_size": "integer", "backend": "text"}
+
+
+class ExtensionNotInstalledError(RuntimeError):
+    """pg_kde is not installed in the connected database; ``hint`` says how to install it."""
+
+    hint = "CREATE EXTENSION pg_kde CASCADE"
 
 
 def extension_files() -> list:
@@ -51,6 +60,21 @@ def connect(dsn: str, **kwargs):
     return psycopg.connect(dsn, autocommit=True, **kwargs)
 
 
+def extension_schema(conn) -> str:
+    """The schema pg_kde is installed in; ExtensionNotInstalledError when it is not installed.
+
+    Every statement of this module names that schema and casts its arguments to the parameters' types,
+    so no function, view or operator another role put in a schema on the connection's search_path (an
+    overload of kde_refresh taking integers, say) is called instead of pg_kde's."""
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n "
+        "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace WHERE e.extname OPERATOR(pg_catalog.=) 'pg_kde'"
+    ).fetchone()
+    if row is None:
+        raise ExtensionNotInstalledError(f"pg_kde is not installed in database {conn.info.dbname}")
+    return row[0]
+
+
 def parse_target(text: str):
     """'schema.table.column' or 'table.column' -> ('schema.table' or 'table', 'column'); a pair of
     columns 'table.a,b' -> ('table', ['a', 'b'])."""
@@ -74,19 +98,33 @@ def progress_bar(i: int, total: int, target: str, seconds: float, *, width: int 
     sys.stderr.flush()
 
 
+def _sql():
+    from psycopg import sql  # psycopg is there: the caller passed one of its connections
+
+    return sql
+
+
 def refresh(conn, targets: Iterable, progress: Optional[Callable] = None, **options) -> list:
     """kde_refresh each (table, column), one transaction each; ``progress(i, total, target, seconds)``
-    is called after each. Options are kde_refresh's named arguments (method, sample_size, grid_size,
-    backend). Returns the summaries."""
+    is called after each. Options are kde_refresh's named arguments (:data:`REFRESH_OPTIONS`: method,
+    sample_size, grid_size, backend); another name is a ValueError. Returns the summaries."""
+    unknown = sorted(set(options) - set(REFRESH_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown kde_refresh option {', '.join(map(repr, unknown))}; "
+                         f"valid options: {', '.join(REFRESH_OPTIONS)}")
+    sql = _sql()
+    function = sql.Identifier(extension_schema(conn), "kde_refresh")
+    named = [sql.SQL("{} => {}::{}").format(sql.Identifier(name), sql.Placeholder(name),
+                                            sql.SQL(REFRESH_OPTIONS[name])) for name in options]
     targets = list(targets)
-    names = ", ".join(f"{k} => %({k})s" for k in options)
     summaries = []
     for i, (table, column) in enumerate(targets, 1):
         started = time.perf_counter()
-        cast = "::text[]" if isinstance(column, list) else "::text"
-        sql = f"SELECT kde_refresh(%(table)s::regclass, %(column)s{cast}" + (", " + names if names else "") + ")"
+        column_argument = "%(column)s::text[]" if isinstance(column, list) else "%(column)s::text"
+        arguments = [sql.SQL("%(table)s::regclass"), sql.SQL(column_argument), *named]
+        query = sql.SQL("SELECT {}({})").format(function, sql.SQL(", ").join(arguments))
         with conn.transaction():
-            summaries.append(conn.execute(sql, {"table": table, "column": column, **options}).fetchone()[0])
+            summaries.append(conn.execute(query, {"table": table, "column": column, **options}).fetchone()[0])
         if progress:
             name = ",".join(column) if isinstance(column, list) else column
             progress(i, len(targets), f"{table}.{name}", time.perf_counter() - started)
@@ -94,28 +132,41 @@ def refresh(conn, targets: Iterable, progress: Optional[Callable] = None, **opti
 
 
 def refresh_stale(conn) -> int:
-    return conn.execute("SELECT kde_refresh_stale()").fetchone()[0]
+    """kde_refresh_stale(): refresh every stale synopsis the role may refresh; returns how many."""
+    sql = _sql()
+    query = sql.SQL("SELECT {}()").format(sql.Identifier(extension_schema(conn), "kde_refresh_stale"))
+    return conn.execute(query).fetchone()[0]
 
 
 def list_synopses(conn) -> list:
-    cur = conn.execute(
+    """The rows of the kde_synopses view (one dict per synopsis the role may read), by relation."""
+    sql = _sql()
+    query = sql.SQL(
         "SELECT relid::text AS relation, cols, method, n_rows, heavy_values, kde_rows, bytes, "
-        "round(extract(epoch FROM age)::numeric, 1) AS age_s, rows_modified, stale FROM kde_synopses "
+        "pg_catalog.round(extract(epoch FROM age)::numeric, 1) AS age_s, rows_modified, stale FROM {} "
         "ORDER BY relid::text, cols"
-    )
+    ).format(sql.Identifier(extension_schema(conn), "kde_synopses"))
+    cur = conn.execute(query)
     cols = [d.name for d in cur.description]
     return [dict(zip(cols, row)) for row in cur.fetchall()]
 
 
 def drop(conn, table: str, column) -> bool:
     """Delete the synopsis of (table, column), or of a pair given as a list; False if there was none."""
+    sql = _sql()
+    schema = extension_schema(conn)
+    # OPERATOR(pg_catalog.=): an "=" for (regclass, regclass) or (text[], text[]) in a schema on the
+    # search_path would match exactly and be chosen over pg_catalog's.
     if isinstance(column, list):
-        cur = conn.execute(
-            "DELETE FROM kde_synopsis_2d WHERE relid = %s::regclass AND cols IN (%s::text[], %s::text[])",
-            (table, column, column[::-1]),
-        )
+        query = sql.SQL(
+            "DELETE FROM {} WHERE relid OPERATOR(pg_catalog.=) %s::regclass "
+            "AND (cols OPERATOR(pg_catalog.=) %s::text[] OR cols OPERATOR(pg_catalog.=) %s::text[])"
+        ).format(sql.Identifier(schema, "kde_synopsis_2d"))
+        cur = conn.execute(query, (table, column, column[::-1]))
     else:
-        cur = conn.execute(
-            "DELETE FROM kde_synopsis WHERE relid = %s::regclass AND cols = ARRAY[%s]::text[]", (table, column)
-        )
+        query = sql.SQL(
+            "DELETE FROM {} WHERE relid OPERATOR(pg_catalog.=) %s::regclass "
+            "AND cols OPERATOR(pg_catalog.=) ARRAY[%s::text]"
+        ).format(sql.Identifier(schema, "kde_synopsis"))
+        cur = conn.execute(query, (table, column))
     return cur.rowcount > 0

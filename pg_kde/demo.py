@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shlex
 import time
 import warnings
 
@@ -164,31 +165,36 @@ def _density_picture(x, grid, density, result, out_dir="demo-output"):
 
 
 #: (what is asked, exact SQL, pg_kde SQL returning (estimate, low, high) or the estimate alone, planner
-#: predicate or None)
+#: predicate or None). ``{kde}`` stands for pg_kde's schema: the calls name it and cast their bounds to
+#: float8, so an overload in another schema on the search_path (one taking integers, say) is never called.
 F, W = "kde_demo.flights", "kde_demo.weather"
 QUERIES = [
     ("flights with 0 <= dep_delay <= 30",
      f"SELECT count(*) FROM {F} WHERE dep_delay BETWEEN 0 AND 30",
-     f"SELECT * FROM approx_count_ci('{F}', 'dep_delay', 0, 30)", f"{F} WHERE dep_delay BETWEEN 0 AND 30"),
+     f"SELECT * FROM {{kde}}.approx_count_ci('{F}', 'dep_delay', 0::float8, 30::float8)",
+     f"{F} WHERE dep_delay BETWEEN 0 AND 30"),
     ("total distance of flights of 500-1000 miles",
      f"SELECT sum(distance) FROM {F} WHERE distance BETWEEN 500 AND 1000",
-     f"SELECT * FROM approx_sum_ci('{F}', 'distance', 500, 1000)", None),
+     f"SELECT * FROM {{kde}}.approx_sum_ci('{F}', 'distance', 500::float8, 1000::float8)", None),
     ("average air_time of flights in the air 100-200 min",
      f"SELECT avg(air_time) FROM {F} WHERE air_time BETWEEN 100 AND 200",
-     f"SELECT approx_avg('{F}', 'air_time', 100, 200)", None),
+     f"SELECT {{kde}}.approx_avg('{F}', 'air_time', 100::float8, 200::float8)", None),
     ("weather hours with 40 <= humid <= 60",
      f"SELECT count(*) FROM {W} WHERE humid BETWEEN 40 AND 60",
-     f"SELECT * FROM approx_count_ci('{W}', 'humid', 40, 60)", f"{W} WHERE humid BETWEEN 40 AND 60"),
+     f"SELECT * FROM {{kde}}.approx_count_ci('{W}', 'humid', 40::float8, 60::float8)",
+     f"{W} WHERE humid BETWEEN 40 AND 60"),
     ("weather hours with 30 <= temp <= 50 (F)",
      f"SELECT count(*) FROM {W} WHERE temp BETWEEN 30 AND 50",
-     f"SELECT * FROM approx_count_ci('{W}', 'temp', 30, 50)", f"{W} WHERE temp BETWEEN 30 AND 50"),
+     f"SELECT * FROM {{kde}}.approx_count_ci('{W}', 'temp', 30::float8, 50::float8)",
+     f"{W} WHERE temp BETWEEN 30 AND 50"),
     ("flights of 500-1500 miles AND 60-180 min in the air",
      f"SELECT count(*) FROM {F} WHERE distance BETWEEN 500 AND 1500 AND air_time BETWEEN 60 AND 180",
-     f"SELECT approx_count('{F}', 'distance', 500, 1500, 'air_time', 60, 180)",
+     f"SELECT {{kde}}.approx_count('{F}', 'distance', 500::float8, 1500::float8, "
+     "'air_time', 60::float8, 180::float8)",
      f"{F} WHERE distance BETWEEN 500 AND 1500 AND air_time BETWEEN 60 AND 180"),
     ("total air_time of flights of 1000-2000 miles",
      f"SELECT sum(air_time) FROM {F} WHERE distance BETWEEN 1000 AND 2000",
-     f"SELECT approx_sum('{F}', 'air_time', 'distance', 1000, 2000)", None),
+     f"SELECT {{kde}}.approx_sum('{F}', 'air_time', 'distance', 1000::float8, 2000::float8)", None),
 ]
 
 
@@ -210,7 +216,7 @@ def extension_demo(args) -> int:
             print(f"(could not install the extension files: {exc}; continuing with what the server has)")
         cluster = server.start(".")
         dsn = cluster.dsn()
-        print(f"embedded PostgreSQL running: psql '{dsn}'")
+        print(f"embedded PostgreSQL running: psql {shlex.quote(dsn)}")
     else:
         dsn = args.dsn
         print("using the PostgreSQL given by --dsn / PG_KDE_DSN")
@@ -232,13 +238,17 @@ def extension_demo(args) -> int:
             heavy = f", {summary['heavy_values']} heavy values" if "heavy_values" in summary else ""
             print(f"  {table}.{name}: {summary['rows']} rows{heavy}, {kind}, {summary['seconds']:.2f} s")
         print()
+        # quote_ident quotes the schema only where SQL needs it: public stays public.
+        (kde_schema,) = conn.execute("SELECT pg_catalog.quote_ident(%s)", (admin.extension_schema(conn),)).fetchone()
+        queries = [(what, exact_sql, approx_sql.format(kde=kde_schema), planner_sql)
+                   for what, exact_sql, approx_sql, planner_sql in QUERIES]
         print("example queries, exact and approximate:")
-        for number, (what, exact_sql, approx_sql, _) in enumerate(QUERIES, start=1):
+        for number, (what, exact_sql, approx_sql, _) in enumerate(queries, start=1):
             print(f"  {number}. {what}\n       exact:  {exact_sql}\n       pg_kde: {approx_sql}")
         print()
         head = ("#", "exact", "approximate [95% interval]", "error", "planner", "exact ms", "approx ms", "speed-up")
         table_rows = []
-        for number, (what, exact_sql, approx_sql, planner_sql) in enumerate(QUERIES, start=1):
+        for number, (what, exact_sql, approx_sql, planner_sql) in enumerate(queries, start=1):
             exact_ms, (exact,) = _best_ms(conn, exact_sql, 3)
             _best_ms(conn, approx_sql, 1)  # warm the backend's function cache
             approx_ms, answer = _best_ms(conn, approx_sql, 5)

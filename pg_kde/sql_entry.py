@@ -218,13 +218,22 @@ def _choose_method(method: str, d: int, for_counts: bool) -> str:
     return method
 
 
+def interrupt_check(plpy):
+    """The check the numerical work calls between its bounded slices: pg_sleep(0) runs PostgreSQL's
+    CHECK_FOR_INTERRUPTS, so a pending statement_timeout, pg_cancel_backend or pg_terminate_backend raises
+    (or ends the backend) there, within one slice (~50 ms) of the request."""
+    plan = plpy.prepare("SELECT pg_catalog.pg_sleep(0)")
+    return lambda: plpy.execute(plan)
+
+
 def _select_bandwidth(plpy, sample: np.ndarray, method: str, backend: str, required: bool = True):
     """Run a selector, passing its warnings on as PostgreSQL warnings. When it rejects the data, raise
     the error, or with ``required=False`` warn and return None."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = bandwidth.select(sample, method=method, backend=backend, dtype="float32")
+            result = bandwidth.select(sample, method=method, backend=backend, dtype="float32",
+                                      interrupt=interrupt_check(plpy))
         except (BackendUnavailableError, DeviceOutOfMemoryError) as exc:  # the backend asked for cannot run
             _fail(f"pg_kde: {exc}")
         except ValueError as exc:
@@ -356,7 +365,8 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, ext
             rows_in[k] += float(r["n"])
             sums_in[k] += float(r["s"])
             offsets_in[k] += float(r["t"])
-        density = grid_density(points, point_weights(rows_in, np.clip(offsets_in, 0.0, rows_in)), h)
+        density = grid_density(points, point_weights(rows_in, np.clip(offsets_in, 0.0, rows_in)), h,
+                               interrupt=interrupt_check(plpy))
         grid = points.tolist()
         cell_count, cell_sum, kde_mass = cell_prefix(rows_in), cell_prefix(sums_in), density.tolist()
         cell_offset = cell_prefix(np.clip(offsets_in, 0.0, rows_in))
@@ -529,7 +539,7 @@ def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, ba
         t1[i, j] += float(r["t1"])
         t2[i, j] += float(r["t2"])
         t12[i, j] += float(r["t12"])
-    masses = smooth_masses_2d(bilinear_weights(rows_in, t1, t2, t12), (1.0, 1.0), H)
+    masses = smooth_masses_2d(bilinear_weights(rows_in, t1, t2, t12), (1.0, 1.0), H, interrupt=interrupt_check(plpy))
     sat = lambda a: summed_area(a).ravel().tolist()  # noqa: E731 - row-major (m1, m2)
 
     seconds = time.perf_counter() - started

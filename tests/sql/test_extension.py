@@ -244,10 +244,10 @@ def test_pg_dump_keeps_synopses(server_dsn, database, db, table):
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {target}")
     try:
-        info = psycopg.conninfo.conninfo_to_dict(database)
-        args = [f"--host={info['host']}", f"--port={info['port']}", f"--username={info['user']}"]
-        dump = subprocess.run(["pg_dump", *args, "--format=custom", info["dbname"]], capture_output=True, check=True)
-        subprocess.run(["pg_restore", *args, f"--dbname={target}"], input=dump.stdout, capture_output=True, check=True)
+        # The whole DSN, so its password or password file (pg_kde.server's local cluster) comes along.
+        dump = subprocess.run(["pg_dump", f"--dbname={database}", "--format=custom"], capture_output=True, check=True)
+        restore_dsn = psycopg.conninfo.make_conninfo(database, dbname=target)
+        subprocess.run(["pg_restore", f"--dbname={restore_dsn}"], input=dump.stdout, capture_output=True, check=True)
         with psycopg.connect(psycopg.conninfo.make_conninfo(database, dbname=target), autocommit=True) as conn:
             assert approx(conn, "approx_count", table, "x", 0.2, 0.7) == pytest.approx(expected, rel=1e-12)
     finally:

@@ -1,6 +1,9 @@
 """The security and reliability model on a real PostgreSQL: row-level security, schema changes, staleness,
 validated catalog rows, schema USAGE, refresh serialisation, errors without tracebacks, extreme values."""
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -436,3 +439,32 @@ def test_overloads_in_a_schema_on_the_search_path_do_not_capture_calls(db, table
             db.execute("RESET search_path")
     finally:
         db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(ident(evil)))
+
+
+# ---------------------------------------------------------------------------------------------- cancellation
+def test_statement_timeout_stops_a_long_bandwidth_call(db, table):
+    db.execute(sql.SQL("CREATE TABLE {} AS SELECT random() * 100 AS x FROM generate_series(1, 600000)").format(ident(table)))
+    db.execute("SET statement_timeout = '2s'")
+    try:
+        started = time.perf_counter()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            db.execute("SELECT kde_bandwidth(%s::regclass, 'x', 'plugin', 'native', 600000)", (table,))
+        assert time.perf_counter() - started < 5  # about a second past the timeout, not the full O(n²) run
+    finally:
+        db.execute("RESET statement_timeout")
+
+
+def test_pg_cancel_backend_stops_a_large_grid_refresh(database, db, table):
+    db.execute(sql.SQL("CREATE TABLE {} AS SELECT random() * 100 AS x FROM generate_series(1, 300000)").format(ident(table)))
+    with psycopg.connect(database, autocommit=True) as victim:
+        pid = victim.info.backend_pid
+        timer = threading.Timer(3.0, lambda: db.execute("SELECT pg_cancel_backend(%s)", (pid,)))
+        started = time.perf_counter()
+        timer.start()
+        try:
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                victim.execute("SELECT kde_refresh(%s::regclass, 'x', grid_size => 65536)", (table,))
+        finally:
+            timer.cancel()
+        assert time.perf_counter() - started < 6
+    assert synopsis_rows(db, table) == []  # nothing was written

@@ -3,6 +3,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 from pg_kde import server
 
 
@@ -28,3 +30,10 @@ def test_readable_site_packages_are_used_in_place(tmp_path, monkeypatch):
 
     assert server.server_python_path(tmp_path) == str(Path(pg_kde.__file__).resolve().parent.parent)
     assert not (tmp_path / "python").exists()
+
+
+def test_dsn_names_the_password_file_and_quotes_paths():
+    cluster = server.Cluster("/w", "/tmp/a dir/it's", 5433, "/p", "/w/.pg_kde/pgpass")
+    assert cluster.dsn("db") == r"host='/tmp/a dir/it\'s' port=5433 dbname=db user=postgres passfile=/w/.pg_kde/pgpass"
+    psycopg = pytest.importorskip("psycopg")
+    assert psycopg.conninfo.conninfo_to_dict(cluster.dsn())["host"] == "/tmp/a dir/it's"
