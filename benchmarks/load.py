@@ -77,9 +77,9 @@ def run(dsn: str, clients: int, seconds: int) -> dict:
             for line in log.read_text().splitlines():
                 latencies.append(int(line.split()[2]) / 1000.0)  # microseconds -> ms
     tps = next(float(line.split("=")[1].split()[0]) for line in out.stdout.splitlines() if line.startswith("tps"))
-    failed = next((line for line in out.stdout.splitlines() if "failed" in line), "")
+    failed = next((line.split(":")[1].split()[0] for line in out.stdout.splitlines() if "failed transactions" in line), "0")
     return {"clients": clients, "calls_per_s": tps, "p50_ms": statistics.median(latencies),
-            "p95_ms": float(np.percentile(latencies, 95)), "calls": len(latencies), "failed": failed.strip()}
+            "p95_ms": float(np.percentile(latencies, 95)), "calls": len(latencies), "failed": failed}
 
 
 def main() -> None:
@@ -118,7 +118,7 @@ def main() -> None:
              "| clients | version | calls/s | p50 ms | p95 ms | calls | failed |", "|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['clients']} | {r['version']} | {r['calls_per_s']:.0f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | "
-                     f"{r['calls']} | {r['failed'] or '0'} |")
+                     f"{r['calls']} | {r['failed']} |")
     for clients in sorted({r["clients"] for r in results}):
         old, new = (next(r for r in results if r["clients"] == clients and r["version"] == v) for v in (PREVIOUS, __version__))
         lines.append("")
