@@ -96,7 +96,7 @@ def _check_version(plpy, GD, extversion: str) -> None:
 
 
 def _relation(plpy, relid):
-    """(quoted name, relkind) of a relation the caller may build a synopsis of: it exists, is a table,
+    """(quoted name, relkind, quoted extension schema) of a relation the caller may build a synopsis of: it exists, is a table,
     view or materialized view, is not temporary, and no row-level security hides rows of it from the caller
     (a synopsis built from the rows one role sees would be served to every reader)."""
     if relid is None:
@@ -117,25 +117,21 @@ def _relation(plpy, relid):
         _fail(f"pg_kde: {name} is a temporary table; synopses are for tables other sessions can read",
               sqlstate="42809")
     schema = _extension_schema(plpy)
-    hidden = plpy.execute(plpy.prepare(f"SELECT {schema}._kde_rows_hidden($1) AS h", ["oid"]), [relid])[0]["h"]
-    if hidden:
-        _fail(f"pg_kde: row-level security hides rows of {name} from role {_current_user(plpy)}; a synopsis built "
+    hidden = plpy.execute(plpy.prepare(f"SELECT {schema}._kde_rows_hidden($1) AS h, "
+                                       "pg_catalog.quote_ident(current_user::text) AS role", ["oid"]), [relid])[0]
+    if hidden["h"]:
+        _fail(f"pg_kde: row-level security hides rows of {name} from role {hidden['role']}; a synopsis built "
               "from them would be served to every reader", sqlstate="42501",
               hint="Refresh as a role its policies do not apply to (the table owner, or a role with BYPASSRLS); "
                    "a view over a table with row-level security gets no synopsis.")
-    return name, kind
+    return name, kind, schema
 
 
-def _current_user(plpy) -> str:
-    return plpy.execute("SELECT pg_catalog.quote_ident(current_user::text) AS u")[0]["u"]
-
-
-def _columns(plpy, relid: int, rel: str, cols) -> tuple:
+def _columns(plpy, schema: str, relid: int, rel: str, cols) -> tuple:
     """Quoted names, numbers and types of the given numeric columns, after the SQL side's checks (schema
     USAGE, the columns exist, SELECT on each, no row-level security)."""
     if not cols or any(c is None for c in cols):
         _fail("pg_kde: the column arguments must not be NULL or empty", sqlstate="22004")
-    schema = _extension_schema(plpy)
     ident = plpy.execute(plpy.prepare(f"SELECT attnums, coltypes FROM {schema}._kde_columns($1, $2)",
                                       ["oid", "text[]"]), [relid, list(cols)])[0]
     categories = plpy.execute(
@@ -253,10 +249,10 @@ def choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extver
 
 def _choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extversion) -> str:
     _check_version(plpy, GD, extversion)
-    rel, kind = _relation(plpy, relid)
+    rel, kind, schema = _relation(plpy, relid)
     if sample_size is None or sample_size < 2:
         _fail("pg_kde: sample_size must be at least 2")
-    exprs, _, _ = _columns(plpy, relid, rel, cols)
+    exprs, _, _ = _columns(plpy, schema, relid, rel, cols)
     _check_sample_size(plpy, sample_size, len(cols))
     try:
         chosen = _choose_method(method, len(cols), for_counts=False)
@@ -281,13 +277,13 @@ def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extv
 def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extversion) -> str:
     started = time.perf_counter()
     _check_version(plpy, GD, extversion)
-    rel, kind = _relation(plpy, relid)
+    rel, kind, schema = _relation(plpy, relid)
     if cols is not None and len(cols) == 2:
-        return _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, backend, started)
+        return _refresh_2d(plpy, schema, relid, rel, kind, cols, method, sample_size, grid_size, backend, started)
     if cols is not None and len(cols) != 1:
         _fail("pg_kde: synopses cover one column or a pair of columns")
-    (col,), attnums, coltypes = _columns(plpy, relid, rel, cols)
-    chosen, schema, state = _refresh_start(plpy, relid, cols, method, sample_size, grid_size, (16, 65536))
+    (col,), attnums, coltypes = _columns(plpy, schema, relid, rel, cols)
+    chosen, state = _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, (16, 65536))
 
     x = f"({col})::float8"
     stats = plpy.execute(
@@ -422,10 +418,10 @@ def _selection_unit(values: np.ndarray) -> float:
     return 1.0 if top < 2.0**500 else math.ldexp(1.0, math.frexp(top)[1])
 
 
-def _refresh_start(plpy, relid, cols, method, sample_size, grid_size, grid_range):
+def _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, grid_range):
     """Checks shared by 1-D and 2-D refreshes. Serialises refreshes of the same synopsis by locking its
     catalog row (FOR UPDATE: only roles allowed to write the catalog can take it), and reads the table's
-    state for staleness before any scan. Returns (method to run, quoted extension schema, table state)."""
+    state for staleness before any scan. Returns (method to run, table state)."""
     if sample_size is None or sample_size < 100:
         _fail("pg_kde: sample_size must be at least 100")
     low, high = grid_range
@@ -436,14 +432,13 @@ def _refresh_start(plpy, relid, cols, method, sample_size, grid_size, grid_range
     except ValueError as exc:
         _fail(f"pg_kde: {exc}")
     _check_sample_size(plpy, sample_size, len(cols))
-    schema = _extension_schema(plpy)
     table = "kde_synopsis" if len(cols) == 1 else "kde_synopsis_2d"
     lock = plpy.prepare(f"SELECT 1 FROM {schema}.{table} WHERE relid = $1::oid::regclass AND cols = $2 FOR UPDATE",
                         ["oid", "text[]"])
     plpy.execute(lock, [relid, list(cols)])
     state = plpy.execute(plpy.prepare(f"SELECT mod_count, storage_id, pages FROM {schema}._kde_table_state($1)",
                                       ["oid"]), [relid])[0]
-    return chosen, schema, {"relid": relid, **state}
+    return chosen, {"relid": relid, **state}
 
 
 def _identity(state: dict, attnums, coltypes) -> dict:
@@ -466,14 +461,14 @@ def _upsert(plpy, schema: str, table: str, row: dict, types: dict) -> None:
     plpy.execute(plan, list(row.values()))
 
 
-def _refresh_2d(plpy, relid, rel, kind, cols, method, sample_size, grid_size, backend, started):
+def _refresh_2d(plpy, schema, relid, rel, kind, cols, method, sample_size, grid_size, backend, started):
     """A 2-D synopsis of a pair of columns on an equal-depth grid: exact summed-area tables of the grid
     cells' counts and sums (one scan), and a KDE in grid-index coordinates with a bandwidth matrix (LSCV_H
     by default) shaping the cells a box cuts."""
-    exprs, attnums, coltypes = _columns(plpy, relid, rel, cols)
+    exprs, attnums, coltypes = _columns(plpy, schema, relid, rel, cols)
     if cols[0] == cols[1]:
         _fail("pg_kde: a 2-D synopsis needs two different columns")
-    chosen, schema, state = _refresh_start(plpy, relid, cols, method, sample_size, grid_size, (8, 1024))
+    chosen, state = _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, (8, 1024))
 
     x1, x2 = (f"({e})::float8" for e in exprs)
     both = f"{exprs[0]} IS NOT NULL AND {exprs[1]} IS NOT NULL"

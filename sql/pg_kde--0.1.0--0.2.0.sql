@@ -42,31 +42,32 @@ AS $$
 $$;
 COMMENT ON FUNCTION _kde_table_state(regclass) IS 'pg_kde internal: what staleness compares';
 
--- Bind each row to its columns by name as they are now; rows of dropped tables or columns go.
-UPDATE kde_synopsis k SET attnums = q.nums, coltypes = q.types, built_relid = k.relid::oid,
-    storage_id = (SELECT st.storage_id FROM _kde_table_state(k.relid) st),
-    pages = (SELECT st.pages FROM _kde_table_state(k.relid) st)
-FROM (SELECT s.relid, s.cols, array_agg(a.attnum ORDER BY u.i) AS nums,
-             array_agg(format_type(a.atttypid, a.atttypmod) ORDER BY u.i) AS types, count(a.attnum) AS found
-      FROM kde_synopsis s CROSS JOIN LATERAL unnest(s.cols) WITH ORDINALITY AS u(name, i)
-      LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = s.relid AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped
-      GROUP BY s.relid, s.cols) q
-WHERE k.relid = q.relid AND k.cols = q.cols AND q.found = cardinality(k.cols);
-UPDATE kde_synopsis_2d k SET attnums = q.nums, coltypes = q.types, built_relid = k.relid::oid,
-    storage_id = (SELECT st.storage_id FROM _kde_table_state(k.relid) st),
-    pages = (SELECT st.pages FROM _kde_table_state(k.relid) st)
-FROM (SELECT s.relid, s.cols, array_agg(a.attnum ORDER BY u.i) AS nums,
-             array_agg(format_type(a.atttypid, a.atttypmod) ORDER BY u.i) AS types, count(a.attnum) AS found
-      FROM kde_synopsis_2d s CROSS JOIN LATERAL unnest(s.cols) WITH ORDINALITY AS u(name, i)
-      LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = s.relid AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped
-      GROUP BY s.relid, s.cols) q
-WHERE k.relid = q.relid AND k.cols = q.cols AND q.found = cardinality(k.cols);
-DELETE FROM kde_synopsis WHERE attnums IS NULL;
-DELETE FROM kde_synopsis_2d WHERE attnums IS NULL;
-ALTER TABLE kde_synopsis ALTER COLUMN attnums SET NOT NULL, ALTER COLUMN coltypes SET NOT NULL,
-    ALTER COLUMN built_relid SET NOT NULL, ALTER COLUMN pages SET NOT NULL;
-ALTER TABLE kde_synopsis_2d ALTER COLUMN attnums SET NOT NULL, ALTER COLUMN coltypes SET NOT NULL,
-    ALTER COLUMN built_relid SET NOT NULL, ALTER COLUMN pages SET NOT NULL;
+-- Bind each row to its columns by name as they are now (rows of dropped tables or columns go), with the
+-- table's state now as its staleness baseline.
+DO $bind$
+DECLARE
+    catalog text;
+BEGIN
+    FOREACH catalog IN ARRAY ARRAY['kde_synopsis', 'kde_synopsis_2d'] LOOP
+        EXECUTE format($q$
+            UPDATE %1$I k SET attnums = q.nums, coltypes = q.types, built_relid = k.relid::oid,
+                storage_id = q.storage_id, pages = q.pages
+            FROM (SELECT s.relid, s.cols, array_agg(a.attnum ORDER BY u.i) AS nums,
+                         array_agg(format_type(a.atttypid, a.atttypmod) ORDER BY u.i) AS types,
+                         count(a.attnum) AS found, min(st.storage_id) AS storage_id, min(st.pages) AS pages
+                  FROM %1$I s CROSS JOIN LATERAL unnest(s.cols) WITH ORDINALITY AS u(name, i)
+                  CROSS JOIN LATERAL _kde_table_state(s.relid) st
+                  LEFT JOIN pg_catalog.pg_attribute a
+                         ON a.attrelid = s.relid AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped
+                  GROUP BY s.relid, s.cols) q
+            WHERE k.relid = q.relid AND k.cols = q.cols AND q.found = cardinality(k.cols)
+            $q$, catalog);
+        EXECUTE format('DELETE FROM %I WHERE attnums IS NULL', catalog);
+        EXECUTE format('ALTER TABLE %I ALTER COLUMN attnums SET NOT NULL, ALTER COLUMN coltypes SET NOT NULL, '
+                       'ALTER COLUMN built_relid SET NOT NULL, ALTER COLUMN pages SET NOT NULL', catalog);
+    END LOOP;
+END
+$bind$;
 
 -- Catalog rows are validated on write: a malformed row (written by hand by a granted role) is refused
 -- instead of breaking every reader.
@@ -258,25 +259,25 @@ CREATE FUNCTION _kde_reconcile(relids oid[]) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    catalog text;
 BEGIN
-    DELETE FROM @extschema@.kde_synopsis k
-    WHERE (relids IS NULL OR k.relid::oid = ANY (relids)) AND NOT EXISTS (
-        SELECT 1 FROM (SELECT bool_and(r.attnum IS NOT NULL AND r.type = k.coltypes[r.i]) AS ok
-                       FROM @extschema@._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) r) q WHERE q.ok);
-    DELETE FROM @extschema@.kde_synopsis_2d k
-    WHERE (relids IS NULL OR k.relid::oid = ANY (relids)) AND NOT EXISTS (
-        SELECT 1 FROM (SELECT bool_and(r.attnum IS NOT NULL AND r.type = k.coltypes[r.i]) AS ok
-                       FROM @extschema@._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) r) q WHERE q.ok);
-    UPDATE @extschema@.kde_synopsis k SET cols = q.names, attnums = q.nums, built_relid = k.relid::oid
-    FROM (SELECT s.relid, s.cols, array_agg(r.name ORDER BY r.i) AS names, array_agg(r.attnum ORDER BY r.i) AS nums
-          FROM @extschema@.kde_synopsis s, @extschema@._kde_resolve(s.relid, s.cols, s.attnums, s.built_relid) r
-          WHERE relids IS NULL OR s.relid::oid = ANY (relids) GROUP BY s.relid, s.cols) q
-    WHERE k.relid = q.relid AND k.cols = q.cols AND (k.cols <> q.names OR k.attnums <> q.nums OR k.built_relid <> k.relid::oid);
-    UPDATE @extschema@.kde_synopsis_2d k SET cols = q.names, attnums = q.nums, built_relid = k.relid::oid
-    FROM (SELECT s.relid, s.cols, array_agg(r.name ORDER BY r.i) AS names, array_agg(r.attnum ORDER BY r.i) AS nums
-          FROM @extschema@.kde_synopsis_2d s, @extschema@._kde_resolve(s.relid, s.cols, s.attnums, s.built_relid) r
-          WHERE relids IS NULL OR s.relid::oid = ANY (relids) GROUP BY s.relid, s.cols) q
-    WHERE k.relid = q.relid AND k.cols = q.cols AND (k.cols <> q.names OR k.attnums <> q.nums OR k.built_relid <> k.relid::oid);
+    FOREACH catalog IN ARRAY ARRAY['kde_synopsis', 'kde_synopsis_2d'] LOOP
+        EXECUTE format($q$
+            DELETE FROM %1$I.%2$I k
+            WHERE ($1 IS NULL OR k.relid::oid = ANY ($1)) AND NOT EXISTS (
+                SELECT 1 FROM (SELECT bool_and(r.attnum IS NOT NULL AND r.type = k.coltypes[r.i]) AS ok
+                               FROM %1$I._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) r) q WHERE q.ok)
+            $q$, '@extschema@', catalog) USING relids;
+        EXECUTE format($q$
+            UPDATE %1$I.%2$I k SET cols = q.names, attnums = q.nums, built_relid = k.relid::oid
+            FROM (SELECT s.relid, s.cols, array_agg(r.name ORDER BY r.i) AS names, array_agg(r.attnum ORDER BY r.i) AS nums
+                  FROM %1$I.%2$I s, %1$I._kde_resolve(s.relid, s.cols, s.attnums, s.built_relid) r
+                  WHERE $1 IS NULL OR s.relid::oid = ANY ($1) GROUP BY s.relid, s.cols) q
+            WHERE k.relid = q.relid AND k.cols = q.cols
+              AND (k.cols <> q.names OR k.attnums <> q.nums OR k.built_relid <> k.relid::oid)
+            $q$, '@extschema@', catalog) USING relids;
+    END LOOP;
 END
 $$;
 COMMENT ON FUNCTION _kde_reconcile(oid[]) IS 'pg_kde internal: keep catalog rows in step with their columns';
@@ -684,11 +685,16 @@ CREATE FUNCTION _kde_on_sql_drop() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    catalog text;
 BEGIN
-    DELETE FROM @extschema@.kde_synopsis k USING pg_event_trigger_dropped_objects() d
-    WHERE d.classid = 'pg_class'::regclass AND d.objid = k.relid::oid AND (d.objsubid = 0 OR d.objsubid = ANY (k.attnums));
-    DELETE FROM @extschema@.kde_synopsis_2d k USING pg_event_trigger_dropped_objects() d
-    WHERE d.classid = 'pg_class'::regclass AND d.objid = k.relid::oid AND (d.objsubid = 0 OR d.objsubid = ANY (k.attnums));
+    FOREACH catalog IN ARRAY ARRAY['kde_synopsis', 'kde_synopsis_2d'] LOOP
+        EXECUTE format($q$
+            DELETE FROM %1$I.%2$I k USING pg_event_trigger_dropped_objects() d
+            WHERE d.classid = 'pg_class'::regclass AND d.objid = k.relid::oid
+              AND (d.objsubid = 0 OR d.objsubid = ANY (k.attnums))
+            $q$, '@extschema@', catalog);
+    END LOOP;
 EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint_violation THEN
     RAISE WARNING 'pg_kde: could not remove the synopses of dropped objects: %', SQLERRM;
 END

@@ -320,25 +320,25 @@ CREATE FUNCTION _kde_reconcile(relids oid[]) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    catalog text;
 BEGIN
-    DELETE FROM @extschema@.kde_synopsis k
-    WHERE (relids IS NULL OR k.relid::oid = ANY (relids)) AND NOT EXISTS (
-        SELECT 1 FROM (SELECT bool_and(r.attnum IS NOT NULL AND r.type = k.coltypes[r.i]) AS ok
-                       FROM @extschema@._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) r) q WHERE q.ok);
-    DELETE FROM @extschema@.kde_synopsis_2d k
-    WHERE (relids IS NULL OR k.relid::oid = ANY (relids)) AND NOT EXISTS (
-        SELECT 1 FROM (SELECT bool_and(r.attnum IS NOT NULL AND r.type = k.coltypes[r.i]) AS ok
-                       FROM @extschema@._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) r) q WHERE q.ok);
-    UPDATE @extschema@.kde_synopsis k SET cols = q.names, attnums = q.nums, built_relid = k.relid::oid
-    FROM (SELECT s.relid, s.cols, array_agg(r.name ORDER BY r.i) AS names, array_agg(r.attnum ORDER BY r.i) AS nums
-          FROM @extschema@.kde_synopsis s, @extschema@._kde_resolve(s.relid, s.cols, s.attnums, s.built_relid) r
-          WHERE relids IS NULL OR s.relid::oid = ANY (relids) GROUP BY s.relid, s.cols) q
-    WHERE k.relid = q.relid AND k.cols = q.cols AND (k.cols <> q.names OR k.attnums <> q.nums OR k.built_relid <> k.relid::oid);
-    UPDATE @extschema@.kde_synopsis_2d k SET cols = q.names, attnums = q.nums, built_relid = k.relid::oid
-    FROM (SELECT s.relid, s.cols, array_agg(r.name ORDER BY r.i) AS names, array_agg(r.attnum ORDER BY r.i) AS nums
-          FROM @extschema@.kde_synopsis_2d s, @extschema@._kde_resolve(s.relid, s.cols, s.attnums, s.built_relid) r
-          WHERE relids IS NULL OR s.relid::oid = ANY (relids) GROUP BY s.relid, s.cols) q
-    WHERE k.relid = q.relid AND k.cols = q.cols AND (k.cols <> q.names OR k.attnums <> q.nums OR k.built_relid <> k.relid::oid);
+    FOREACH catalog IN ARRAY ARRAY['kde_synopsis', 'kde_synopsis_2d'] LOOP
+        EXECUTE format($q$
+            DELETE FROM %1$I.%2$I k
+            WHERE ($1 IS NULL OR k.relid::oid = ANY ($1)) AND NOT EXISTS (
+                SELECT 1 FROM (SELECT bool_and(r.attnum IS NOT NULL AND r.type = k.coltypes[r.i]) AS ok
+                               FROM %1$I._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) r) q WHERE q.ok)
+            $q$, '@extschema@', catalog) USING relids;
+        EXECUTE format($q$
+            UPDATE %1$I.%2$I k SET cols = q.names, attnums = q.nums, built_relid = k.relid::oid
+            FROM (SELECT s.relid, s.cols, array_agg(r.name ORDER BY r.i) AS names, array_agg(r.attnum ORDER BY r.i) AS nums
+                  FROM %1$I.%2$I s, %1$I._kde_resolve(s.relid, s.cols, s.attnums, s.built_relid) r
+                  WHERE $1 IS NULL OR s.relid::oid = ANY ($1) GROUP BY s.relid, s.cols) q
+            WHERE k.relid = q.relid AND k.cols = q.cols
+              AND (k.cols <> q.names OR k.attnums <> q.nums OR k.built_relid <> k.relid::oid)
+            $q$, '@extschema@', catalog) USING relids;
+    END LOOP;
 END
 $$;
 COMMENT ON FUNCTION _kde_reconcile(oid[]) IS 'pg_kde internal: keep catalog rows in step with their columns';
@@ -1035,11 +1035,16 @@ CREATE FUNCTION _kde_on_sql_drop() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    catalog text;
 BEGIN
-    DELETE FROM @extschema@.kde_synopsis k USING pg_event_trigger_dropped_objects() d
-    WHERE d.classid = 'pg_class'::regclass AND d.objid = k.relid::oid AND (d.objsubid = 0 OR d.objsubid = ANY (k.attnums));
-    DELETE FROM @extschema@.kde_synopsis_2d k USING pg_event_trigger_dropped_objects() d
-    WHERE d.classid = 'pg_class'::regclass AND d.objid = k.relid::oid AND (d.objsubid = 0 OR d.objsubid = ANY (k.attnums));
+    FOREACH catalog IN ARRAY ARRAY['kde_synopsis', 'kde_synopsis_2d'] LOOP
+        EXECUTE format($q$
+            DELETE FROM %1$I.%2$I k USING pg_event_trigger_dropped_objects() d
+            WHERE d.classid = 'pg_class'::regclass AND d.objid = k.relid::oid
+              AND (d.objsubid = 0 OR d.objsubid = ANY (k.attnums))
+            $q$, '@extschema@', catalog);
+    END LOOP;
 EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint_violation THEN
     RAISE WARNING 'pg_kde: could not remove the synopses of dropped objects: %', SQLERRM;
 END
