@@ -38,7 +38,7 @@ import numpy as np
 import psycopg
 
 from pg_kde import admin, server
-from pg_kde.datasets import load_generated, load_nycflights
+from pg_kde.demo.datasets import load_generated, load_nycflights
 
 CLASSES = [0.001, 0.01, 0.1, 0.5]
 COLUMNS_1D = [("flights", "dep_delay"), ("flights", "distance"), ("flights", "air_time"), ("flights", "dep_time"),

@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 
 import pg_kde
-from pg_kde import _cuda, _native, bandwidth, kde
+from pg_kde import _native, bandwidth, kde
+from pg_kde.backend import cuda as _cuda
 
 # The paper's figures for the largest case of each experiment (ms): 4-core SSE CPU and GTX 480 GPU.
 PAPER = {
@@ -98,7 +99,7 @@ def cases(quick: bool):
             yield "lscv_H_objective", n, d
 
 
-def runner(experiment: str, n: int, d: int, backend: str, dtype: str):
+def runner(experiment: str, n: int, d: int, backend, dtype: str):
     rng = np.random.default_rng(n * 100 + d)
     if experiment == "plugin":
         x = rng.standard_normal(n)
@@ -234,13 +235,14 @@ def device_time_ms(fn, repeats: int) -> float:
     return best
 
 
-def cuda_runner(experiment: str, n: int, d: int, dtype: str):
+def cuda_runner(experiment: str, n: int, d: int, dtype: str, reduction: str = _cuda.DEFAULT_REDUCTION):
+    backend = pg_kde.get_backend("cuda", reduction=reduction)
     if experiment != "kde":
-        return runner(experiment, n, d, "cuda", dtype)
+        return runner(experiment, n, d, backend, dtype)
     rng = np.random.default_rng(n + d)
     sample, points = rng.standard_normal((n, d)), rng.standard_normal((n, d))
     H = bandwidth.normal_reference(sample).H
-    return lambda: kde.evaluate(points, sample, H, backend="cuda", dtype=dtype)
+    return lambda: kde.evaluate(points, sample, H, backend=backend, dtype=dtype)
 
 
 def kernel_cases(dtype: str, quick: bool):
@@ -293,52 +295,43 @@ def cuda_section(args, *, device=None, device_timer=None, kernels=None, make_bac
         "|---|---:|---:|" + "---:|" * len(strategies) + "---|",
     ]
     met_all = True
-    previous = os.environ.get("PG_KDE_CUDA_REDUCTION")
     totals = dict.fromkeys(strategies, 0.0)
-    try:
-        for key, target in targets.items():
-            experiment, n, d = key
-            if args.quick and n >= 1_000_000:
-                n = n // 4
-            times = {}
-            for strategy in strategies:
-                os.environ["PG_KDE_CUDA_REDUCTION"] = strategy
-                times[strategy], _ = time_call(cuda_runner(experiment, n, d, args.dtype), args.repeats)
-                totals[strategy] += times[strategy] / target
-            got = times[_cuda.DEFAULT_REDUCTION]
-            met = got <= target or args.quick
-            met_all &= met
-            paper = PAPER.get(key, (None, None))[1]
-            print(f"cuda {experiment} n={n} d={d}: " + ", ".join(f"{s} {t:.2f} ms" for s, t in times.items()), flush=True)
-            lines.append(
-                f"| {experiment} n={n} d={d} | {paper if paper is not None else '-'} | <= {target:g} | "
-                + " | ".join(f"{times[s]:.2f}" for s in strategies)
-                + f" | {'yes' if got <= target else 'NO'} |"
-            )
-        fastest = min(totals, key=totals.get)
-        lines += ["", f"Fastest strategy over these targets (sum of time / target): {fastest}.", ""]
-        os.environ["PG_KDE_CUDA_REDUCTION"] = _cuda.DEFAULT_REDUCTION
-        lines += [
-            "Device time of one primitive call (CUDA events, transfers included), and the share of the "
-            f"device's peak: FP32 {fp32_peak / 1e12:.1f} TFLOP/s (FMA = 2), SFU exp2 {sfu_peak / 1e12:.2f} T/s.",
-            "",
-            "| kernel | ms | exp2 / s | of SFU peak | FP32 op / s | of FP32 peak |",
-            "|---|---:|---:|---:|---:|---:|",
-        ]
-        be = make_backend()
-        for label, exps, flops, call in (kernels if kernels is not None else kernel_cases(args.dtype, args.quick)):
-            ms = device_timer(lambda: call(be), max(1, args.repeats // 2))
-            rate_e, rate_f = exps / (ms / 1e3), flops / (ms / 1e3)
-            print(f"cuda kernel {label}: {ms:.2f} ms", flush=True)
-            lines.append(
-                f"| {label} | {ms:.2f} | {rate_e:.3g} | {100 * rate_e / sfu_peak:.0f}% | {rate_f:.3g} | "
-                f"{100 * rate_f / fp32_peak:.0f}% |"
-            )
-    finally:
-        if previous is None:
-            os.environ.pop("PG_KDE_CUDA_REDUCTION", None)
-        else:
-            os.environ["PG_KDE_CUDA_REDUCTION"] = previous
+    for key, target in targets.items():
+        experiment, n, d = key
+        if args.quick and n >= 1_000_000:
+            n = n // 4
+        times = {}
+        for strategy in strategies:
+            times[strategy], _ = time_call(cuda_runner(experiment, n, d, args.dtype, strategy), args.repeats)
+            totals[strategy] += times[strategy] / target
+        got = times[_cuda.DEFAULT_REDUCTION]
+        met = got <= target or args.quick
+        met_all &= met
+        paper = PAPER.get(key, (None, None))[1]
+        print(f"cuda {experiment} n={n} d={d}: " + ", ".join(f"{s} {t:.2f} ms" for s, t in times.items()), flush=True)
+        lines.append(
+            f"| {experiment} n={n} d={d} | {paper if paper is not None else '-'} | <= {target:g} | "
+            + " | ".join(f"{times[s]:.2f}" for s in strategies)
+            + f" | {'yes' if got <= target else 'NO'} |"
+        )
+    fastest = min(totals, key=totals.get)
+    lines += ["", f"Fastest strategy over these targets (sum of time / target): {fastest}.", ""]
+    lines += [
+        "Device time of one primitive call (CUDA events, transfers included), and the share of the "
+        f"device's peak: FP32 {fp32_peak / 1e12:.1f} TFLOP/s (FMA = 2), SFU exp2 {sfu_peak / 1e12:.2f} T/s.",
+        "",
+        "| kernel | ms | exp2 / s | of SFU peak | FP32 op / s | of FP32 peak |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    be = make_backend()
+    for label, exps, flops, call in (kernels if kernels is not None else kernel_cases(args.dtype, args.quick)):
+        ms = device_timer(lambda: call(be), max(1, args.repeats // 2))
+        rate_e, rate_f = exps / (ms / 1e3), flops / (ms / 1e3)
+        print(f"cuda kernel {label}: {ms:.2f} ms", flush=True)
+        lines.append(
+            f"| {label} | {ms:.2f} | {rate_e:.3g} | {100 * rate_e / sfu_peak:.0f}% | {rate_f:.3g} | "
+            f"{100 * rate_f / fp32_peak:.0f}% |"
+        )
     return lines, met_all
 
 

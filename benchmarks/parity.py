@@ -11,14 +11,14 @@ implementation sits, on fixed seeded data.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import warnings
 
 import numpy as np
 
 import pg_kde
-from pg_kde import _cuda, _native, bandwidth, kde
-from pg_kde._backends import NativeBackend, ReferenceBackend
+from pg_kde import _native, bandwidth, kde
+from pg_kde.backend import cuda as _cuda
+from pg_kde.backend import NativeBackend, ReferenceBackend
 
 REF = ReferenceBackend()
 
@@ -66,27 +66,23 @@ def main() -> int:
             a, m = be.lscv_moments(z16, 2.0**9, dtype)
             put("LSCV_H gradient moments, n = 203, d = 16", column, max(rel(a, ref_a), rel(m, ref_m)))
             put("KDE sums, 301 × 777 points, d = 3", column, rel(be.kde_sums(pts, smp, dtype), ref_kde))
-            put("PLUGIN bandwidth, bimodal n = 1500", column, rel(bandwidth.plugin(mix, backend=name, dtype=dtype).h, ref_plugin))
-            put("LSCV_h bandwidth, n = 1024, d = 16", column, rel(bandwidth.lscv_h(d16, backend=name, dtype=dtype).h, ref_lscv_h))
-            put("LSCV_H bandwidth matrix, n = 500, d = 2", column, rel(bandwidth.lscv_H(corr, backend=name, dtype=dtype).H, ref_lscv_H))
+            put("PLUGIN bandwidth, bimodal n = 1500", column, rel(bandwidth.plugin(mix, backend=be, dtype=dtype).h, ref_plugin))
+            put("LSCV_h bandwidth, n = 1024, d = 16", column, rel(bandwidth.lscv_h(d16, backend=be, dtype=dtype).h, ref_lscv_h))
+            put("LSCV_H bandwidth matrix, n = 500, d = 2", column, rel(bandwidth.lscv_H(corr, backend=be, dtype=dtype).H, ref_lscv_H))
 
     for isa in _native.available_isas():
-        os.environ["PG_KDE_NATIVE_ISA"] = isa
         measure(NativeBackend(isa=isa), "native", "native")
         for dtype in ("float64", "float32"):
             y = _native.exp_nonpos(xs.astype(dtype), isa)
             exact = np.exp(xs.astype(dtype).astype(np.float64))
             put("exp(x), x ∈ [−80, 0] (relative, per value)", f"native {dtype}", float(np.max(np.abs(y - exact) / exact)))
-    os.environ.pop("PG_KDE_NATIVE_ISA", None)
     for dtype in ("float64", "float32"):
         put("KDE evaluate, sequential loop", f"native {dtype}", rel(kde.evaluate(pts, smp, 0.5, backend="sequential", dtype=dtype), kde.evaluate(pts, smp, 0.5, backend="reference")))
     families = ["native"]
     if pg_kde.backends()["cuda"] is None:  # every reduction strategy, worst case
         families.append("cuda")
         for strategy in _cuda.REDUCTIONS:
-            os.environ["PG_KDE_CUDA_REDUCTION"] = strategy
             measure(_cuda.CudaBackend(strategy), "cuda", "cuda")
-        os.environ.pop("PG_KDE_CUDA_REDUCTION", None)
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"Measured {stamp}; ISAs {', '.join(_native.available_isas())}; command `python benchmarks/parity.py`.\n")

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from pg_kde import admin, server
-from pg_kde.datasets import NYCFLIGHTS_COLUMNS as COLUMNS
-from pg_kde.datasets import load_generated, load_nycflights
+from pg_kde.demo.datasets import NYCFLIGHTS_COLUMNS as COLUMNS
+from pg_kde.demo.datasets import load_generated, load_nycflights
 
 
 def timed(conn, query, params=()):

@@ -4,12 +4,16 @@ The numerical core is importable on its own:
 
 - :mod:`pg_kde.bandwidth` — PLUGIN, LSCV_h, LSCV_H and normal-reference bandwidth selectors;
 - :mod:`pg_kde.kde` — Gaussian KDE evaluation at many points;
+- :mod:`pg_kde.backend` — the backends behind them (reference, native, sequential, cuda);
 - :func:`backends` — which backends exist and which can run here.
+
+The version is written once, in pyproject.toml; the package reads it from its installed metadata, and the
+build writes it into the extension's control file and SQL script.
 """
 
-from ._backends import BACKENDS, BackendFallbackWarning, BackendUnavailableError, DeviceOutOfMemoryError, get_backend
-
-__version__ = "0.2.0"
+from ._errors import BackendFallbackWarning, BackendUnavailableError, DeviceOutOfMemoryError
+from ._version import __version__
+from .backend import BACKENDS, get_backend
 
 __all__ = [
     "BackendFallbackWarning",

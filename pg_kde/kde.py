@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ._backends import get_backend
+from .backend import get_backend
 from ._linalg import apply_inverse, log_det_chol, lower_inverse
 from ._slices import Interrupt
 from ._validate import as_data, bandwidth_matrix, check_dtype, positive_scalar

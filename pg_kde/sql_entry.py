@@ -205,13 +205,9 @@ def _sample(plpy, rel: str, kind: str, exprs: list, n_total: int, size: int, see
 
 
 def _choose_method(method: str, d: int, for_counts: bool) -> str:
-    """A selector name from the registry. ``auto``: for a synopsis (range counts) of one column the
-    distribution-function plug-in, otherwise the density plug-in (1-D) or LSCV_H."""
-    if bandwidth.check_method(method) == "auto":
-        return ("plugin_cdf" if for_counts else "plugin") if d == 1 else "lscv_H"
-    if method in ("plugin", "plugin_cdf") and d != 1:
-        raise ValueError(f"method {method!r} is for one column; use lscv_h, lscv_H or normal_reference")
-    return method
+    """A selector name from the registry (:func:`pg_kde.bandwidth.resolve`): ``auto`` for a synopsis
+    (range counts) of one column is the distribution-function plug-in."""
+    return bandwidth.resolve(method, d, "counts" if for_counts else "density").name
 
 
 def interrupt_check(plpy):
@@ -507,8 +503,7 @@ def _refresh_2d(plpy, schema, relid, rel, kind, cols, method, sample_size, grid_
     if result is None:  # e.g. one column a function of the other: exact cells, no smoothing
         H, used_method, used_backend = np.zeros((2, 2)), "grid", "none"
     else:
-        rate = 2.0 / 6.0  # H ∝ n^{−2/(d+4)} for d = 2
-        H = result.H * (len(sample) / n) ** rate if n > len(sample) else result.H
+        H = result.H * scale_bandwidth(1.0, len(sample), n, result.method, d=2) ** 2  # H ∝ h²
         H = cap_bandwidth_matrix(H, (1.0, 1.0))
         used_method, used_backend = result.method, result.backend
 

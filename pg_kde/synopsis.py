@@ -27,6 +27,7 @@ import numpy as np
 from scipy.signal import fftconvolve
 
 from ._slices import Interrupt
+from .bandwidth import SELECTORS
 
 #: A value holding at least this share of the non-NULL rows is kept exactly.
 ATOM_SHARE = 0.001
@@ -147,13 +148,13 @@ def cell_prefix(cells: np.ndarray) -> list:
     return np.concatenate([[0.0], np.cumsum(cells)]).tolist()
 
 
-def scale_bandwidth(h_sample: float, sample_rows: int, rows: int, method: str) -> float:
-    """An AMISE bandwidth chosen on a sample, carried to the table's row count: h ∝ n^{−1/3} for the
-    distribution-function bandwidth (plugin_cdf), n^{−1/5} for density bandwidths."""
+def scale_bandwidth(h_sample: float, sample_rows: int, rows: int, method: str, d: int = 1) -> float:
+    """An AMISE bandwidth h chosen on a sample, carried to the table's row count at the selector's rate
+    (the registry's :meth:`~pg_kde.bandwidth.SelectorSpec.rate`: n^{−1/3} for plugin_cdf, n^{−1/(d+4)} for
+    density bandwidths). For a matrix H, scale by the square of this factor."""
     if rows <= sample_rows:
         return h_sample
-    rate = 1.0 / 3.0 if method == "plugin_cdf" else 0.2
-    return h_sample * (sample_rows / rows) ** rate
+    return h_sample * (sample_rows / rows) ** SELECTORS[method].rate(d)
 
 
 # ------------------------------------------------------------------------------------------------- 2-D

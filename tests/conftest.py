@@ -33,14 +33,3 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(params=native_isas())
-def native_isa(request, monkeypatch):
-    """Run the test once per instruction set the native module can use on this CPU."""
-    monkeypatch.setenv("PG_KDE_NATIVE_ISA", request.param)
-    return request.param
-
-
-@pytest.fixture(autouse=True)
-def _no_isa_leak(monkeypatch):
-    if "PG_KDE_NATIVE_ISA" in os.environ:
-        monkeypatch.delenv("PG_KDE_NATIVE_ISA")

@@ -1,4 +1,4 @@
-"""The host emulator of the CUDA kernels (tests/unit/cuda_emulator): the kernels of cuda/*.cu compiled as
+"""The host emulator of the CUDA kernels (tests/unit/cuda_emulator): the kernels of pg_kde/backend/cuda/*.cu compiled as
 C++ and run block by block on the CPU, driven by the cuda backend's own Python code through an executor
 with the same interface as the CuPy one. It checks the kernels' indexing, masking, tiling and reductions
 and the backend's launch arithmetic where no GPU is present; the `gpu` tests run the same checks on a
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pg_kde import _cuda
+from pg_kde.backend import cuda as _cuda
 
 EMULATOR_DIR = Path(__file__).resolve().parent / "cuda_emulator"
 
@@ -160,7 +160,7 @@ FAST_BACKENDS = (
 def fast_backend(request):
     """Every fast backend's primitives: each native instruction set, the CUDA kernels in the host emulator
     with each reduction strategy (small tiles) and with the default sizes, and on a GPU when there is one."""
-    from pg_kde._backends import NativeBackend
+    from pg_kde.backend import NativeBackend
 
     kind, _, rest = request.param.partition("-")
     if kind == "native":
@@ -181,14 +181,19 @@ PARITY_BACKENDS = (
 
 @pytest.fixture(params=PARITY_BACKENDS)
 def parity_backend(request, monkeypatch):
-    """The name to pass as backend= for the whole selectors: native under each instruction set, cuda with
+    """The name to pass as backend= for the whole selectors: native with each instruction set, cuda with
     its kernels in the host emulator (registered as the cuda backend for the test), and the real cuda
     backend on a GPU."""
-    from pg_kde import _backends
+    from pg_kde import backend as _backends
 
     kind, _, rest = request.param.partition("-")
-    if kind == "native":
-        monkeypatch.setenv("PG_KDE_NATIVE_ISA", rest)
+    if kind == "native":  # the native backend, made with this instruction set whenever it is asked for by name
+
+        class PinnedNative(_backends.NativeBackend):
+            def __init__(self, isa=None, threads=0, slice_terms=None):
+                super().__init__(isa=rest, threads=threads, slice_terms=slice_terms)
+
+        monkeypatch.setitem(_backends.BACKENDS, "native", PinnedNative)
         return "native"
     if rest == "emulated":
         monkeypatch.setitem(_backends.BACKENDS, "cuda", request.getfixturevalue("emulated_cuda_class"))

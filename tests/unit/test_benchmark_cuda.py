@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from pg_kde import _backends
+from pg_kde import backend as _backends
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bandwidth.py"
 

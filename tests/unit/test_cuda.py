@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 import pg_kde
-from pg_kde import _backends, _cuda, bandwidth, kde
-from pg_kde._backends import FallbackBackend, NativeBackend, ReferenceBackend
+from pg_kde import backend as _backends
+from pg_kde.backend import cuda as _cuda
+from pg_kde import bandwidth, kde
+from pg_kde.backend import FallbackBackend, NativeBackend, ReferenceBackend
 
-REPO_CUDA = Path(__file__).resolve().parents[2] / "cuda"
+REPO_CUDA = Path(__file__).resolve().parents[2] / "pg_kde" / "backend" / "cuda"
 REF = ReferenceBackend()
 
 
@@ -31,11 +33,11 @@ def nvcc():
 
 
 def test_installed_kernels_are_the_repository_files():
-    files = sorted(p.name for p in REPO_CUDA.iterdir())
+    files = sorted(p.name for p in REPO_CUDA.iterdir() if p.suffix in (".cu", ".cuh"))
     assert files == ["common.cuh", "kde.cu", "pair_sums.cu"]
     for name in files:
         assert (_cuda.kernel_dir() / name).read_bytes() == (REPO_CUDA / name).read_bytes(), (
-            f"pg_kde/cuda/{name} differs from cuda/{name}: reinstall (pip install .)"
+            f"the installed {name} differs from pg_kde/backend/cuda/{name}: reinstall (pip install .)"
         )
     assert sorted(set(_cuda.KERNEL_FILES.values())) == [p.name for p in sorted(REPO_CUDA.glob("*.cu"))]
 
@@ -242,12 +244,16 @@ def test_backend_arguments_and_limits(emulated_cuda):
     assert be.kde_sums(np.zeros((0, 2)), np.zeros((3, 2))).shape == (0,)
 
 
-def test_reduction_comes_from_the_environment(monkeypatch):
-    monkeypatch.setenv("PG_KDE_CUDA_REDUCTION", "partials")
-    assert _cuda.CudaBackend().reduction == "partials"
-    monkeypatch.setenv("PG_KDE_CUDA_REDUCTION", "bogus")
+def test_reduction_is_a_backend_option_not_the_environment(monkeypatch, emulated_cuda_class):
+    monkeypatch.setenv("PG_KDE_CUDA_REDUCTION", "partials")  # the old switch: no longer read
+    assert _cuda.CudaBackend().reduction == _cuda.DEFAULT_REDUCTION
+    assert _cuda.CudaBackend("partials").reduction == "partials"
     with pytest.raises(ValueError, match="unknown reduction 'bogus'"):
-        _cuda.CudaBackend()
+        _cuda.CudaBackend("bogus")
+    monkeypatch.setitem(_backends.BACKENDS, "cuda", emulated_cuda_class)
+    assert _backends.get_backend("cuda", reduction="thread_atomic").reduction == "thread_atomic"
+    with pytest.raises(ValueError, match="does not take these options"):
+        _backends.get_backend("cuda", isa="avx2")
 
 
 def test_without_a_device_cuda_is_a_clear_error_and_auto_uses_native(rng):

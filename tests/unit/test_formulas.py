@@ -58,18 +58,21 @@ def test_lscv_h_objective_is_lscv_H_at_h2_sigma(backend, rng):
     assert isinstance(bandwidth.lscv_h_objective(X, 0.5, backend=backend), float)
 
 
-def test_plugin_functionals_match_double_loop(rng):
+@pytest.mark.parametrize("scale", ["sd", "minim"])
+def test_plugin_functionals_match_double_loop(scale, rng):
     x = rng.gamma(3.0, size=60)
-    r = bandwidth.plugin(x, backend="reference")
+    r = bandwidth.plugin(x, backend="reference", scale=scale)
     g1, g2 = r.details["g1"], r.details["g2"]
     sigma = r.details["sigma"]
+    assert r.details["scale"] == scale
     # The selector works on x / σ̂; Ψ_r scales as σ̂^{−(r+1)}.
     assert r.details["psi6"] == pytest.approx(brute_psi(x, g1, 6) * sigma**7, rel=1e-10)
     assert r.details["psi4"] == pytest.approx(brute_psi(x, g2, 4) * sigma**5, rel=1e-10)
     # Stage formulas (Wand & Jones §3.6.1), in data units.
     s = np.std(x, ddof=1)
     iqr = np.subtract(*np.percentile(x, [75, 25]))
-    assert sigma == pytest.approx(min(s, iqr / 1.349))
+    # The paper's eq. (12)-(13): the sample standard deviation (n - 1); "minim" is KernSmooth's and ks's.
+    assert sigma == pytest.approx(s if scale == "sd" else min(s, iqr / 1.349))
     psi8 = 105 / (32 * math.sqrt(math.pi) * sigma**9)
     assert g1 == pytest.approx((30 / (math.sqrt(2 * math.pi) * psi8 * len(x))) ** (1 / 9), rel=1e-12)
     psi6 = brute_psi(x, g1, 6)
@@ -127,8 +130,8 @@ def test_lscv_h_result_is_a_stationary_point(backend, rng):
 
 
 def test_lscv_H_gradient_matches_finite_differences(rng):
-    from pg_kde._backends import ReferenceBackend
-    from pg_kde.bandwidth import _MatrixLSCV
+    from pg_kde.backend import ReferenceBackend
+    from pg_kde.bandwidth.lscv_matrix import _MatrixLSCV
 
     z = rng.standard_normal((80, 3))
     crit = _MatrixLSCV(z, ReferenceBackend(), "float64")

@@ -12,8 +12,9 @@ import time
 import numpy as np
 import pytest
 
-from pg_kde import _backends, _native, _slices, bandwidth, kde, synopsis
-from pg_kde._backends import FallbackBackend, NativeBackend, ReferenceBackend, SequentialBackend
+from pg_kde.backend import reference as _reference
+from pg_kde import _native, _slices, bandwidth, kde, synopsis
+from pg_kde.backend import FallbackBackend, NativeBackend, ReferenceBackend, SequentialBackend
 from pg_kde._errors import DeviceOutOfMemoryError
 
 ISAS = _native.available_isas()
@@ -54,7 +55,7 @@ def sliced_backend(request, monkeypatch):
 
     def make(kind, budget):
         if kind == "reference":
-            monkeypatch.setattr(_backends, "_REFERENCE_BLOCK", int(budget))
+            monkeypatch.setattr(_reference, "_REFERENCE_BLOCK", int(budget))
             return ReferenceBackend()
         if kind.startswith("native-"):
             return NativeBackend(isa=kind[len("native-") :], slice_terms=budget)
@@ -267,7 +268,7 @@ def test_selectors_stop_with_the_checks_exception(small_native_slices, rng):
 
 
 def test_selectors_stop_under_auto_and_reference(small_native_slices, monkeypatch, rng):
-    monkeypatch.setattr(_backends, "_REFERENCE_BLOCK", 1 << 12)
+    monkeypatch.setattr(_reference, "_REFERENCE_BLOCK", 1 << 12)
     x = rng.standard_normal(500)
     for backend in ("auto", "reference"):
         check = Counter(raise_at=5)

@@ -10,7 +10,7 @@ import pytest
 
 import pg_kde
 from pg_kde import _native
-from pg_kde._backends import NativeBackend, ReferenceBackend, SequentialBackend
+from pg_kde.backend import NativeBackend, ReferenceBackend, SequentialBackend
 
 ISAS = _native.available_isas()
 REF = ReferenceBackend()

@@ -1,5 +1,5 @@
 // Shared device code of pg_kde's CUDA kernels: the triangular tile mapping, the exponential, and the
-// block reductions with their three strategies. Included by every cuda/*.cu; pg_kde._cuda inlines it
+// block reductions with their three strategies. Included by every cuda/*.cu; pg_kde.backend.cuda inlines it
 // (with #line directives) when it builds a module, so CuPy's kernel cache sees every change.
 #pragma once
 
@@ -28,7 +28,7 @@ __host__ __device__ inline void tile_of(u64 lambda, u64* row, u64* col) {
     *col = lambda - triangle(i);
 }
 
-// The block's index in a 2-D grid read as one linear index (x fastest); see _cuda._grid.
+// The block's index in a 2-D grid read as one linear index (x fastest); see pg_kde.backend.cuda.grid_for.
 __device__ inline u64 linear_block() { return (u64)blockIdx.y * gridDim.x + blockIdx.x; }
 
 // 2^(−y) for y ≥ 0 (or +inf). Callers fold log₂e into their constants, exp(−x) = 2^(−x·log₂e), so float

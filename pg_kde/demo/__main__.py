@@ -23,8 +23,8 @@ import warnings
 
 import numpy as np
 
-from . import _native, admin, bandwidth, kde, server
-from . import backends as backend_status
+from .. import _native, admin, bandwidth, kde, server
+from .. import backends as backend_status
 from .datasets import load_nycflights
 
 

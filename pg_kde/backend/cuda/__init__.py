@@ -1,6 +1,6 @@
-"""The cuda backend: the pair sums and KDE sums of :mod:`pg_kde._backends` as CUDA kernels run by CuPy.
+"""The cuda backend: the pair sums and KDE sums of :mod:`pg_kde.backend` as CUDA kernels run by CuPy.
 
-The kernels are real files, ``cuda/*.cu``, installed inside the package (``pg_kde/cuda``). One loader,
+The kernels are real files beside this module (``pg_kde/backend/cuda/*.cu``, ``common.cuh``). One loader,
 :func:`load_module`, reads a file, inlines the headers it includes with ``#line`` directives (so compiler
 errors point at the file and line, and CuPy's kernel cache sees a header change), and returns a
 ``cupy.RawModule``, cached per device. Python chooses every grid and block size (see
@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 
-from ._errors import DeviceOutOfMemoryError
-from ._linalg import symmetric_from_upper
-from ._slices import kde_terms, pair_terms, point_slices, recording
-from ._validate import check_dtype
+from ..._errors import DeviceOutOfMemoryError
+from ..._linalg import symmetric_from_upper
+from ..._slices import kde_terms, pair_terms, point_slices, recording
+from ..._validate import check_dtype
 
 #: How block partial sums reach the result; the numbers are the ``Reduction`` enum of cuda/common.cuh.
 #: ``partials``: each block reduces (warp shuffles, then shared memory) and writes its own slot, and a
@@ -63,11 +62,11 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
 
 def kernel_dir() -> Path:
     """Where the installed ``.cu`` files are."""
-    return Path(__file__).resolve().parent / "cuda"
+    return Path(__file__).resolve().parent
 
 
 def kernel_file(kernel: str) -> str:
-    """The ``cuda/*.cu`` file that defines ``kernel`` (a name such as ``lscv_pair_sums_f32``)."""
+    """The ``.cu`` file that defines ``kernel`` (a name such as ``lscv_pair_sums_f32``)."""
     for family, filename in KERNEL_FILES.items():
         if kernel.startswith(family + "_"):
             return filename
@@ -230,8 +229,7 @@ def _device_memory_errors(method):
 class CudaBackend:
     """CUDA kernels through CuPy (see the module's docstring).
 
-    ``reduction``: one of :data:`REDUCTIONS` (default ``PG_KDE_CUDA_REDUCTION`` if set, else
-    :data:`DEFAULT_REDUCTION`). ``block`` is the threads per block (a multiple of 32, at most 1024) and the
+    ``reduction``: one of :data:`REDUCTIONS` (default :data:`DEFAULT_REDUCTION`). ``block`` is the threads per block (a multiple of 32, at most 1024) and the
     tile side of the PLUGIN kernel; ``pair_tile`` the largest tile side of the buffered LSCV kernels (a
     power of two); ``buffer`` the pairs per chunk of those kernels. ``executor`` runs the kernels (default:
     CuPy on the current device). ``slice_terms`` is the pair terms in one launch when an interrupt check
@@ -242,7 +240,7 @@ class CudaBackend:
 
     def __init__(self, reduction=None, *, block: int = 256, pair_tile: int = 64, buffer: int = 2048,
                  executor=None, slice_terms=None):
-        reduction = reduction if reduction is not None else os.environ.get("PG_KDE_CUDA_REDUCTION", DEFAULT_REDUCTION)
+        reduction = reduction if reduction is not None else DEFAULT_REDUCTION
         if reduction not in REDUCTIONS:
             raise ValueError(f"unknown reduction {reduction!r}; valid: {', '.join(REDUCTIONS)}")
         if block % 32 or not 32 <= block <= 1024:

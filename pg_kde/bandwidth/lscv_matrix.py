@@ -1,0 +1,268 @@
+"""LSCV_H: least-squares cross-validation over unconstrained symmetric positive-definite matrices."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Optional
+
+import numpy as np
+from scipy.optimize import minimize, root
+
+from .._linalg import apply_inverse, log_det_chol, lower_inverse
+from .._slices import Interrupt
+from .._validate import as_data, bandwidth_matrix, check_dtype
+from ..backend import get_backend
+from .lscv_scalar import _lscv_w, _sphere, lscv_h
+from .reference_rule import _nr_factor
+from .result import BandwidthResult, LSCVBoundaryWarning, _warn_boundary
+
+
+class _MatrixLSCV:
+    """LSCV(H) of eq. (32) on data Z: (4π)^{−d/2}|H|^{−1/2} [2 n^{−2} Σ_{i<j} (e − w e²) + n^{−1}],
+    e = exp(−¼ (zᵢ−zⱼ)ᵀH⁻¹(zᵢ−zⱼ)), computed on zL⁻ᵀ (H = LLᵀ) so each pair costs O(d).
+
+    Its gradient (docs/math.md): ∇_H LSCV = c |H|^{−1/2} L⁻ᵀ G L⁻¹ with c = (4π)^{−d/2},
+    G = −½ (2A/n² + 1/n) I + M/(2n²), M = Σ_{i<j} e(1 − 2we) u uᵀ, u = L⁻¹(zᵢ − zⱼ); hence
+    ∂LSCV/∂L = 2c |H|^{−1/2} L⁻ᵀ G.
+    """
+
+    def __init__(self, z, backend, dtype, interrupt: Interrupt = None):
+        self.z, self.backend, self.dtype, self.interrupt = z, backend, dtype, interrupt
+        self.n, self.d = z.shape
+        self.w = _lscv_w(self.d)
+        self.evaluations = 0
+
+    def _norm(self, chol):
+        return (4.0 * math.pi) ** (-self.d / 2.0) * math.exp(-0.5 * log_det_chol(chol))
+
+    def value_chol(self, chol: np.ndarray) -> float:
+        self.evaluations += 1
+        y = apply_inverse(self.z, lower_inverse(chol))
+        A, _ = self.backend.lscv_pair_sums(y, np.array([1.0]), self.w, False, self.dtype,
+                                           interrupt=self.interrupt)
+        return self._norm(chol) * (2.0 * A[0] / self.n**2 + 1.0 / self.n)
+
+    def value_and_gradient_chol(self, chol: np.ndarray):
+        """LSCV(LLᵀ) and ∂LSCV/∂L (a full d×d matrix; only its lower triangle is meaningful)."""
+        self.evaluations += 1
+        n, d = self.n, self.d
+        inverse = lower_inverse(chol)
+        y = apply_inverse(self.z, inverse)
+        A, M = self.backend.lscv_moments(y, self.w, self.dtype, interrupt=self.interrupt)
+        base = 2.0 * A / n**2 + 1.0 / n
+        norm = self._norm(chol)
+        G = -0.5 * base * np.eye(d) + M / (2.0 * n**2)
+        return norm * base, 2.0 * norm * np.einsum("ki,kj->ij", inverse, G)
+
+
+def lscv_H_objective(X, H, *, backend: str = "auto", dtype="float64", interrupt: Interrupt = None) -> float:
+    """The LSCV criterion of eq. (32) for a full bandwidth matrix H, in data units.
+
+    LSCV(H) = 2 n^{−2} Σ_{i<j} T_H(Xᵢ − Xⱼ) + n^{−1} (4π)^{−d/2} |H|^{−1/2}, with
+    T_H = K_H * K_H − 2K_H = (4π)^{−d/2}|H|^{−1/2} e − 2 (2π)^{−d/2}|H|^{−1/2} e², e = exp(−¼ vᵀH⁻¹v).
+
+    Parameters
+    ----------
+    X : array_like, shape (n,) or (n, d)
+    H : array_like, shape (d, d)
+        Symmetric positive definite (for d = 1 a scalar h² is accepted).
+    interrupt : callable, optional
+        Called with no arguments before each slice of the pair sums (see the module docstring); what it
+        raises propagates.
+    """
+    data = as_data(X)
+    dt = check_dtype(dtype)
+    be = get_backend(backend)
+    chol = bandwidth_matrix(H, data.shape[1])
+    return _MatrixLSCV(np.ascontiguousarray(data - data.mean(axis=0)), be, dt, interrupt).value_chol(chol)
+
+
+def _theta_to_chol(theta: np.ndarray, d: int, scale: float) -> np.ndarray:
+    """L = scale · (diag(exp θ[:d]) + strictly-lower(θ[d:])): positive definite LLᵀ for every θ."""
+    chol = np.zeros((d, d))
+    chol[np.diag_indices(d)] = np.exp(theta[:d])
+    chol[np.tril_indices(d, -1)] = theta[d:]
+    return scale * chol
+
+
+def _polish_stationary(objective_and_gradient, theta, value, dtype):
+    """Solve ∇LSCV(θ) = 0 from Nelder–Mead's θ with MINPACK's hybrid Powell method (scipy ``root``).
+
+    Root finding on the gradient, not minimisation: near the optimum the criterion changes by ~1e-15 of
+    its size, below its own rounding, so line searches on values stall there, while the gradient is
+    still resolved. The root is kept only if the criterion did not get worse (beyond rounding) and the
+    gradient shrank.
+    """
+    _, grad0 = objective_and_gradient(theta)
+    # MINPACK differences the gradient to build its Jacobian, with a step of sqrt(eps) relative; the
+    # float64 default would be lost in float32 rounding of the gradient, so float32 steps by ~1e-4.
+    options = {"xtol": 1e-13} if dtype == "float64" else {"xtol": 1e-10, "eps": 1e-8}
+    sol = root(lambda t: objective_and_gradient(t)[1], theta, method="hybr", options=options)
+    new_value, new_grad = objective_and_gradient(sol.x)
+    grad_max0, grad_max = float(np.max(np.abs(grad0))), float(np.max(np.abs(new_grad)))
+    # "Not worse" up to the criterion's own rounding in this precision.
+    slack = (1e-12 if dtype == "float64" else 1e-6) * abs(value)
+    if np.isfinite(new_value) and new_value <= value + slack and grad_max <= grad_max0:
+        theta, value = sol.x, float(new_value)
+    else:
+        grad_max = grad_max0
+    # Gradient noise floor: its terms cancel to ~1e-15 (float64) / ~1e-6 (float32) of |LSCV|.
+    limit = (1e-9 if dtype == "float64" else 1e-5) * abs(value)
+    return theta, value, {"converged": grad_max <= limit, "gradient_max": grad_max, "message": sol.message,
+                          "gradient_evaluations": int(sol.nfev)}
+
+
+def _chol_gradient_to_theta(grad_chol: np.ndarray, chol: np.ndarray, scale: float) -> np.ndarray:
+    """Chain rule through _theta_to_chol: ∂L_kk/∂θ_k = L_kk, ∂L_ab/∂θ_(ab) = scale."""
+    d = chol.shape[0]
+    return np.concatenate([np.diag(grad_chol) * np.diag(chol), grad_chol[np.tril_indices(d, -1)] * scale])
+
+
+# log|H| may range over [log|H_NR| − ln 1e10, log|H_NR| + ln 1e10], as in R's ks.
+_LOG_DET_GUARD = math.log(1e10)
+
+
+def lscv_H(
+    X,
+    *,
+    backend: str = "auto",
+    dtype="float64",
+    max_evaluations: Optional[int] = None,
+    interrupt: Interrupt = None,
+) -> BandwidthResult:
+    """Least-squares cross-validation over unconstrained symmetric positive-definite bandwidth matrices.
+
+    Minimises eq. (32) on sphered data over H = LLᵀ, L lower triangular with a log-parametrised diagonal,
+    so every iterate is positive definite. The search starts from whichever of the normal-reference matrix
+    and the :func:`lscv_h` optimum scores lower; Nelder–Mead (SciPy, derivative-free) explores from there,
+    with log|H| kept within 10^{±10} of the normal-reference determinant (LSCV_H has spurious minima as
+    |H| → 0); a root solve of the analytic gradient then converges to the stationary point, so the answer does
+    not depend on the path Nelder–Mead took (or on the backend's rounding). The polish solves ∇LSCV = 0
+    (MINPACK hybrid Powell) with the analytic gradient of docs/math.md.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+    backend : {"auto", "reference", "native", "sequential", "cuda"}
+    dtype : {"float64", "float32"}
+    max_evaluations : int, optional
+        Criterion evaluations allowed to Nelder–Mead (default 200 + 100·p for p = d(d+1)/2 parameters).
+    interrupt : callable, optional
+        Called with no arguments before each slice of the pair sums (see the module docstring); what it
+        raises propagates.
+
+    Returns
+    -------
+    BandwidthResult
+        ``H`` in data units, ``h`` None, ``objective`` = eq. (32) at H, ``at_boundary`` True when
+        log|H| ends within a decade of the determinant guard, or when there is no stationary point and the
+        criterion still falls as H shrinks.
+
+    Warns
+    -----
+    LSCVBoundaryWarning
+        When the minimum is on the lower or upper edge (typically tied or rounded data).
+    RuntimeWarning
+        When the gradient polish stops with a gradient clearly above its rounding floor.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pg_kde import bandwidth
+    >>> rng = np.random.default_rng(2)
+    >>> X = rng.multivariate_normal([0, 0], [[1, 0.8], [0.8, 1]], size=400)
+    >>> r = bandwidth.lscv_H(X, backend="reference")
+    >>> bool(r.H[0, 1] > 0)
+    True
+
+    References
+    ----------
+    Duong & Hazelton (2005); Wand & Jones (1995), §4.7; Andrzejewski et al. (2015), eq. 31–37.
+    """
+    data = as_data(X)
+    dt = check_dtype(dtype)
+    be = get_backend(backend)
+    n, d = data.shape
+    z, sigma, chol_sigma = _sphere(data)
+    crit = _MatrixLSCV(z, be, dt, interrupt)
+    p = d * (d + 1) // 2
+    if max_evaluations is None:
+        max_evaluations = 200 + 100 * p
+
+    # Starting points in sphered units: c·I for the normal reference and for the lscv_h optimum.
+    c_nr = _nr_factor(n, d) ** 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LSCVBoundaryWarning)
+        scalar = lscv_h(z, backend=be, dtype=dt, interrupt=interrupt)
+    starts = [c_nr, scalar.h**2]
+    start_values = [crit.value_chol(math.sqrt(c) * np.eye(d)) for c in starts]
+    scale = math.sqrt(starts[int(np.argmin(start_values))])
+    log_det_nr = d * math.log(c_nr)
+
+    def inside_guard(theta):
+        return abs(2.0 * (d * math.log(scale) + float(np.sum(theta[:d]))) - log_det_nr) <= _LOG_DET_GUARD
+
+    def objective(theta):
+        return crit.value_chol(_theta_to_chol(theta, d, scale)) if inside_guard(theta) else np.inf
+
+    def objective_and_gradient(theta):
+        if not inside_guard(theta):
+            return np.inf, np.zeros_like(theta)
+        chol = _theta_to_chol(theta, d, scale)
+        value, grad_chol = crit.value_and_gradient_chol(chol)
+        return value, _chol_gradient_to_theta(grad_chol, chol, scale)
+
+    theta0 = np.zeros(p)
+    f0 = min(start_values)
+    nm = minimize(
+        objective,
+        theta0,
+        method="Nelder-Mead",
+        options={
+            "initial_simplex": np.vstack([theta0, theta0 + 0.25 * np.eye(p)]),
+            "xatol": 1e-6,
+            "fatol": 1e-12 * abs(f0),
+            "maxfev": max_evaluations,
+        },
+    )
+    theta, value = nm.x, float(nm.fun)
+    polish = {"converged": False, "gradient_max": None}
+    still_shrinking = False
+    if inside_guard(theta):
+        theta, value, polish = _polish_stationary(objective_and_gradient, theta, value, dt)
+        # No stationary point, and the criterion still falls when H shrinks (|H| / e^d): the minimum is on
+        # the lower edge, as with tied data, not an optimiser failure.
+        still_shrinking = not polish["converged"] and objective(theta - np.r_[np.full(d, 0.5), np.zeros(p - d)]) < value
+    chol_h = _theta_to_chol(theta, d, scale)
+    H_z = chol_h @ chol_h.T
+    log_det = log_det_chol(chol_h)
+    at_boundary = still_shrinking or abs(log_det - log_det_nr) > _LOG_DET_GUARD - math.log(10.0)
+    if at_boundary:
+        _warn_boundary("lscv_H", "lower" if still_shrinking or log_det < log_det_nr else "upper", data, stacklevel=2)
+    elif not polish["converged"]:
+        warnings.warn(
+            f"lscv_H: the gradient polish stopped with max |gradient| = {polish['gradient_max']:.3g} "
+            f"({polish['message']}); the result is the best matrix found",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    H = chol_sigma @ H_z @ chol_sigma.T
+    H = 0.5 * (H + H.T)
+    return BandwidthResult(
+        H=H,
+        h=None,
+        method="lscv_H",
+        backend=be.name,
+        dtype=dt,
+        n=n,
+        d=d,
+        objective=value * math.exp(-0.5 * log_det_chol(chol_sigma)),  # LSCV_X(H) = |Σ̂|^{−1/2} LSCV_Z(H_z)
+        at_boundary=at_boundary,
+        details={
+            "evaluations": crit.evaluations,
+            "nelder_mead_evaluations": int(nm.nfev),
+            "polish": polish,
+            "start_scale": scale,
+        },
+    )

@@ -1,0 +1,79 @@
+"""What every selector returns, and the warning for an LSCV minimum on the edge of its search range."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+
+class LSCVBoundaryWarning(UserWarning):
+    """The LSCV minimum lies on the edge of the search range: the answer is not a proper minimiser."""
+
+
+@dataclass(frozen=True)
+class BandwidthResult:
+    """A selected bandwidth.
+
+    Attributes
+    ----------
+    H : ndarray, shape (d, d)
+        Bandwidth matrix in data units (squared units: for d = 1, H = [[h²]]).
+    h : float or None
+        The scalar the method chose: data units for ``plugin``; sphered units for ``lscv_h`` and
+        ``normal_reference`` (H = h²Σ̂); None for ``lscv_H``, which chooses a full matrix.
+    method, backend, dtype : str
+        The selector, the backend that actually ran, and the working precision of the pair sums.
+    n, d : int
+        Rows and columns of the data.
+    objective : float or None
+        The LSCV criterion at H (eq. 24 / 32), in data units; None for non-LSCV methods.
+    at_boundary : bool or None
+        LSCV only: True when the minimum sat on the edge of the search range (see
+        :class:`LSCVBoundaryWarning`).
+    details : dict
+        Method-specific diagnostics (pilot bandwidths, functional estimates, iterations).
+    """
+
+    H: np.ndarray
+    h: Optional[float]
+    method: str
+    backend: str
+    dtype: str
+    n: int
+    d: int
+    objective: Optional[float] = None
+    at_boundary: Optional[bool] = None
+    details: dict = field(default_factory=dict, compare=False)
+
+    def __repr__(self) -> str:
+        h = "None" if self.h is None else f"{self.h:.6g}"
+        extra = ""
+        if self.objective is not None:
+            extra = f", objective={self.objective:.6g}, at_boundary={self.at_boundary}"
+        H = np.array2string(self.H, precision=6, separator=", ").replace("\n", "")
+        return (
+            f"BandwidthResult(method={self.method!r}, h={h}, H={H}, backend={self.backend!r}, "
+            f"dtype={self.dtype!r}, n={self.n}, d={self.d}{extra})"
+        )
+
+
+def _ties(data: np.ndarray) -> int:
+    return int(data.shape[0] - np.unique(data, axis=0).shape[0])
+
+
+def _warn_boundary(method: str, where: str, data: np.ndarray, stacklevel: int = 3) -> None:
+    ties = _ties(data)
+    cause = (
+        f"the data hold {ties} duplicated row(s) (rounded or integer values), which drive LSCV towards h -> 0"
+        if ties and where == "lower"
+        else "the criterion is still falling at the edge of the search range"
+    )
+    warnings.warn(
+        f"{method}: the LSCV minimum lies at the {where} end of the search range, so the result is not a "
+        f"proper minimiser; {cause}. Use plugin (1-D) or normal_reference instead, or remove the rounding.",
+        LSCVBoundaryWarning,
+        stacklevel=stacklevel,
+    )
