@@ -218,14 +218,22 @@ def interrupt_check(plpy):
     return lambda: plpy.execute(plan)
 
 
-def _select_bandwidth(plpy, sample: np.ndarray, method: str, backend: str, required: bool = True):
+#: The plug-in scale synopses use: min(s, IQR/1.349), robust to the outliers real columns hold (the cells
+#: are exact; the bandwidth only shapes rows inside a cell). kde_bandwidth() keeps the library's default,
+#: the paper's sample standard deviation. Both are said in the refresh's summary and docs/math.md §2.
+SYNOPSIS_SCALE = "minim"
+
+
+def _select_bandwidth(plpy, sample: np.ndarray, method: str, backend: str, required: bool = True,
+                      scale: str | None = None):
     """Run a selector, passing its warnings on as PostgreSQL warnings. When it rejects the data, raise
-    the error, or with ``required=False`` warn and return None."""
+    the error, or with ``required=False`` warn and return None. ``scale`` goes to plug-in selectors."""
+    options = {"scale": scale} if scale is not None and bandwidth.SELECTORS[method].scaled else {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             result = bandwidth.select(sample, method=method, backend=backend, dtype="float32",
-                                      interrupt=interrupt_check(plpy))
+                                      interrupt=interrupt_check(plpy), **options)
         except (BackendUnavailableError, DeviceOutOfMemoryError) as exc:  # the backend asked for cannot run
             _fail(f"pg_kde: {exc}")
         except ValueError as exc:
@@ -318,7 +326,7 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, ext
 
     summary = {"relation": rel, "column": cols[0], "rows": n, "nulls": n_all - n, "heavy_values": len(atoms.values),
                "heavy_rows": atoms.rows, "kde_rows": kde_rows, "integer_valued": integral}
-    h, used_method, used_backend, used_sample = 0.0, "exact", "none", 0
+    h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None
     grid, lattice = [], []
     cell_count, cell_sum, cell_offset, kde_mass, discrete = [], [], [], [], False
     if kde_rows > 0:
@@ -336,9 +344,10 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, ext
             # Chosen on the sample, carried to the table's rows, capped at a typical cell: the cells are
             # exact, the KDE only says where rows sit inside a cell (docs/math.md §7).
             unit = _selection_unit(rest)
-            result = _select_bandwidth(plpy, rest / unit, chosen, backend)
+            result = _select_bandwidth(plpy, rest / unit, chosen, backend, scale=SYNOPSIS_SCALE)
             h = min(scale_bandwidth(math.sqrt(result.H[0, 0]) * unit, len(rest), kde_rows, result.method), typical)
             used_method, used_backend, used_sample = result.method, result.backend, len(rest)
+            used_scale = result.details.get("scale")
         else:  # too few rows off the heavy values to choose a bandwidth: the grid's own resolution
             h, used_method, used_sample = typical, "grid", len(rest)
         # One scan: per grid cell, its rows, their sum and the sum of their offsets within the cell.
@@ -385,6 +394,7 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, ext
         {**_CATALOG_TYPES, "integer_valued": "bool", "grid_size": "int4"},
     )
     summary.update({"method": used_method, "bandwidth": h, "sample_size": used_sample, "backend": used_backend,
+                    **({"scale": used_scale} if used_scale else {}),
                     "discrete": discrete,
                     "grid_size": grid_size if kde_rows > 0 else 0, "seconds": round(seconds, 4)})
     return json.dumps(summary)

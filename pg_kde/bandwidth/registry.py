@@ -23,13 +23,15 @@ class SelectorSpec:
     """A selector and its facts.
 
     ``one_dimensional``: takes 1-D data only. ``estimates``: "density" (AMISE of f̂, h ∝ n^{−1/(d+4)}) or
-    "distribution" (AMISE of F̂, h ∝ n^{−1/3}, 1-D).
+    "distribution" (AMISE of F̂, h ∝ n^{−1/3}, 1-D). ``scaled``: takes ``scale=`` (the plug-in family's
+    σ̂, :data:`pg_kde.bandwidth.SCALES`).
     """
 
     name: str
     function: Callable[..., BandwidthResult]
     one_dimensional: bool
     estimates: str = "density"
+    scaled: bool = False
 
     def rate(self, d: int) -> float:
         """The exponent r of h ∝ n^{−r} (H ∝ n^{−2r}) of this selector's bandwidth in d dimensions."""
@@ -43,8 +45,8 @@ class SelectorSpec:
 SELECTORS = {
     spec.name: spec
     for spec in (
-        SelectorSpec("plugin", plugin, one_dimensional=True),
-        SelectorSpec("plugin_cdf", plugin_cdf, one_dimensional=True, estimates="distribution"),
+        SelectorSpec("plugin", plugin, one_dimensional=True, scaled=True),
+        SelectorSpec("plugin_cdf", plugin_cdf, one_dimensional=True, estimates="distribution", scaled=True),
         SelectorSpec("lscv_h", lscv_h, one_dimensional=False),
         SelectorSpec("lscv_H", lscv_H, one_dimensional=False),
         SelectorSpec("normal_reference", normal_reference, one_dimensional=False),
