@@ -157,16 +157,17 @@ def drop(conn, table: str, column) -> bool:
     schema = extension_schema(conn)
     # OPERATOR(pg_catalog.=): an "=" for (regclass, regclass) or (text[], text[]) in a schema on the
     # search_path would match exactly and be chosen over pg_catalog's.
+    # One header table for every kind: the payload row goes with its header (ON DELETE CASCADE).
     if isinstance(column, list):
         query = sql.SQL(
             "DELETE FROM {} WHERE relid OPERATOR(pg_catalog.=) %s::regclass "
             "AND (cols OPERATOR(pg_catalog.=) %s::text[] OR cols OPERATOR(pg_catalog.=) %s::text[])"
-        ).format(sql.Identifier(schema, "kde_synopsis_2d"))
+        ).format(sql.Identifier(schema, "kde_catalog"))
         cur = conn.execute(query, (table, column, column[::-1]))
     else:
         query = sql.SQL(
             "DELETE FROM {} WHERE relid OPERATOR(pg_catalog.=) %s::regclass "
             "AND cols OPERATOR(pg_catalog.=) ARRAY[%s::text]"
-        ).format(sql.Identifier(schema, "kde_synopsis"))
+        ).format(sql.Identifier(schema, "kde_catalog"))
         cur = conn.execute(query, (table, column))
     return cur.rowcount > 0

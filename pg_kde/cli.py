@@ -84,7 +84,8 @@ SERVER_MESSAGE_PREFIX = re.compile(r"^(plpy\.\w+: )?(pg_kde: )?")
 #: Hints for server errors that come without one, by SQLSTATE.
 SERVER_ERROR_HINTS = {
     "42501": "reading a column's synopsis needs SELECT on the column; refreshing also needs INSERT, UPDATE, "
-             "DELETE on kde_synopsis (and kde_synopsis_2d for pairs): ask the owner for the GRANT",
+             "DELETE on kde_catalog and its payload table (kde_synopsis, or kde_synopsis_2d for pairs): ask the "
+             "owner for the GRANT",
     "42P01": "check the name; a table outside the search_path is written schema.table.column",
 }
 

@@ -65,7 +65,7 @@ def _returning_errors(plpy, entry, *args) -> str:
                                      "hint": getattr(exc, "hint", None), "detail": getattr(exc, "detail", None)}})
 
 
-#: Parameter types of the catalog columns (kde_synopsis and kde_synopsis_2d).
+#: Parameter types of the catalog columns (kde_catalog, kde_synopsis and kde_synopsis_2d).
 _CATALOG_TYPES = {
     "relid": "oid", "cols": "text[]", "method": "text", "bandwidth": "float8[]", "sample_size": "int4",
     "n_rows": "int8", "n_null": "int8", "atom_values": "float8[]", "atom_cum_count": "float8[]",
@@ -438,8 +438,7 @@ def _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, gr
     except ValueError as exc:
         _fail(f"pg_kde: {exc}")
     _check_sample_size(plpy, sample_size, len(cols))
-    table = "kde_synopsis" if len(cols) == 1 else "kde_synopsis_2d"
-    lock = plpy.prepare(f"SELECT 1 FROM {schema}.{table} WHERE relid = $1::oid::regclass AND cols = $2 FOR UPDATE",
+    lock = plpy.prepare(f"SELECT 1 FROM {schema}.kde_catalog WHERE relid = $1::oid::regclass AND cols = $2 FOR UPDATE",
                         ["oid", "text[]"])
     plpy.execute(lock, [relid, list(cols)])
     state = plpy.execute(plpy.prepare(f"SELECT mod_count, storage_id, pages FROM {schema}._kde_table_state($1)",
@@ -453,18 +452,35 @@ def _identity(state: dict, attnums, coltypes) -> dict:
             "storage_id": state["storage_id"], "pages": state["pages"]}
 
 
+#: Columns of the header table (kde_catalog); the rest of a built row goes to its kind's payload table.
+_HEADER_COLUMNS = ("relid", "cols", "attnums", "coltypes", "built_relid", "requested", "method", "backend", "bandwidth",
+                   "sample_size", "n_rows", "n_null", "build_seconds", "mod_count", "storage_id", "pages")
+#: The payload table of each kind.
+_KINDS = {"kde_synopsis": "1d", "kde_synopsis_2d": "2d"}
+
+
 def _upsert(plpy, schema: str, table: str, row: dict, types: dict) -> None:
-    """INSERT ... ON CONFLICT (relid, cols) DO UPDATE of one catalog row; ``row`` maps column -> value
-    (relid first, as an oid), ``types`` column -> SQL type of the parameter."""
-    columns = list(row)
-    values = ", ".join("$1::oid::regclass" if i == 0 else f"${i + 1}" for i in range(len(columns)))
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[2:])
-    plan = plpy.prepare(
-        f"INSERT INTO {schema}.{table} ({', '.join(columns)}, built_at) VALUES ({values}, pg_catalog.now()) "
-        f"ON CONFLICT (relid, cols) DO UPDATE SET {updates}, built_at = EXCLUDED.built_at",
-        [types[c] for c in columns],
-    )
-    plpy.execute(plan, list(row.values()))
+    """Write one synopsis: its header row in kde_catalog and its payload row in ``table`` (kde_synopsis or
+    kde_synopsis_2d), each INSERT ... ON CONFLICT (relid, cols) DO UPDATE, in the caller's transaction.
+    ``row`` maps column -> value (relid first, as an oid; ``options`` is the request, stored as
+    ``requested``), ``types`` column -> SQL type of the parameter."""
+    row = {("requested" if c == "options" else c): v for c, v in row.items()}
+    types = {**types, "requested": types.get("options", "jsonb")}
+    header = {c: row[c] for c in _HEADER_COLUMNS}
+    header["kind"] = _KINDS[table]
+    payload = {c: v for c, v in row.items() if c not in _HEADER_COLUMNS or c in ("relid", "cols")}
+    types = {**types, "kind": "text"}
+    for target, values, stamp in (("kde_catalog", header, True), (table, payload, False)):
+        columns = list(values)
+        params = ", ".join("$1::oid::regclass" if i == 0 else f"${i + 1}" for i in range(len(columns)))
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[2:])
+        plan = plpy.prepare(
+            f"INSERT INTO {schema}.{target} ({', '.join(columns)}{', built_at' if stamp else ''}) "
+            f"VALUES ({params}{', pg_catalog.now()' if stamp else ''}) "
+            f"ON CONFLICT (relid, cols) DO UPDATE SET {updates}{', built_at = EXCLUDED.built_at' if stamp else ''}",
+            [types[c] for c in columns],
+        )
+        plpy.execute(plan, list(values.values()))
 
 
 def _refresh_2d(plpy, schema, relid, rel, kind, cols, method, sample_size, grid_size, backend, started):

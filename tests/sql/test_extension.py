@@ -111,11 +111,11 @@ def test_missing_synopsis_names_the_refresh_call(db, table):
 def test_failed_refresh_keeps_the_old_synopsis(db, table):
     load(db, table, {"x": np.linspace(0, 10, 2000)})
     refresh(db, table, "x")
-    before = db.execute("SELECT built_at, n_rows FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+    before = db.execute("SELECT built_at, n_rows FROM kde_catalog WHERE relid = %s::regclass", (table,)).fetchone()
     db.execute(sql.SQL("INSERT INTO {} VALUES ('Infinity')").format(sql.Identifier(table)))
     with pytest.raises(psycopg.errors.Error, match="NaN or infinite"):
         refresh(db, table, "x")
-    after = db.execute("SELECT built_at, n_rows FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+    after = db.execute("SELECT built_at, n_rows FROM kde_catalog WHERE relid = %s::regclass", (table,)).fetchone()
     assert after == before
 
 
@@ -148,13 +148,13 @@ def test_privileges(db, table, login_role):
         assert seen == [(["x"],)]  # the catalog row of the secret column is invisible
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # refreshing needs a grant
             refresh(conn, table, "x")
-    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(sql.Identifier(reader)))
+    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d TO {}").format(sql.Identifier(reader)))
     with psycopg.connect(reader_dsn, autocommit=True) as conn:
         assert refresh(conn, table, "x")["rows"] == 1000
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             refresh(conn, table, "secret")
         # Row-level security hides the secret column's row from this role: a direct DELETE finds nothing.
-        gone = conn.execute("DELETE FROM kde_synopsis WHERE relid = %s::regclass AND cols = '{secret}'", (table,))
+        gone = conn.execute("DELETE FROM kde_catalog WHERE relid = %s::regclass AND cols = '{secret}'", (table,))
         assert gone.rowcount == 0
     assert db.execute("SELECT count(*) FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()[0] == 2
     with psycopg.connect(outsider_dsn, autocommit=True) as conn:
@@ -185,13 +185,13 @@ def test_an_unavailable_backend_is_a_clear_error_that_changes_nothing(db, table)
     rng = np.random.default_rng(9)
     load(db, table, {"x": rng.normal(0, 1, 2000)})
     refresh(db, table, "x")
-    before = db.execute("SELECT bandwidth, built_at FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+    before = db.execute("SELECT bandwidth, built_at FROM kde_catalog WHERE relid = %s::regclass", (table,)).fetchone()
     db.execute(sql.SQL("INSERT INTO {} SELECT 5 FROM generate_series(1, 500)").format(sql.Identifier(table)))
     with pytest.raises(psycopg.errors.Error, match="pg_kde: the cuda backend is not available: "):
         refresh(db, table, "x", backend="cuda")
     with pytest.raises(psycopg.errors.Error, match="pg_kde: the cuda backend is not available: "):
         db.execute("SELECT kde_bandwidth(%s, 'x', 'plugin', 'cuda')", (table,))
-    after = db.execute("SELECT bandwidth, built_at FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+    after = db.execute("SELECT bandwidth, built_at FROM kde_catalog WHERE relid = %s::regclass", (table,)).fetchone()
     assert after == before
 
 

@@ -63,15 +63,15 @@ def test_a_synopsis_is_not_served_to_a_role_whose_policies_hide_rows(db, table, 
 def test_a_role_under_policies_cannot_overwrite_the_synopsis(db, table, payroll):
     u1, u1_dsn = payroll
     refresh(db, table, "salary")
-    before = db.execute("SELECT built_at, n_rows FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
-    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(ident(u1)))
+    before = db.execute("SELECT built_at, n_rows FROM kde_catalog WHERE relid = %s::regclass", (table,)).fetchone()
+    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d TO {}").format(ident(u1)))
     with psycopg.connect(u1_dsn, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security hides rows") as err:
             refresh(conn, table, "salary")
         assert "Traceback" not in (err.value.diag.context or "")
         # Nor by hand: the catalog's own policy hides the row from this role.
-        assert conn.execute("UPDATE kde_synopsis SET n_rows = 1000 WHERE relid = %s::regclass", (table,)).rowcount == 0
-    after = db.execute("SELECT built_at, n_rows FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+        assert conn.execute("UPDATE kde_catalog SET n_rows = 1000 WHERE relid = %s::regclass", (table,)).rowcount == 0
+    after = db.execute("SELECT built_at, n_rows FROM kde_catalog WHERE relid = %s::regclass", (table,)).fetchone()
     assert after == before
 
 
@@ -80,7 +80,7 @@ def test_forced_policies_stop_even_the_owner(db, table, login_role):
     db.execute(sql.SQL("CREATE TABLE {} (x float8)").format(ident(table)))
     db.execute(sql.SQL("INSERT INTO {} SELECT g FROM generate_series(1, 2000) g").format(ident(table)))
     db.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(ident(table), ident(owner)))
-    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(ident(owner)))
+    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d TO {}").format(ident(owner)))
     with psycopg.connect(owner_dsn, autocommit=True) as conn:
         assert refresh(conn, table, "x")["rows"] == 2000  # RLS not enabled: the owner may refresh
         conn.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY").format(ident(table)))
@@ -203,7 +203,7 @@ def test_restore_keeps_synopses_of_columns_renumbered_by_the_dump(server_dsn, da
         with psycopg.connect(restored, autocommit=True) as conn:
             for col, lo, hi in [("c", 5.2, 5.7), ("d", -0.6, -0.1)]:
                 assert approx(conn, "approx_count", table, col, lo, hi) == pytest.approx(expected[col], rel=1e-12)
-            assert conn.execute("SELECT attnums FROM kde_synopsis WHERE relid = %s::regclass ORDER BY cols",
+            assert conn.execute("SELECT attnums FROM kde_catalog WHERE relid = %s::regclass ORDER BY cols",
                                 (table,)).fetchall() in ([([2],), ([3],)], [([3],), ([4],)])
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as conn:
@@ -304,7 +304,7 @@ def test_holding_the_old_advisory_key_does_not_block_a_refresh(database, db, tab
             db.execute("RESET lock_timeout")
         # The lock that serialises refreshes is the catalog row's, which only its writers may take.
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            blocker.execute("SELECT 1 FROM kde_synopsis WHERE relid = %s::regclass FOR UPDATE", (table,))
+            blocker.execute("SELECT 1 FROM kde_catalog WHERE relid = %s::regclass FOR UPDATE", (table,))
 
 
 def test_malformed_catalog_rows_are_refused(db, table, login_role):
@@ -312,12 +312,13 @@ def test_malformed_catalog_rows_are_refused(db, table, login_role):
     refresh(db, table, "x")
     role, dsn = login_role()
     db.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident(table), ident(role)))
-    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(ident(role)))
+    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d TO {}").format(ident(role)))
     with psycopg.connect(dsn, autocommit=True) as conn:
         for change in ["grid_size = 2147483647", "cell_cum_count = cell_cum_count[1:3]", "kde_rows = -1",
                        "bandwidth = '{NaN}'", "grid = grid || NULL::float8", "atom_values = '{1, 2}'"]:
+            catalog = "kde_catalog" if change.startswith("bandwidth") else "kde_synopsis"  # header or payload
             with pytest.raises(psycopg.errors.CheckViolation):
-                conn.execute(f"UPDATE kde_synopsis SET {change} WHERE relid = %s::regclass", (table,))
+                conn.execute(f"UPDATE {catalog} SET {change} WHERE relid = %s::regclass", (table,))
     assert approx(db, "approx_count", table, "x", 0, 0.5) == pytest.approx(1000, abs=3)
 
 
@@ -327,7 +328,7 @@ def test_views_with_column_grants_can_be_refreshed(db, table, login_role):
     db.execute(sql.SQL("CREATE VIEW {} AS SELECT x, secret FROM {}").format(ident(view), ident(table)))
     role, dsn = login_role()
     db.execute(sql.SQL("GRANT SELECT (x) ON {} TO {}").format(ident(view), ident(role)))
-    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(ident(role)))
+    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d TO {}").format(ident(role)))
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             assert refresh(conn, view, "x", sample_size=1000)["rows"] == 5000  # the sampling path of views

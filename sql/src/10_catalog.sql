@@ -1,0 +1,349 @@
+-- ---------------------------------------------------------------------------------------------- catalog
+-- One header row per synopsis (kde_catalog), whatever its kind: every shared feature (privileges, identity,
+-- staleness, renames and drops, the kde_synopses view, kde_refresh_stale, pg-kde drop) reads this one table.
+-- Each kind keeps its payload in a table of its own (kde_synopsis for one column, kde_synopsis_2d for a
+-- pair), one row per header row, which follows its header on rename and delete (ON UPDATE/DELETE CASCADE).
+--   Identity: cols are the columns' names (kept in step with renames by kde_ddl_end), attnums and coltypes
+--     their numbers and types at the build, built_relid the relation's oid at the build (it differs after a
+--     dump and restore, whose tables get new oids and may number their columns anew).
+--   Requested: the arguments of the last kde_refresh (method, sample_size, grid_size, backend), replayed by
+--     kde_refresh_stale; what was built (the method that ran, the grid's size) is kept apart from them.
+--   Build facts: the method and backend that ran (method 'exact' when every row is a heavy value, 'grid'
+--     when no bandwidth could be chosen), the bandwidth (h for one column; H row-major in grid-index units
+--     for a pair), the sample it was chosen on, the rows described and the NULLs left out, when and how long.
+--   Staleness facts: mod_count, storage_id and pages are _kde_table_state() at the start of the build.
+-- The payloads and the query maths that read them: pg_kde/synopsis (Python) and docs/math.md §7.
+CREATE TABLE kde_catalog (
+    relid           regclass    NOT NULL,
+    cols            text[]      NOT NULL,
+    kind            text        NOT NULL,
+    attnums         int2[]      NOT NULL,
+    coltypes        text[]      NOT NULL,
+    built_relid     oid         NOT NULL,
+    requested       jsonb       NOT NULL,
+    method          text        NOT NULL,
+    backend         text        NOT NULL,
+    bandwidth       float8[]    NOT NULL,
+    sample_size     integer     NOT NULL,
+    n_rows          bigint      NOT NULL,
+    n_null          bigint      NOT NULL,
+    built_at        timestamptz NOT NULL DEFAULT now(),
+    build_seconds   float8      NOT NULL,
+    mod_count       bigint      NOT NULL,
+    storage_id      text,
+    pages           bigint      NOT NULL,
+    PRIMARY KEY (relid, cols)
+);
+COMMENT ON TABLE kde_catalog IS 'pg_kde synopses: one header row each (relation, columns by identity, kind, build and staleness facts)';
+
+-- 1-D payload. Two parts that add up:
+--   heavy values ("atoms"): values holding >= 0.1% of the rows, kept exactly (sorted, with cumulative
+--     counts and sums over the whole table); a column with few distinct values is all atoms;
+--   the smooth part, the other rows, on grid_size points (grid: equal-depth for continuous columns, one
+--     cell per value for integer ones; lattice: a discretised column's distinct values, the grid then at
+--     midpoints between them): exact cumulative row counts and sums per grid cell (cell_cum_*, from a full
+--     scan), and the KDE's mass at each grid point (kde_mass), which says where rows sit inside the cells
+--     a query range cuts. grid_size is the size built (requested.grid_size is what was asked).
+CREATE TABLE kde_synopsis (
+    relid           regclass    NOT NULL,
+    cols            text[]      NOT NULL,
+    integer_valued  boolean     NOT NULL,
+    atom_values     float8[]    NOT NULL,
+    atom_cum_count  float8[]    NOT NULL,
+    atom_cum_sum    float8[]    NOT NULL,
+    kde_rows        bigint      NOT NULL,
+    grid            float8[]    NOT NULL,
+    lattice         float8[]    NOT NULL,
+    grid_size       integer     NOT NULL,
+    cell_cum_count  float8[]    NOT NULL,
+    cell_cum_sum    float8[]    NOT NULL,
+    cell_cum_offset float8[]    NOT NULL,
+    kde_mass        float8[]    NOT NULL,
+    cell_discrete   boolean     NOT NULL,
+    PRIMARY KEY (relid, cols),
+    FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE
+);
+-- Arrays are read whole by every query: keep them uncompressed (no pglz on the read path).
+ALTER TABLE kde_synopsis ALTER COLUMN grid SET STORAGE EXTERNAL, ALTER COLUMN lattice SET STORAGE EXTERNAL,
+    ALTER COLUMN atom_values SET STORAGE EXTERNAL,
+    ALTER COLUMN atom_cum_count SET STORAGE EXTERNAL, ALTER COLUMN atom_cum_sum SET STORAGE EXTERNAL,
+    ALTER COLUMN cell_cum_count SET STORAGE EXTERNAL, ALTER COLUMN cell_cum_sum SET STORAGE EXTERNAL,
+    ALTER COLUMN cell_cum_offset SET STORAGE EXTERNAL,
+    ALTER COLUMN kde_mass SET STORAGE EXTERNAL;
+COMMENT ON TABLE kde_synopsis IS 'pg_kde 1-D synopsis payloads: exact heavy values plus a KDE of the other rows';
+SELECT pg_catalog.pg_extension_config_dump('kde_synopsis', '');
+
+-- 2-D payload, a pair of columns on an equal-depth grid: grid1, grid2 hold each axis's grid points (at the
+-- data's quantiles); sat_count and kde_sat are summed-area tables at the grid points (row-major,
+-- grid_size[1] x grid_size[2]) of the cells' exact row counts and of the KDE's cell masses; sat_sum holds
+-- the two columns' exact summed-area tables of values, one after the other. lattice1/2 hold a discretised
+-- axis's distinct values (empty for a continuous or integer axis); its grid points are midpoints between them.
+CREATE TABLE kde_synopsis_2d (
+    relid           regclass    NOT NULL,
+    cols            text[]      NOT NULL,
+    integer_valued  boolean[]   NOT NULL,
+    grid1           float8[]    NOT NULL,
+    grid2           float8[]    NOT NULL,
+    lattice1        float8[]    NOT NULL,
+    lattice2        float8[]    NOT NULL,
+    grid_size       integer[]   NOT NULL,
+    sat_count       float8[]    NOT NULL,
+    sat_sum         float8[]    NOT NULL,
+    kde_sat         float8[]    NOT NULL,
+    PRIMARY KEY (relid, cols),
+    FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE
+);
+ALTER TABLE kde_synopsis_2d ALTER COLUMN sat_count SET STORAGE EXTERNAL,
+    ALTER COLUMN sat_sum SET STORAGE EXTERNAL, ALTER COLUMN kde_sat SET STORAGE EXTERNAL;
+COMMENT ON TABLE kde_synopsis_2d IS 'pg_kde 2-D synopsis payloads: exact summed-area tables of grid cells plus a KDE';
+SELECT pg_catalog.pg_extension_config_dump('kde_synopsis_2d', '');
+-- (the header is registered last: the order an update from 0.2.0 gives.)
+SELECT pg_catalog.pg_extension_config_dump('kde_catalog', '');
+
+-- ---------------------------------------------------------------------------------------------- security
+-- A synopsis is an aggregate of every row of its columns: it is served, and may be written, only where the
+-- role could compute that aggregate itself (docs: README, Security).
+
+-- An array readers can index from 1 with no NULL element (the shape checks below).
+CREATE FUNCTION _kde_is_vector(a anyarray) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT (array_ndims(a) IS NULL OR (array_ndims(a) = 1 AND array_lower(a, 1) = 1)) AND array_position(a, NULL) IS NULL $$;
+COMMENT ON FUNCTION _kde_is_vector(anyarray) IS 'pg_kde internal: a one-dimensional array from 1 without NULLs';
+
+-- Catalog rows are validated on write: a malformed row (written by hand by a granted role) is refused
+-- instead of breaking every reader.
+ALTER TABLE kde_catalog ADD CONSTRAINT kde_catalog_well_formed CHECK (
+    kind IN ('1d', '2d') AND cardinality(cols) = CASE kind WHEN '1d' THEN 1 ELSE 2 END
+    AND cardinality(attnums) = cardinality(cols) AND cardinality(coltypes) = cardinality(cols)
+    AND 0 < ALL (attnums) AND n_rows >= 0 AND n_null >= 0 AND sample_size >= 0 AND pages >= 0
+    AND cardinality(bandwidth) = CASE kind WHEN '1d' THEN 1 ELSE 4 END
+    AND (kind <> '1d' OR (bandwidth[1] >= 0 AND bandwidth[1] < 'Infinity'))
+    AND jsonb_typeof(requested) = 'object'
+    AND @extschema@._kde_is_vector(cols) AND @extschema@._kde_is_vector(attnums) AND @extschema@._kde_is_vector(coltypes)
+    AND @extschema@._kde_is_vector(bandwidth));
+ALTER TABLE kde_synopsis ADD CONSTRAINT kde_synopsis_well_formed CHECK (
+    cardinality(cols) = 1 AND kde_rows >= 0
+    AND grid_size >= 0 AND (grid_size >= 2 OR kde_rows = 0)
+    AND cardinality(grid) = grid_size AND cardinality(cell_cum_count) = grid_size
+    AND cardinality(cell_cum_sum) = grid_size AND cardinality(cell_cum_offset) = grid_size
+    AND cardinality(kde_mass) = grid_size
+    AND cardinality(atom_cum_count) = cardinality(atom_values) AND cardinality(atom_cum_sum) = cardinality(atom_values)
+    AND @extschema@._kde_is_vector(atom_values)
+    AND @extschema@._kde_is_vector(atom_cum_count) AND @extschema@._kde_is_vector(atom_cum_sum)
+    AND @extschema@._kde_is_vector(grid) AND @extschema@._kde_is_vector(lattice)
+    AND @extschema@._kde_is_vector(cell_cum_count) AND @extschema@._kde_is_vector(cell_cum_sum)
+    AND @extschema@._kde_is_vector(cell_cum_offset) AND @extschema@._kde_is_vector(kde_mass));
+ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_well_formed CHECK (
+    cardinality(cols) = 2
+    AND cardinality(integer_valued) = 2 AND cardinality(grid_size) = 2 AND grid_size[1] >= 2 AND grid_size[2] >= 2
+    AND cardinality(grid1) = grid_size[1] AND cardinality(grid2) = grid_size[2]
+    AND cardinality(sat_count) = grid_size[1]::bigint * grid_size[2]
+    AND cardinality(kde_sat) = grid_size[1]::bigint * grid_size[2]
+    AND cardinality(sat_sum) = 2 * grid_size[1]::bigint * grid_size[2]
+    AND @extschema@._kde_is_vector(integer_valued) AND @extschema@._kde_is_vector(grid_size)
+    AND @extschema@._kde_is_vector(grid1) AND @extschema@._kde_is_vector(grid2)
+    AND @extschema@._kde_is_vector(lattice1) AND @extschema@._kde_is_vector(lattice2)
+    AND @extschema@._kde_is_vector(sat_count) AND @extschema@._kde_is_vector(sat_sum)
+    AND @extschema@._kde_is_vector(kde_sat));
+
+-- True when row-level security may hide rows of tbl from the current role: its policies apply to the role
+-- (row_security_active), or tbl is a view over (views over) a table with row-level security enabled, whose
+-- policies filter by the role reading through the view.
+CREATE FUNCTION _kde_rows_hidden(tbl regclass) RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF row_security_active(tbl) THEN
+        RETURN true;
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl AND c.relkind = 'v') THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (
+        WITH RECURSIVE used(oid, kind, rls) AS (
+            SELECT c.oid, c.relkind, c.relrowsecurity FROM pg_class c WHERE c.oid = tbl
+            UNION
+            SELECT c.oid, c.relkind, c.relrowsecurity
+            FROM used
+            JOIN pg_rewrite r ON r.ev_class = used.oid
+            JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid AND d.refclassid = 'pg_class'::regclass
+            JOIN pg_class c ON c.oid = d.refobjid AND c.oid <> used.oid
+            WHERE used.kind = 'v'
+        )
+        SELECT 1 FROM used WHERE used.rls);
+END
+$$;
+COMMENT ON FUNCTION _kde_rows_hidden(regclass) IS 'pg_kde internal: may row-level security hide rows of tbl from the current role';
+
+-- The catalog's row filter: the role may read the relation's schema and every column of the synopsis (by
+-- name, and by number unless the row came through a dump and restore), and sees every row.
+CREATE FUNCTION _kde_can_read(tbl regclass, cols text[], attnums int2[], built_relid oid) RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    readable boolean;
+BEGIN
+    SELECT has_schema_privilege(c.relnamespace, 'USAGE') AND NOT row_security_active(tbl)
+           AND (c.relkind <> 'v' OR NOT @extschema@._kde_rows_hidden(tbl))
+           AND (SELECT coalesce(bool_and(a.attnum IS NOT NULL AND coalesce(has_column_privilege(tbl, a.attnum, 'SELECT'), false)
+                                         AND (built_relid <> tbl::oid OR a.attnum = u.n)), false)
+                FROM unnest(cols, attnums) AS u(name, n)
+                LEFT JOIN pg_attribute a ON a.attrelid = tbl AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped)
+    INTO readable
+    FROM pg_class c WHERE c.oid = tbl;
+    RETURN coalesce(readable, false);
+END
+$$;
+COMMENT ON FUNCTION _kde_can_read(regclass, text[], int2[], oid) IS 'pg_kde internal: may the current role read this synopsis';
+
+-- Row-level security on the catalog: a role sees, and may write, only synopses it could compute itself; a
+-- payload row is visible and writable exactly when its header row is. PUBLIC may read; writing (kde_refresh)
+-- needs an explicit GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d.
+ALTER TABLE kde_catalog ENABLE ROW LEVEL SECURITY;
+CREATE POLICY kde_catalog_column_privilege ON kde_catalog
+    USING (@extschema@._kde_can_read(relid, cols, attnums, built_relid))
+    WITH CHECK (@extschema@._kde_can_read(relid, cols, attnums, built_relid));
+GRANT SELECT ON kde_catalog TO PUBLIC;
+ALTER TABLE kde_synopsis ENABLE ROW LEVEL SECURITY;
+CREATE POLICY kde_synopsis_header ON kde_synopsis
+    USING (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis.relid AND h.cols = kde_synopsis.cols))
+    WITH CHECK (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis.relid AND h.cols = kde_synopsis.cols));
+GRANT SELECT ON kde_synopsis TO PUBLIC;
+ALTER TABLE kde_synopsis_2d ENABLE ROW LEVEL SECURITY;
+CREATE POLICY kde_synopsis_2d_header ON kde_synopsis_2d
+    USING (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_2d.relid AND h.cols = kde_synopsis_2d.cols))
+    WITH CHECK (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_2d.relid AND h.cols = kde_synopsis_2d.cols));
+GRANT SELECT ON kde_synopsis_2d TO PUBLIC;
+
+-- The columns' numbers and types, after checking that the current role may read them: the relation's
+-- schema (USAGE), each column (SELECT), every row (no row-level security applies). Clear errors otherwise.
+CREATE FUNCTION _kde_columns(tbl regclass, cols text[], OUT attnums int2[], OUT coltypes text[])
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel record;
+    col record;
+    found_all boolean;
+    readable boolean;
+BEGIN
+    IF tbl IS NULL OR cols IS NULL OR cardinality(cols) = 0 OR array_position(cols, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'pg_kde: the table and column arguments must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT n.nspname, has_schema_privilege(c.relnamespace, 'USAGE') AS usable,
+           row_security_active(tbl) OR (c.relkind = 'v' AND @extschema@._kde_rows_hidden(tbl)) AS hidden INTO rel
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pg_kde: relation with oid % does not exist', tbl::oid USING ERRCODE = 'undefined_table';
+    ELSIF NOT rel.usable THEN
+        RAISE EXCEPTION 'permission denied for schema %', quote_ident(rel.nspname) USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- All columns in one lookup; on a failure, the first column at fault names the error.
+    SELECT array_agg(a.attnum ORDER BY u.i), array_agg(format_type(a.atttypid, a.atttypmod) ORDER BY u.i),
+           count(a.attnum) = cardinality(cols), coalesce(bool_and(has_column_privilege(tbl, a.attnum, 'SELECT')), false)
+    INTO attnums, coltypes, found_all, readable
+    FROM unnest(cols) WITH ORDINALITY AS u(name, i)
+    LEFT JOIN pg_attribute a ON a.attrelid = tbl AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT (found_all AND readable) THEN
+        FOR col IN SELECT u.name, a.attnum, has_column_privilege(tbl, a.attnum, 'SELECT') AS ok
+                   FROM unnest(cols) WITH ORDINALITY AS u(name, i)
+                   LEFT JOIN pg_attribute a ON a.attrelid = tbl AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped
+                   ORDER BY u.i LOOP
+            IF col.attnum IS NULL THEN
+                RAISE EXCEPTION 'column % of relation % does not exist', quote_ident(col.name), tbl
+                    USING ERRCODE = 'undefined_column';
+            ELSIF NOT col.ok THEN
+                RAISE EXCEPTION 'permission denied for column % of relation %', quote_ident(col.name), tbl
+                    USING ERRCODE = 'insufficient_privilege';
+            END IF;
+        END LOOP;
+    END IF;
+    IF rel.hidden THEN
+        RAISE EXCEPTION 'pg_kde: row-level security hides rows of % from role %', tbl, current_user
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A synopsis summarises every row of the table, so it is not served where policies filter rows.',
+                  HINT = 'Query the table itself, or use a role its policies do not apply to (its owner, or a role with BYPASSRLS).';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION _kde_columns(regclass, text[]) IS 'pg_kde internal: the columns'' identity, privilege-checked';
+
+-- A catalog row found by name still describes those columns: same numbers (unless the relation came
+-- through a dump and restore, which keeps names but not numbers) and same types.
+CREATE FUNCTION _kde_check_identity(tbl regclass, cols text[], built_relid oid, built_attnums int2[],
+                                    built_types text[], attnums int2[], coltypes text[]) RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF built_types IS DISTINCT FROM coltypes OR (built_relid = tbl::oid AND built_attnums IS DISTINCT FROM attnums) THEN
+        RAISE EXCEPTION 'pg_kde: the synopsis of % of % was built for a column that has since been dropped, replaced or changed type',
+                        array_to_string(cols, ', '), tbl
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Rebuild it with kde_refresh.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION _kde_check_identity(regclass, text[], oid, int2[], text[], int2[], text[]) IS
+    'pg_kde internal: does a synopsis still describe its columns';
+
+-- What staleness compares: the relation's modification counters (inserted + updated + deleted rows over its
+-- leaf partitions, this backend's counts not yet reported included), its storage files (a TRUNCATE, a
+-- rewrite or a change of partitions gives new ones) and its size in pages.
+CREATE FUNCTION _kde_table_state(tbl regclass, OUT mod_count bigint, OUT storage_id text, OUT pages bigint)
+LANGUAGE sql STABLE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH leaves AS (
+        SELECT p.relid FROM pg_partition_tree(tbl) p WHERE p.isleaf
+        UNION ALL
+        SELECT tbl WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree(tbl))
+    )
+    SELECT coalesce(sum(pg_stat_get_tuples_inserted(l.relid) + pg_stat_get_tuples_updated(l.relid)
+                        + pg_stat_get_tuples_deleted(l.relid) + pg_stat_get_xact_tuples_inserted(l.relid)
+                        + pg_stat_get_xact_tuples_updated(l.relid) + pg_stat_get_xact_tuples_deleted(l.relid)), 0)::bigint,
+           string_agg(l.relid::oid::text || ':' || pg_relation_filenode(l.relid)::text, ',' ORDER BY l.relid::oid),
+           coalesce(sum(pg_relation_size(l.relid) / current_setting('block_size')::bigint), 0)::bigint
+    FROM leaves l
+$$;
+COMMENT ON FUNCTION _kde_table_state(regclass) IS 'pg_kde internal: what staleness compares';
+
+-- Each column of a catalog row as the relation holds it now: by number, or by name for a row restored from a
+-- dump (built_relid differs from the relation's oid); NULL attnum where the column is gone.
+CREATE FUNCTION _kde_resolve(tbl regclass, cols text[], attnums int2[], built_relid oid)
+RETURNS TABLE (i bigint, name text, attnum int2, type text)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT u.i, a.attname::text, a.attnum, format_type(a.atttypid, a.atttypmod)
+    FROM unnest(cols, attnums) WITH ORDINALITY AS u(name, n, i)
+    LEFT JOIN pg_attribute a ON a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped
+                            AND CASE WHEN built_relid = tbl::oid THEN a.attnum = u.n ELSE a.attname = u.name END
+$$;
+COMMENT ON FUNCTION _kde_resolve(regclass, text[], int2[], oid) IS 'pg_kde internal: a synopsis''s columns as they are now';
+
+-- Synopses follow their columns (run by the event triggers below, for the relations a command touched, or
+-- every relation when relids is NULL): a synopsis whose column is gone or changed type is removed; a
+-- renamed column's synopses take its new name; rows restored from a dump are bound to the columns' numbers.
+-- Only the header is written: each payload row follows its header (ON UPDATE/DELETE CASCADE).
+CREATE FUNCTION _kde_reconcile(relids oid[]) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM @extschema@.kde_catalog k
+    WHERE (relids IS NULL OR k.relid::oid = ANY (relids)) AND NOT EXISTS (
+        SELECT 1 FROM (SELECT bool_and(r.attnum IS NOT NULL AND r.type = k.coltypes[r.i]) AS ok
+                       FROM @extschema@._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) r) q WHERE q.ok);
+    UPDATE @extschema@.kde_catalog k SET cols = q.names, attnums = q.nums, built_relid = k.relid::oid
+    FROM (SELECT s.relid, s.cols, array_agg(r.name ORDER BY r.i) AS names, array_agg(r.attnum ORDER BY r.i) AS nums
+          FROM @extschema@.kde_catalog s, @extschema@._kde_resolve(s.relid, s.cols, s.attnums, s.built_relid) r
+          WHERE relids IS NULL OR s.relid::oid = ANY (relids) GROUP BY s.relid, s.cols) q
+    WHERE k.relid = q.relid AND k.cols = q.cols
+      AND (k.cols <> q.names OR k.attnums <> q.nums OR k.built_relid <> k.relid::oid);
+END
+$$;
+COMMENT ON FUNCTION _kde_reconcile(oid[]) IS 'pg_kde internal: keep catalog rows in step with their columns';

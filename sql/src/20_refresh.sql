@@ -1,0 +1,87 @@
+-- ---------------------------------------------------------------------------------------------- refresh
+-- The PL/Python entry points return {"error": {message, sqlstate, detail, hint}} for errors a user can fix,
+-- raised here as one clean PostgreSQL error (no Python traceback in its context).
+CREATE FUNCTION _kde_raise_if_error(result jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    e jsonb := result -> 'error';
+    code text;
+BEGIN
+    IF e IS NULL THEN
+        RETURN result;
+    END IF;
+    code := coalesce(e ->> 'sqlstate', 'P0001');
+    IF e ->> 'hint' IS NULL AND e ->> 'detail' IS NULL THEN
+        RAISE EXCEPTION USING MESSAGE = e ->> 'message', ERRCODE = code;
+    ELSIF e ->> 'detail' IS NULL THEN
+        RAISE EXCEPTION USING MESSAGE = e ->> 'message', ERRCODE = code, HINT = e ->> 'hint';
+    ELSIF e ->> 'hint' IS NULL THEN
+        RAISE EXCEPTION USING MESSAGE = e ->> 'message', ERRCODE = code, DETAIL = e ->> 'detail';
+    END IF;
+    RAISE EXCEPTION USING MESSAGE = e ->> 'message', ERRCODE = code, DETAIL = e ->> 'detail', HINT = e ->> 'hint';
+END
+$$;
+COMMENT ON FUNCTION _kde_raise_if_error(jsonb) IS 'pg_kde internal: raise the error a PL/Python entry point returned';
+
+CREATE FUNCTION _kde_refresh(relid oid, cols text[], method text, sample_size integer, grid_size integer,
+                             backend text, extversion text) RETURNS jsonb
+LANGUAGE plpython3u VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+from pg_kde import sql_entry
+return sql_entry.refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extversion)
+$$;
+COMMENT ON FUNCTION _kde_refresh(oid, text[], text, integer, integer, text, text) IS 'pg_kde internal: build a synopsis';
+
+CREATE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
+                            grid_size integer DEFAULT 2048, backend text DEFAULT 'auto') RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_raise_if_error(
+        @extschema@._kde_refresh(tbl::oid, ARRAY[col], method, sample_size, grid_size, backend, '@PG_KDE_VERSION@'))
+$$;
+COMMENT ON FUNCTION kde_refresh(regclass, text, text, integer, integer, text) IS
+    'Build or rebuild the synopsis of one numeric column (method: auto = plugin_cdf | plugin | lscv_h | lscv_H | normal_reference); returns a summary';
+
+CREATE FUNCTION kde_refresh(tbl regclass, cols text[], method text DEFAULT 'auto', sample_size integer DEFAULT 5000,
+                            grid_size integer DEFAULT 256, backend text DEFAULT 'auto') RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_raise_if_error(
+        @extschema@._kde_refresh(tbl::oid, cols, method, sample_size, grid_size, backend, '@PG_KDE_VERSION@'))
+$$;
+COMMENT ON FUNCTION kde_refresh(regclass, text[], text, integer, integer, text) IS
+    'Build or rebuild the synopsis of one column or, with two, of a pair (method: auto = lscv_H for a pair); returns a summary';
+
+CREATE FUNCTION _kde_bandwidth(relid oid, cols text[], method text, backend text, sample_size integer,
+                               extversion text) RETURNS jsonb
+LANGUAGE plpython3u VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+from pg_kde import sql_entry
+return sql_entry.choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extversion)
+$$;
+COMMENT ON FUNCTION _kde_bandwidth(oid, text[], text, text, integer, text) IS 'pg_kde internal: bandwidth of a sample';
+
+CREATE FUNCTION kde_bandwidth(tbl regclass, cols text[], method text DEFAULT 'auto', backend text DEFAULT 'auto',
+                              sample_size integer DEFAULT 10000) RETURNS float8[]
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT ARRAY(SELECT jsonb_array_elements_text(@extschema@._kde_raise_if_error(
+        @extschema@._kde_bandwidth(tbl::oid, cols, method, backend, sample_size, '@PG_KDE_VERSION@')) -> 'bandwidth')::float8)
+$$;
+COMMENT ON FUNCTION kde_bandwidth(regclass, text[], text, text, integer) IS
+    'Bandwidth of a sample of rows with all columns non-NULL: {h} for one column (data units), else H row-major';
+
+CREATE FUNCTION kde_bandwidth(tbl regclass, col text, method text DEFAULT 'auto', backend text DEFAULT 'auto',
+                              sample_size integer DEFAULT 10000) RETURNS float8[]
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.kde_bandwidth(tbl, ARRAY[col], method, backend, sample_size) $$;
+COMMENT ON FUNCTION kde_bandwidth(regclass, text, text, text, integer) IS
+    'Bandwidth h (data units) of a sample of one column''s non-NULL values';

@@ -1,0 +1,160 @@
+-- 2-D: the synopsis of a pair in either order (swapped tells which), checked as _kde_synopsis_for.
+CREATE FUNCTION _kde_synopsis2_for(tbl regclass, col1 text, col2 text, OUT s kde_synopsis_2d, OUT swapped boolean)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ident record;
+    h record;
+BEGIN
+    ident := @extschema@._kde_columns(tbl, ARRAY[col1, col2]);
+    SELECT k.cols, k.built_relid, k.attnums, k.coltypes, k.cols <> ARRAY[col1, col2] AS swapped INTO h
+    FROM @extschema@.kde_catalog k WHERE k.relid = tbl AND k.cols IN (ARRAY[col1, col2], ARRAY[col2, col1])
+    ORDER BY k.cols <> ARRAY[col1, col2] LIMIT 1;  -- the pair as named first
+    IF FOUND THEN
+        SELECT * INTO s FROM @extschema@.kde_synopsis_2d p WHERE p.relid = tbl AND p.cols = h.cols;
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no pg_kde synopsis for columns %, % of %', col1, col2, tbl
+            USING ERRCODE = 'undefined_object',
+                  HINT = format('Build it with: SELECT kde_refresh(%L, ARRAY[%L, %L]);', tbl::text, col1, col2);
+    END IF;
+    swapped := h.swapped;
+    IF swapped THEN
+        PERFORM @extschema@._kde_check_identity(tbl, h.cols, h.built_relid, h.attnums, h.coltypes,
+                                                ARRAY[ident.attnums[2], ident.attnums[1]],
+                                                ARRAY[ident.coltypes[2], ident.coltypes[1]]);
+    ELSE
+        PERFORM @extschema@._kde_check_identity(tbl, h.cols, h.built_relid, h.attnums, h.coltypes, ident.attnums, ident.coltypes);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION _kde_synopsis2_for(regclass, text, text) IS 'pg_kde internal: a 2-D synopsis, privilege-checked';
+
+-- A summed-area table (m1 x m2, row-major, starting at offset) interpolated bilinearly at fractional grid
+-- coordinates: exact at grid points, and exact for a density uniform within each cell.
+CREATE FUNCTION _kde_sat_at(sat float8[], m1 integer, m2 integer, offs integer, p1 float8, p2 float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    i integer := least(floor(p1)::integer, m1 - 2);
+    j integer := least(floor(p2)::integer, m2 - 2);
+    f float8 := p1 - i;
+    g float8 := p2 - j;
+    base integer := offs + i * m2 + j + 1;
+BEGIN
+    RETURN (1 - f) * (1 - g) * sat[base] + (1 - f) * g * sat[base + 1]
+         + f * (1 - g) * sat[base + m2] + f * g * sat[base + m2 + 1];
+END
+$$;
+COMMENT ON FUNCTION _kde_sat_at(float8[], integer, integer, integer, float8, float8) IS 'pg_kde internal: summed-area lookup';
+
+-- What a box [a1, b1] x [a2, b2] holds: moment 0 the row count, moment k (1 or 2) the sum of column k.
+-- Counts: whole cells inside the box exactly, the strip of cells the box cuts shaped by the KDE; sums: the
+-- exact summed-area table of values, uniform within cells.
+CREATE FUNCTION _kde_box(s kde_synopsis_2d, a1 float8, b1 float8, a2 float8, b2 float8, moment integer) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m1 integer := s.grid_size[1];
+    m2 integer := s.grid_size[2];
+    counts float8[] := s.sat_count;
+    kde float8[] := s.kde_sat;
+    sums float8[];
+    pa1 float8; pb1 float8; pa2 float8; pb2 float8;
+    ia1 integer; ib1 integer; ia2 integer; ib2 integer;
+    inner_exact float8 := 0;
+    inner_kde float8 := 0;
+    box_kde float8;
+    outer_exact float8;
+BEGIN
+    IF s.integer_valued[1] THEN a1 := ceil(a1) - 0.5; b1 := floor(b1) + 0.5; END IF;
+    IF s.integer_valued[2] THEN a2 := ceil(a2) - 0.5; b2 := floor(b2) + 0.5; END IF;
+    IF a1 > b1 OR a2 > b2 THEN
+        RETURN 0;
+    END IF;
+    IF cardinality(s.lattice1) > 0 THEN
+        a1 := @extschema@._kde_lattice_bound(s.lattice1, s.grid1, a1, false);
+        b1 := @extschema@._kde_lattice_bound(s.lattice1, s.grid1, b1, true);
+    END IF;
+    IF cardinality(s.lattice2) > 0 THEN
+        a2 := @extschema@._kde_lattice_bound(s.lattice2, s.grid2, a2, false);
+        b2 := @extschema@._kde_lattice_bound(s.lattice2, s.grid2, b2, true);
+    END IF;
+    IF a1 >= b1 OR a2 >= b2 THEN
+        RETURN 0;
+    END IF;
+    pa1 := @extschema@._kde_grid_pos(s.grid1, a1);
+    pb1 := @extschema@._kde_grid_pos(s.grid1, b1);
+    pa2 := @extschema@._kde_grid_pos(s.grid2, a2);
+    pb2 := @extschema@._kde_grid_pos(s.grid2, b2);
+    IF pa1 >= pb1 OR pa2 >= pb2 THEN
+        RETURN 0;
+    END IF;
+    IF moment > 0 THEN
+        sums := s.sat_sum;
+        RETURN @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pb1, pb2)
+             - @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pa1, pb2)
+             - @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pb1, pa2)
+             + @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pa1, pa2);
+    END IF;
+    box_kde := @extschema@._kde_sat_at(kde, m1, m2, 0, pb1, pb2) - @extschema@._kde_sat_at(kde, m1, m2, 0, pa1, pb2)
+             - @extschema@._kde_sat_at(kde, m1, m2, 0, pb1, pa2) + @extschema@._kde_sat_at(kde, m1, m2, 0, pa1, pa2);
+    ia1 := ceil(pa1)::integer; ib1 := floor(pb1)::integer; ia2 := ceil(pa2)::integer; ib2 := floor(pb2)::integer;
+    IF ia1 < ib1 AND ia2 < ib2 THEN
+        inner_exact := counts[ib1 * m2 + ib2 + 1] - counts[ia1 * m2 + ib2 + 1] - counts[ib1 * m2 + ia2 + 1]
+                     + counts[ia1 * m2 + ia2 + 1];
+        inner_kde := kde[ib1 * m2 + ib2 + 1] - kde[ia1 * m2 + ib2 + 1] - kde[ib1 * m2 + ia2 + 1] + kde[ia1 * m2 + ia2 + 1];
+    END IF;
+    ia1 := floor(pa1)::integer; ib1 := ceil(pb1)::integer; ia2 := floor(pa2)::integer; ib2 := ceil(pb2)::integer;
+    outer_exact := counts[ib1 * m2 + ib2 + 1] - counts[ia1 * m2 + ib2 + 1] - counts[ib1 * m2 + ia2 + 1]
+                 + counts[ia1 * m2 + ia2 + 1];
+    RETURN least(greatest(inner_exact + (box_kde - inner_kde), inner_exact), outer_exact);
+END
+$$;
+COMMENT ON FUNCTION _kde_box(kde_synopsis_2d, float8, float8, float8, float8, integer) IS 'pg_kde internal: a box query';
+
+CREATE FUNCTION approx_count(tbl regclass, col1 text, lo1 float8, hi1 float8, col2 text, lo2 float8, hi2 float8)
+RETURNS float8
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    a1 float8 := coalesce(lo1, '-Infinity'); b1 float8 := coalesce(hi1, 'Infinity');
+    a2 float8 := coalesce(lo2, '-Infinity'); b2 float8 := coalesce(hi2, 'Infinity');
+BEGIN
+    r := @extschema@._kde_synopsis2_for(tbl, col1, col2);
+    IF a1 > b1 OR a2 > b2 THEN
+        RETURN 0;
+    ELSIF r.swapped THEN
+        RETURN @extschema@._kde_box(r.s, a2, b2, a1, b1, 0);
+    END IF;
+    RETURN @extschema@._kde_box(r.s, a1, b1, a2, b2, 0);
+END
+$$;
+COMMENT ON FUNCTION approx_count(regclass, text, float8, float8, text, float8, float8) IS
+    'Approximate count of rows with lo1 <= col1 <= hi1 and lo2 <= col2 <= hi2, jointly, from the pair''s 2-D synopsis';
+
+CREATE FUNCTION approx_sum(tbl regclass, sum_col text, pred_col text, lo float8, hi float8) RETURNS float8
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    a float8 := coalesce(lo, '-Infinity');
+    b float8 := coalesce(hi, 'Infinity');
+BEGIN
+    r := @extschema@._kde_synopsis2_for(tbl, sum_col, pred_col);
+    IF a > b THEN
+        RETURN 0;
+    ELSIF r.swapped THEN  -- stored as (pred_col, sum_col): sum column 2 over the box pred_col in [a, b]
+        RETURN @extschema@._kde_box(r.s, a, b, '-Infinity', 'Infinity', 2);
+    END IF;
+    RETURN @extschema@._kde_box(r.s, '-Infinity', 'Infinity', a, b, 1);
+END
+$$;
+COMMENT ON FUNCTION approx_sum(regclass, text, text, float8, float8) IS
+    'Approximate sum of sum_col over rows with lo <= pred_col <= hi, from the pair''s 2-D synopsis';

@@ -1,0 +1,123 @@
+-- ---------------------------------------------------------------------------------------------- staleness
+-- Why a synopsis no longer describes its table (NULL while it does), from _kde_table_state now against the
+-- same at the build: new storage files (TRUNCATE, a rewrite, partitions attached or detached, a restore);
+-- counters below their value at the build (statistics reset, e.g. by crash recovery: what happened since
+-- is unknown); at least 10% of the rows inserted, updated or deleted; the size in pages changed by more
+-- than 10% (what the counters miss once reset).
+CREATE FUNCTION _kde_stale_reason(tbl regclass, rows bigint, built_mod_count bigint, built_storage text,
+                                  built_pages bigint) RETURNS text
+LANGUAGE sql STABLE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN st.storage_id IS DISTINCT FROM built_storage THEN 'truncated, rewritten, repartitioned or restored'
+        WHEN st.mod_count < built_mod_count THEN 'activity statistics were reset since the build'
+        WHEN st.mod_count - built_mod_count >= 0.1 * greatest(rows, 1) THEN 'at least 10% of the rows modified'
+        WHEN abs(st.pages - built_pages) > greatest(0.1 * built_pages, 1) THEN 'size changed by more than 10%'
+    END
+    FROM @extschema@._kde_table_state(tbl) st
+$$;
+COMMENT ON FUNCTION _kde_stale_reason(regclass, bigint, bigint, text, bigint) IS 'pg_kde internal: why a synopsis is stale';
+
+CREATE VIEW kde_synopses WITH (security_invoker = true) AS
+SELECT k.relid,
+       k.cols,
+       k.method,
+       k.n_rows,
+       coalesce(cardinality(p1.atom_values), 0) AS heavy_values,
+       coalesce(p1.kde_rows, k.n_rows) AS kde_rows,
+       pg_column_size(k.*) + coalesce(pg_column_size(p1.*), 0) + coalesce(pg_column_size(p2.*), 0) AS bytes,
+       k.built_at,
+       now() - k.built_at AS age,
+       k.build_seconds,
+       k.backend,
+       CASE WHEN st.mod_count >= k.mod_count THEN st.mod_count - k.mod_count END AS rows_modified,
+       r.reason IS NOT NULL AS stale,
+       r.reason AS stale_reason
+FROM @extschema@.kde_catalog k
+LEFT JOIN @extschema@.kde_synopsis p1 ON k.kind = '1d' AND p1.relid = k.relid AND p1.cols = k.cols
+LEFT JOIN @extschema@.kde_synopsis_2d p2 ON k.kind = '2d' AND p2.relid = k.relid AND p2.cols = k.cols
+CROSS JOIN LATERAL @extschema@._kde_table_state(k.relid) st
+CROSS JOIN LATERAL (SELECT @extschema@._kde_stale_reason(k.relid, k.n_rows + k.n_null, k.mod_count, k.storage_id,
+                                                         k.pages) AS reason) r;
+COMMENT ON VIEW kde_synopses IS
+    'Every synopsis the current role may read, with its size, age, rows modified since its build (NULL when statistics were reset), a stale flag and its reason';
+GRANT SELECT ON kde_synopses TO PUBLIC;
+
+-- Each stale synopsis the current role may read is rebuilt on its own (a subtransaction each): one that
+-- fails is reported as a WARNING and left as it was, the others land. A cancel stops the whole call.
+CREATE FUNCTION kde_refresh_stale() RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    n integer := 0;
+BEGIN
+    FOR r IN SELECT k.relid, k.cols, k.requested
+             FROM @extschema@.kde_synopses v
+             JOIN @extschema@.kde_catalog k USING (relid, cols)
+             WHERE v.stale
+             ORDER BY k.relid::oid, k.cols
+    LOOP
+        BEGIN
+            -- The same request as the last refresh (requested holds its arguments, not what was built).
+            PERFORM @extschema@._kde_raise_if_error(@extschema@._kde_refresh(
+                r.relid::oid, r.cols, r.requested ->> 'method', (r.requested ->> 'sample_size')::integer,
+                (r.requested ->> 'grid_size')::integer, r.requested ->> 'backend', '@PG_KDE_VERSION@'));
+            n := n + 1;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'pg_kde: could not refresh the synopsis of % of %: %', array_to_string(r.cols, ', '), r.relid, SQLERRM;
+        END;
+    END LOOP;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION kde_refresh_stale() IS
+    'Refresh every stale synopsis the current role may read, each on its own (failures are warnings); returns how many were refreshed';
+
+-- ---------------------------------------------------------------------------------------------- schema changes
+-- Event triggers keep the catalog in step with the relations (as the catalog's owner: the role running the
+-- DDL may not be allowed to write it). A failure here warns instead of failing the user's command: the
+-- query-time identity check (_kde_check_identity) still refuses a synopsis that no longer fits.
+CREATE FUNCTION _kde_on_sql_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM @extschema@.kde_catalog k USING pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_class'::regclass AND d.objid = k.relid::oid
+      AND (d.objsubid = 0 OR d.objsubid = ANY (k.attnums));
+EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint_violation THEN
+    RAISE WARNING 'pg_kde: could not remove the synopses of dropped objects: %', SQLERRM;
+END
+$$;
+COMMENT ON FUNCTION _kde_on_sql_drop() IS 'pg_kde internal: drop the synopses of dropped tables and columns';
+
+CREATE FUNCTION _kde_on_ddl_end() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    touched oid[];
+BEGIN
+    -- The relations the command touched and, since renames and type changes recurse, their descendants.
+    WITH RECURSIVE rels(oid) AS (
+        SELECT c.objid FROM pg_event_trigger_ddl_commands() c WHERE c.classid = 'pg_class'::regclass
+        UNION
+        SELECT i.inhrelid FROM pg_inherits i JOIN rels ON i.inhparent = rels.oid
+    )
+    SELECT array_agg(oid) INTO touched FROM rels;
+    IF touched IS NOT NULL THEN
+        PERFORM @extschema@._kde_reconcile(touched);
+    END IF;
+EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint_violation THEN
+    RAISE WARNING 'pg_kde: could not bring synopses in step with the change: %', SQLERRM;
+END
+$$;
+COMMENT ON FUNCTION _kde_on_ddl_end() IS 'pg_kde internal: follow renamed columns, drop synopses of retyped ones';
+
+CREATE EVENT TRIGGER kde_sql_drop ON sql_drop EXECUTE FUNCTION _kde_on_sql_drop();
+CREATE EVENT TRIGGER kde_ddl_end ON ddl_command_end
+    WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'ALTER MATERIALIZED VIEW', 'ALTER FOREIGN TABLE', 'CREATE VIEW')
+    EXECUTE FUNCTION _kde_on_ddl_end();
