@@ -1,4 +1,8 @@
-"""The exceptions and warnings of the backend layer (re-exported by :mod:`pg_kde`)."""
+"""The exceptions and warnings of the package: the backend layer's (re-exported by :mod:`pg_kde`), and the
+error a caller of the SQL functions can fix (:class:`UserError`, raised by :mod:`pg_kde.synopsis` and
+:mod:`pg_kde.sql_entry`)."""
+
+from __future__ import annotations
 
 
 class BackendUnavailableError(RuntimeError):
@@ -11,3 +15,11 @@ class DeviceOutOfMemoryError(MemoryError):
 
 class BackendFallbackWarning(RuntimeWarning):
     """``backend="auto"`` could not finish on the backend it chose and went on with the next one."""
+
+
+class UserError(Exception):
+    """An error the caller can fix: becomes one PostgreSQL error with this SQLSTATE, detail and hint."""
+
+    def __init__(self, message: str, *, sqlstate: str = "22023", hint: str | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.error = {"message": message, "sqlstate": sqlstate, "hint": hint, "detail": detail}

@@ -346,7 +346,7 @@ def test_grid_density_sliced_equals_unsliced(rng):
     ((400, 9), [[0.5, 0.0], [0.0, 1e-6]]),      # no smoothing along the second axis
 ])
 def test_smooth_masses_2d_sliced_equals_unsliced(shape, H, monkeypatch, rng):
-    monkeypatch.setattr(synopsis, "FFT_SLICE_VALUES", 1 << 10)
+    monkeypatch.setattr(synopsis.maths, "FFT_SLICE_VALUES", 1 << 10)  # read where smooth_masses_2d lives
     weights = rng.poisson(3.0, shape).astype(np.float64)
     H = np.array(H)
     plain = synopsis.smooth_masses_2d(weights, (1.0, 1.0), H)

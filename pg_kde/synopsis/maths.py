@@ -11,7 +11,8 @@ A synopsis answers COUNT and SUM (and so AVG) over ranges as two parts that add 
   the linear density with the cell's exact mean offset; the KDE is the second opinion that sizes the
   interval's smoothing-bias allowance.
 
-docs/math.md §7 gives the formulas. This module does no I/O; :mod:`pg_kde.sql_entry` feeds it from SQL.
+docs/math.md §7 gives the formulas. This module does no I/O; :mod:`pg_kde.synopsis.build` feeds it the rows
+a :class:`~pg_kde.synopsis.reader.TableReader` reads.
 
 The two smoothing steps of a refresh, :func:`grid_density` (O(m²) for m grid points) and
 :func:`smooth_masses_2d` (an FFT convolution), take ``interrupt=``: a callable with no arguments that, when
@@ -26,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.signal import fftconvolve
 
-from ._slices import Interrupt
-from .bandwidth import SELECTORS
+from .._slices import Interrupt
+from ..bandwidth import SELECTORS
 
 #: A value holding at least this share of the non-NULL rows is kept exactly.
 ATOM_SHARE = 0.001

@@ -1,0 +1,150 @@
+"""The catalog rows of a synopsis: what the user asked for (:class:`Requested`, kept as the ``options``
+column) apart from what a build made (:class:`Built1D` for ``kde_synopsis``, :class:`Built2D` for
+``kde_synopsis_2d``), and the row and summary each becomes. The columns are described in
+:mod:`pg_kde.synopsis` and at the top of sql/pg_kde--0.2.0.sql."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional
+
+#: Parameter types of the catalog columns (kde_synopsis and kde_synopsis_2d).
+CATALOG_TYPES = {
+    "relid": "oid", "cols": "text[]", "method": "text", "bandwidth": "float8[]", "sample_size": "int4",
+    "n_rows": "int8", "n_null": "int8", "atom_values": "float8[]", "atom_cum_count": "float8[]",
+    "atom_cum_sum": "float8[]", "kde_rows": "int8", "grid": "float8[]", "lattice": "float8[]",
+    "cell_cum_count": "float8[]", "cell_cum_sum": "float8[]", "cell_cum_offset": "float8[]", "kde_mass": "float8[]",
+    "cell_discrete": "bool", "build_seconds": "float8", "backend": "text", "mod_count": "int8", "options": "jsonb",
+    "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
+    "sat_sum": "float8[]", "kde_sat": "float8[]", "attnums": "int2[]", "coltypes": "text[]", "built_relid": "oid",
+    "storage_id": "text", "pages": "int8",
+}
+# integer_valued and grid_size are scalars in 1-D and arrays in 2-D: typed by each row type.
+
+
+@dataclass(frozen=True)
+class Requested:
+    """kde_refresh's arguments as the user gave them (``options``: kde_refresh_stale repeats them)."""
+
+    method: str
+    sample_size: int
+    grid_size: int
+    backend: str
+
+    def options(self, grid_size: Optional[int] = None) -> str:
+        """The ``options`` jsonb, with ``grid_size`` in place of the requested one when given."""
+        return json.dumps({"method": self.method, "sample_size": self.sample_size,
+                           "grid_size": self.grid_size if grid_size is None else grid_size,
+                           "backend": self.backend})
+
+
+@dataclass
+class Built1D:
+    """A 1-D synopsis as built, in the column's units: the build facts and the payload arrays (lists, as
+    stored). ``grid_size`` is the built grid's point count (0 with no smooth part); ``scale`` the plug-in
+    scale the selector used (None when no plug-in selector ran)."""
+
+    TABLE = "kde_synopsis"
+
+    method: str
+    bandwidth: float
+    sample_size: int
+    backend: str
+    scale: Optional[str]
+    n_rows: int
+    n_null: int
+    integer_valued: bool
+    atom_values: list
+    atom_cum_count: list
+    atom_cum_sum: list
+    heavy_rows: int
+    kde_rows: int
+    grid: list
+    lattice: list
+    grid_size: int
+    cell_cum_count: list
+    cell_cum_sum: list
+    cell_cum_offset: list
+    kde_mass: list
+    cell_discrete: bool
+    seconds: float
+
+    def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
+        """The kde_synopsis row (column -> value, in the order the upsert lists them).
+
+        ``options`` keeps what 0.2.0 stored: with a smooth part, its grid_size is the built grid's point
+        count (which kde_refresh_stale then requests), not the requested one."""
+        return {
+            "relid": relid, "cols": cols, "method": self.method, "bandwidth": [self.bandwidth],
+            "sample_size": self.sample_size, "n_rows": self.n_rows, "n_null": self.n_null,
+            "integer_valued": self.integer_valued, "atom_values": self.atom_values,
+            "atom_cum_count": self.atom_cum_count, "atom_cum_sum": self.atom_cum_sum, "kde_rows": self.kde_rows,
+            "grid": self.grid, "lattice": self.lattice, "grid_size": self.grid_size,
+            "cell_cum_count": self.cell_cum_count, "cell_cum_sum": self.cell_cum_sum,
+            "cell_cum_offset": self.cell_cum_offset, "kde_mass": self.kde_mass, "cell_discrete": self.cell_discrete,
+            "build_seconds": self.seconds, "backend": self.backend, **identity,
+            "options": requested.options(self.grid_size if self.kde_rows > 0 else None),
+        }
+
+    @staticmethod
+    def catalog_types() -> dict:
+        """Column -> SQL type of its parameter, for the upsert."""
+        return {**CATALOG_TYPES, "integer_valued": "bool", "grid_size": "int4"}
+
+    def summary(self, relation: str, column: str) -> dict:
+        """kde_refresh's summary of a 1-D synopsis."""
+        return {"relation": relation, "column": column, "rows": self.n_rows, "nulls": self.n_null,
+                "heavy_values": len(self.atom_values), "heavy_rows": self.heavy_rows, "kde_rows": self.kde_rows,
+                "integer_valued": self.integer_valued, "method": self.method, "bandwidth": self.bandwidth,
+                "sample_size": self.sample_size, "backend": self.backend,
+                **({"scale": self.scale} if self.scale else {}),
+                "discrete": self.cell_discrete, "grid_size": self.grid_size, "seconds": round(self.seconds, 4)}
+
+
+@dataclass
+class Built2D:
+    """A 2-D synopsis as built, in the columns' units: ``bandwidth`` is H (row-major, grid-index units),
+    ``grid_size`` the two grids' point counts, the summed-area tables row-major (grid_size[0] x
+    grid_size[1]; ``sat_sum`` the two columns' tables one after the other)."""
+
+    TABLE = "kde_synopsis_2d"
+
+    method: str
+    bandwidth: list
+    sample_size: int
+    backend: str
+    n_rows: int
+    n_null: int
+    integer_valued: list
+    grid1: list
+    grid2: list
+    lattice1: list
+    lattice2: list
+    grid_size: list
+    sat_count: list
+    sat_sum: list
+    kde_sat: list
+    seconds: float
+
+    def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
+        """The kde_synopsis_2d row (column -> value, in the order the upsert lists them)."""
+        return {
+            "relid": relid, "cols": cols, "method": self.method, "bandwidth": self.bandwidth,
+            "sample_size": self.sample_size, "n_rows": self.n_rows, "n_null": self.n_null,
+            "integer_valued": self.integer_valued, "grid1": self.grid1, "grid2": self.grid2,
+            "lattice1": self.lattice1, "lattice2": self.lattice2, "grid_size": self.grid_size,
+            "sat_count": self.sat_count, "sat_sum": self.sat_sum, "kde_sat": self.kde_sat,
+            "build_seconds": self.seconds, "backend": self.backend, **identity, "options": requested.options(),
+        }
+
+    @staticmethod
+    def catalog_types() -> dict:
+        """Column -> SQL type of its parameter, for the upsert."""
+        return {**CATALOG_TYPES, "integer_valued": "bool[]", "grid_size": "int4[]"}
+
+    def summary(self, relation: str, columns) -> dict:
+        """kde_refresh's summary of a 2-D synopsis."""
+        return {"relation": relation, "columns": list(columns), "rows": self.n_rows, "nulls": self.n_null,
+                "method": self.method, "bandwidth": self.bandwidth, "sample_size": self.sample_size,
+                "backend": self.backend, "grid_size": self.grid_size, "seconds": round(self.seconds, 4)}

@@ -1,0 +1,295 @@
+"""Synopsis builds (pg_kde.synopsis.build) from in-memory tables (ArrayTableReader), without PostgreSQL:
+the catalog payload against exact counts and sums computed here, and the errors of kde_refresh."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from pg_kde import sql_entry
+from pg_kde._errors import UserError
+from pg_kde.synopsis import (
+    CATALOG_TYPES,
+    ArrayTableReader,
+    Built1D,
+    Built2D,
+    Requested,
+    build_1d,
+    build_2d,
+    select_bandwidth,
+)
+
+ROWS_1D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued",
+           "atom_values", "atom_cum_count", "atom_cum_sum", "kde_rows", "grid", "lattice", "grid_size",
+           "cell_cum_count", "cell_cum_sum", "cell_cum_offset", "kde_mass", "cell_discrete", "build_seconds",
+           "backend", "attnums", "coltypes", "built_relid", "mod_count", "storage_id", "pages", "options"]
+ROWS_2D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued", "grid1",
+           "grid2", "lattice1", "lattice2", "grid_size", "sat_count", "sat_sum", "kde_sat", "build_seconds",
+           "backend", "attnums", "coltypes", "built_relid", "mod_count", "storage_id", "pages", "options"]
+IDENTITY = {"attnums": [1], "coltypes": ["float8"], "built_relid": 16384, "mod_count": 0, "storage_id": "1",
+            "pages": 10}
+
+
+def quiet_select(sample, method, backend, required=True, scale=None):
+    """select_bandwidth with the selector's warnings caught (sql_entry passes them on to PostgreSQL)."""
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        return select_bandwidth(sample, method, backend, required=required, scale=scale)
+
+
+def build(values, *, sample_size=50000, grid_size=1024, nulls=None, **kwargs):
+    requested = Requested("auto", sample_size, grid_size, "auto")
+    return build_1d(ArrayTableReader((values,), nulls=nulls, **kwargs), requested, quiet_select), requested
+
+
+def exact_cells(values, grid):
+    """Rows and sums of each grid cell [g_k, g_{k+1}) (the last one closed), by masks."""
+    rows, sums = [], []
+    for k in range(len(grid) - 1):
+        inside = (values >= grid[k]) & ((values < grid[k + 1]) if k < len(grid) - 2 else (values <= grid[k + 1]))
+        rows.append(inside.sum())
+        sums.append(values[inside].sum())
+    return np.array(rows, dtype=np.float64), np.array(sums)
+
+
+def check_1d(built: Built1D, values, nulls=0):
+    """The invariants of a 1-D synopsis of ``values`` (no NULLs among them; ``nulls`` more rows NULL)."""
+    assert built.n_rows == len(values) and built.n_null == nulls
+    atoms, counts = np.asarray(built.atom_values), np.diff(np.concatenate([[0.0], built.atom_cum_count]))
+    assert np.all(np.diff(atoms) > 0)
+    for v, k in zip(atoms, counts):  # atoms are exact
+        assert k == np.count_nonzero(values == v)
+    np.testing.assert_allclose(built.atom_cum_sum, np.cumsum(counts * atoms), rtol=1e-12)
+    assert built.heavy_rows + built.kde_rows == len(values)
+    if built.kde_rows == 0:
+        assert built.grid_size == 0 and built.grid == [] and built.cell_cum_count == []
+        return
+    rest = values[~np.isin(values, atoms)]
+    grid = np.asarray(built.grid)
+    assert built.grid_size == len(grid) == len(built.kde_mass) == len(built.cell_cum_count)
+    assert np.all(np.diff(grid) > 0) and grid[0] <= rest.min() and grid[-1] >= rest.max()
+    rows, sums = exact_cells(rest, grid)
+    assert built.cell_cum_count[0] == 0 and built.cell_cum_count[-1] == built.kde_rows
+    np.testing.assert_array_equal(np.diff(built.cell_cum_count), rows)  # counts exact, cell by cell
+    np.testing.assert_allclose(np.diff(built.cell_cum_sum), sums, rtol=1e-9, atol=1e-9 * np.abs(rest).max())
+    offsets = np.diff(built.cell_cum_offset)
+    assert np.all(offsets >= 0) and np.all(offsets <= rows)
+    assert np.all(np.asarray(built.kde_mass) >= 0)
+    typical = float(np.median(np.diff(grid)))
+    assert 0 < built.bandwidth <= typical * (1 + 1e-12)
+
+
+def test_continuous_column(rng):
+    x = rng.standard_normal(20000)
+    x[rng.random(20000) < 0.05] = np.nan  # NULLs
+    built, requested = build(x)
+    values = x[~np.isnan(x)]
+    check_1d(built, values, nulls=int(np.isnan(x).sum()))
+    assert built.method == "plugin_cdf" and built.scale == "minim" and built.sample_size == len(values)
+    assert not built.integer_valued and built.lattice == [] and built.atom_values == []
+    assert built.grid[0] == values.min() and built.grid[-1] == values.max() and built.grid_size == 1024
+
+    row = built.catalog_row(16384, ["x"], IDENTITY, requested)
+    assert list(row) == ROWS_1D and row["bandwidth"] == [built.bandwidth]
+    # options keep what kde_refresh stored: the built grid's size once there is a smooth part
+    assert json.loads(row["options"]) == {"method": "auto", "sample_size": 50000, "grid_size": 1024,
+                                          "backend": "auto"}
+    assert set(row) <= set(built.catalog_types()) and built.catalog_types()["grid_size"] == "int4"
+    assert built.catalog_types()["integer_valued"] == "bool"
+    summary = built.summary('"t"', "x")
+    assert list(summary) == ["relation", "column", "rows", "nulls", "heavy_values", "heavy_rows", "kde_rows",
+                             "integer_valued", "method", "bandwidth", "sample_size", "backend", "scale",
+                             "discrete", "grid_size", "seconds"]
+    assert summary["rows"] == len(values) and summary["heavy_values"] == 0
+
+
+def test_integer_column_gets_one_cell_per_value(rng):
+    x = rng.integers(-1000, 4000, 20000).astype(np.float64)
+    built, requested = build(x, grid_size=64)
+    check_1d(built, x)
+    grid = np.asarray(built.grid)
+    assert built.integer_valued and built.cell_discrete
+    assert grid[0] == x.min() - 0.5 and grid[-1] == x.max() + 0.5 and np.all(np.diff(grid) == 1.0)
+    assert built.grid_size == int(x.max() - x.min()) + 2  # raised from the requested 64
+    assert json.loads(built.catalog_row(1, ["x"], IDENTITY, requested)["options"])["grid_size"] == built.grid_size
+
+
+def test_few_distinct_values_are_all_atoms(rng):
+    x = rng.choice([1.5, 2.25, 7.0, -3.0], size=5000, p=[0.5, 0.3, 0.15, 0.05])
+    x[:10] = np.nan
+    built, requested = build(x)
+    values = x[~np.isnan(x)]
+    check_1d(built, values, nulls=10)
+    assert built.atom_values == [-3.0, 1.5, 2.25, 7.0] and built.kde_rows == 0
+    assert (built.method, built.backend, built.sample_size, built.bandwidth) == ("exact", "none", 0, 0.0)
+    row = built.catalog_row(1, ["x"], IDENTITY, requested)
+    assert row["grid_size"] == 0 and json.loads(row["options"])["grid_size"] == 1024  # as requested
+    assert "scale" not in built.summary("t", "x")
+
+
+def test_heavy_values_and_a_continuous_rest(rng):
+    n = 30000
+    x = rng.lognormal(3.0, 1.0, n)
+    kind = rng.random(n)
+    x[kind < 0.3] = 0.0
+    x[(kind >= 0.3) & (kind < 0.35)] = 100.0
+    built, _ = build(x, sample_size=5000)
+    check_1d(built, x)
+    assert built.atom_values == [0.0, 100.0]
+    assert built.atom_cum_count == [float(np.count_nonzero(x == 0.0)), float(np.count_nonzero(x <= 100.0) -
+                                                                           np.count_nonzero((x > 0) & (x < 100)))]
+    assert built.kde_rows == np.count_nonzero((x != 0.0) & (x != 100.0))
+    assert built.sample_size < 5000  # chosen on the sample's rows off the heavy values
+
+
+def test_cents_get_a_lattice(rng):
+    x = np.round(rng.normal(20.0, 3.0, 20000), 2)  # a few thousand distinct values
+    built, _ = build(x, grid_size=256)
+    check_1d(built, x)
+    lattice, grid = np.asarray(built.lattice), np.asarray(built.grid)
+    assert len(lattice) > 1024 and built.cell_discrete and not built.integer_valued
+    assert not np.isin(lattice, grid).any()  # no value on a cell edge
+    assert set(np.unique(x[~np.isin(x, built.atom_values)])) <= set(lattice)
+
+
+def test_values_near_the_ends_of_float8_are_scanned_scaled(rng):
+    x = rng.standard_normal(5000) * 1e300
+    built, _ = build(x, grid_size=128)
+    check_1d(built, x)
+    assert built.grid[0] == x.min() and built.grid[-1] == x.max() and np.isfinite(built.bandwidth)
+
+
+# ------------------------------------------------------------------------------------------------ 2-D
+def build2(x1, x2, *, sample_size=2000, grid_size=64, **kwargs):
+    requested = Requested("auto", sample_size, grid_size, "auto")
+    return build_2d(ArrayTableReader((x1, x2), **kwargs), requested, quiet_select), requested
+
+
+def check_2d(built: Built2D, x1, x2):
+    both = ~np.isnan(x1) & ~np.isnan(x2)
+    v1, v2 = x1[both], x2[both]
+    assert built.n_rows == both.sum() and built.n_null == len(x1) - both.sum()
+    g1, g2 = np.asarray(built.grid1), np.asarray(built.grid2)
+    assert built.grid_size == [len(g1), len(g2)]
+    shape = tuple(built.grid_size)
+    rows, _, _ = np.histogram2d(v1, v2, bins=[g1, g2])  # [a, b) cells, the last closed: as the scan's
+    sums = [np.histogram2d(v1, v2, bins=[g1, g2], weights=w)[0] for w in (v1, v2)]
+
+    def sat(cells):
+        out = np.zeros(shape)
+        out[1:, 1:] = cells.cumsum(0).cumsum(1)
+        return out
+
+    count = np.asarray(built.sat_count).reshape(shape)
+    assert count[-1, -1] == built.n_rows
+    np.testing.assert_array_equal(count, sat(rows))
+    sat_sum = np.asarray(built.sat_sum).reshape((2,) + shape)
+    for k in (0, 1):
+        np.testing.assert_allclose(sat_sum[k], sat(sums[k]), rtol=1e-9, atol=1e-9 * np.abs(sums[k]).sum())
+    kde = np.asarray(built.kde_sat).reshape(shape)
+    assert kde[-1, -1] == pytest.approx(built.n_rows, rel=1e-9)
+    assert np.all(np.diff(kde, axis=0) >= -1e-6) and np.all(np.diff(kde, axis=1) >= -1e-6)
+
+
+def test_correlated_pair(rng):
+    n = 20000
+    x1 = rng.standard_normal(n)
+    x2 = 0.6 * x1 + 0.8 * rng.standard_normal(n)
+    x1[rng.random(n) < 0.03] = np.nan
+    x2[rng.random(n) < 0.03] = np.nan
+    built, requested = build2(x1, x2)
+    check_2d(built, x1, x2)
+    assert built.method == "lscv_H" and built.sample_size == 2000 and built.integer_valued == [False, False]
+    H = np.asarray(built.bandwidth).reshape(2, 2)
+    assert H[0, 1] > 0 and np.all(np.diag(H) <= 1.0 + 1e-12)  # follows the dependence, capped at one cell
+
+    row = built.catalog_row(16384, ["a", "b"], IDENTITY, requested)
+    assert list(row) == ROWS_2D and json.loads(row["options"])["grid_size"] == 64
+    assert built.catalog_types() == {**CATALOG_TYPES, "integer_valued": "bool[]", "grid_size": "int4[]"}
+    assert list(built.summary("t", ("a", "b"))) == ["relation", "columns", "rows", "nulls", "method", "bandwidth",
+                                                    "sample_size", "backend", "grid_size", "seconds"]
+
+
+def test_integer_and_cents_axes(rng):
+    n = 10000
+    x1 = rng.poisson(30.0, n).astype(np.float64)
+    x2 = np.round(x1 * 0.5 + rng.normal(0.0, 2.0, n), 1)
+    built, _ = build2(x1, x2)
+    check_2d(built, x1, x2)
+    assert built.integer_valued == [True, False]
+    assert np.all(np.asarray(built.grid1) % 1.0 == 0.5) and built.lattice1 == [] and len(built.lattice2) > 0
+
+
+def test_one_column_a_function_of_the_other_keeps_exact_cells(rng):
+    x1 = rng.standard_normal(3000)
+    x2 = 2.0 * x1
+    with pytest.warns(UserWarning, match="no bandwidth"):
+        built = build_2d(ArrayTableReader((x1, x2)), Requested("auto", 2000, 32, "auto"))
+    check_2d(built, x1, x2)
+    assert (built.method, built.backend, built.bandwidth) == ("grid", "none", [0.0] * 4)
+
+
+# --------------------------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("values, nulls, message", [
+    ([], None, "pg_kde: t is empty"),
+    ([np.nan, np.nan], None, "pg_kde: column x of t has no non-NULL values"),
+    ([1.0, np.inf, 2.0, -np.inf], None,
+     "pg_kde: column x of t holds 2 NaN or infinite value(s); a synopsis needs finite values"),
+    ([1.0, np.nan, 2.0, np.nan], [False, False, False, True],  # NaN as a value, NULL beside it
+     "pg_kde: column x of t holds 1 NaN or infinite value(s); a synopsis needs finite values"),
+])
+def test_1d_errors(values, nulls, message):
+    values = np.asarray(values, dtype=np.float64)
+    with pytest.raises(UserError) as caught:
+        build(values, nulls=None if nulls is None else (np.array(nulls),))
+    assert str(caught.value) == message and caught.value.error["sqlstate"] == "22023"
+
+
+@pytest.mark.parametrize("x1, x2, message", [
+    ([], [], "pg_kde: t is empty"),
+    ([1.0, np.nan], [np.nan, 2.0], "pg_kde: t has no rows with both x1, x2 non-NULL"),
+    ([1.0, 2.0, np.inf], [1.0, 3.0, np.nan],
+     "pg_kde: columns x1, x2 of t hold 1 NaN or infinite value(s); a synopsis needs finite values"),
+    ([5.0, 5.0, 5.0, 7.0], [1.0, 2.0, 3.0, np.nan],
+     "pg_kde: column x1 of t is constant where both columns are non-NULL; use a 1-D synopsis of the other column"),
+    ([1.0, 2.0, 3.0], [4.0, 4.0, 4.0],
+     "pg_kde: column x2 of t is constant where both columns are non-NULL; use a 1-D synopsis of the other column"),
+])
+def test_2d_errors(x1, x2, message):
+    with pytest.raises(UserError) as caught:
+        build2(np.asarray(x1, dtype=np.float64), np.asarray(x2, dtype=np.float64))
+    assert str(caught.value) == message
+
+
+def test_quoted_names_in_messages():
+    with pytest.raises(UserError, match='^pg_kde: column "Amount" of public."T" has no non-NULL values$'):
+        build(np.array([np.nan]), relation='public."T"', columns=('"Amount"',))
+
+
+def test_unknown_method_is_a_user_error():
+    with pytest.raises(UserError, match="^pg_kde: "):
+        build_1d(ArrayTableReader((np.arange(10.0),)), Requested("no_such_method", 100, 16, "auto"))
+
+
+def test_user_error_is_importable_from_sql_entry():
+    assert sql_entry.UserError is UserError
+
+
+# ---------------------------------------------------------------------------------------------- reader
+def test_array_reader_answers_as_the_sql_queries_do():
+    x = np.array([3.0, np.nan, 1.0, 2.0, 2.0, 2.5, np.nan])
+    reader = ArrayTableReader((x,))
+    stats = reader.stats()
+    assert (stats.rows, stats.non_null, stats.lo, stats.hi, stats.non_finite, stats.integral) == \
+        (7, 5, (1.0,), (3.0,), 0, (False,))
+    values, counts = reader.value_counts(10)
+    assert values.tolist() == [1.0, 2.0, 2.5, 3.0] and counts.tolist() == [1.0, 2.0, 1.0, 1.0]
+    values, counts = reader.counts_of(np.array([2.0, 9.0]))
+    assert values.tolist() == [2.0] and counts.tolist() == [2.0]
+    # width_bucket(v, points) - 1 clamped to the cells: 3.0 (= the last point) goes to the last cell
+    rows, sums, offsets = reader.cells_1d(np.array([1.0, 2.0, 3.0]), np.array([2.5]))
+    assert rows.tolist() == [1.0, 3.0] and sums.tolist() == [1.0, 7.0] and offsets.tolist() == [0.0, 1.0]
+    scaled = reader.scaled([0.5])
+    assert scaled.sample(10, 7)[:, 0].tolist() == [1.5, 0.5, 1.0, 1.0, 1.25] and scaled.stats() == stats
+    assert reader.row_count() == 7 and len(reader.sample(2, 7)) <= 2
