@@ -1,12 +1,12 @@
 """Query load through pgbench: approx_count calls per second and latency, 1 and many clients, on the current
-SQL version and, in the same run, on the previous one (0.1.0) holding the same synopsis.
+SQL version and, in the same run, on the previous one (0.2.0) holding the same synopsis.
 
     python benchmarks/load.py [--dsn DSN] [--seconds 10] [--clients 1,32] [--rows 1000000]
 
 Without --dsn (or $PG_KDE_DSN) it starts the embedded local server of the current directory. It works in
 two databases of its own (pg_kde_load, pg_kde_load_old; dropped and recreated): a table of --rows rows
 (log-normal amounts rounded to cents), its synopsis built by the current version, and the same catalog row
-copied into a 0.1.0 install (0.1.0's refresh needs its own package; its query functions are SQL). Each
+copied into a 0.2.0 install (0.2.0's refresh needs its own package; its query functions are SQL). Each
 pgbench run calls approx_count on a seeded random range; the median latency comes from pgbench's
 per-transaction log. Writes benchmarks/results/load.md and prints it.
 """
@@ -27,15 +27,16 @@ import numpy as np
 
 from pg_kde import __version__, admin, server
 
-PREVIOUS = "0.1.0"
+PREVIOUS = "0.2.0"
 SCRIPT = """\\set lo random(1, 400)
 \\set w random(1, 200)
 SELECT approx_count('load_t', 'amount', :lo, :lo + :w);
 """
-# The catalog columns both versions have (0.2.0 added attnums, coltypes, built_relid, storage_id, pages).
+# 0.2.0's 1-D catalog table; 0.3.0 holds the same columns in its header (options as requested) and payload.
 SHARED_COLUMNS = ("relid, cols, method, bandwidth, sample_size, n_rows, n_null, integer_valued, atom_values, "
                   "atom_cum_count, atom_cum_sum, kde_rows, grid, lattice, grid_size, cell_cum_count, cell_cum_sum, "
-                  "cell_cum_offset, kde_mass, cell_discrete, built_at, build_seconds, backend, mod_count, options")
+                  "cell_cum_offset, kde_mass, cell_discrete, built_at, build_seconds, backend, mod_count, options, "
+                  "attnums, coltypes, built_relid, storage_id, pages")
 
 
 def pgbench() -> str:
@@ -101,9 +102,10 @@ def main() -> None:
         load_table(a, args.rows)
         load_table(b, args.rows)
         a.execute("SELECT kde_refresh('load_t', 'amount')")
-        payload = SHARED_COLUMNS.split(", ", 1)[1].replace("options", "options::text")
-        row = a.execute(f"SELECT relid::text, {payload} FROM kde_synopsis").fetchone()
+        payload = SHARED_COLUMNS.split(", ", 1)[1].replace("options", "requested::text")
+        row = a.execute(f"SELECT relid::text, {payload} FROM kde_catalog JOIN kde_synopsis USING (relid, cols)").fetchone()
         b.execute(f"INSERT INTO kde_synopsis ({SHARED_COLUMNS}) VALUES ({', '.join(['%s'] * len(row))})", row)
+        b.execute("UPDATE kde_synopsis SET built_relid = relid::oid")  # as its own refresh would have stored
         check = "SELECT approx_count('load_t', 'amount', 10, 90)"
         assert a.execute(check).fetchone() == b.execute(check).fetchone(), "the two installs answer differently"
 

@@ -27,6 +27,7 @@ import numpy as np
 from . import __version__, bandwidth
 from ._errors import BackendUnavailableError, DeviceOutOfMemoryError, UserError
 from .synopsis import Requested, build_1d, build_2d
+from .synopsis.catalog import split_row
 from .synopsis.sql_reader import SqlTableReader
 
 __all__ = ["UserError", "choose_bandwidth", "refresh"]
@@ -260,24 +261,12 @@ def _identity(state: dict, attnums, coltypes) -> dict:
             "storage_id": state["storage_id"], "pages": state["pages"]}
 
 
-#: Columns of the header table (kde_catalog); the rest of a built row goes to its kind's payload table.
-_HEADER_COLUMNS = ("relid", "cols", "attnums", "coltypes", "built_relid", "requested", "method", "backend", "bandwidth",
-                   "sample_size", "n_rows", "n_null", "build_seconds", "mod_count", "storage_id", "pages")
-#: The payload table of each kind.
-_KINDS = {"kde_synopsis": "1d", "kde_synopsis_2d": "2d"}
-
-
 def _upsert(plpy, schema: str, table: str, row: dict, types: dict) -> None:
     """Write one synopsis: its header row in kde_catalog and its payload row in ``table`` (kde_synopsis or
     kde_synopsis_2d), each INSERT ... ON CONFLICT (relid, cols) DO UPDATE, in the caller's transaction.
-    ``row`` maps column -> value (relid first, as an oid; ``options`` is the request, stored as
-    ``requested``), ``types`` column -> SQL type of the parameter."""
-    row = {("requested" if c == "options" else c): v for c, v in row.items()}
-    types = {**types, "requested": types.get("options", "jsonb")}
-    header = {c: row[c] for c in _HEADER_COLUMNS}
-    header["kind"] = _KINDS[table]
-    payload = {c: v for c, v in row.items() if c not in _HEADER_COLUMNS or c in ("relid", "cols")}
-    types = {**types, "kind": "text"}
+    ``row`` maps column -> value (relid first, as an oid; :meth:`Built1D.catalog_row`), ``types`` column ->
+    SQL type of the parameter."""
+    header, payload = split_row(row)
     for target, values, stamp in (("kde_catalog", header, True), (table, payload, False)):
         columns = list(values)
         params = ", ".join("$1::oid::regclass" if i == 0 else f"${i + 1}" for i in range(len(columns)))

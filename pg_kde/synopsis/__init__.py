@@ -11,8 +11,12 @@
 
 :mod:`pg_kde.sql_entry` is the PL/Python face: argument and privilege checks, locking, the upsert.
 
-The format (the catalog tables are in sql/pg_kde--0.2.0.sql, with these comments at their top)
--------------------------------------------------------------------------------------------------
+The format (the catalog tables are in sql/src/10_catalog.sql, with these comments at their top)
+-----------------------------------------------------------------------------------------------
+
+One header row per synopsis in ``kde_catalog`` (relation, columns by identity, ``kind`` '1d' or '2d',
+``requested``, build and staleness facts: the columns listed as identity and build facts below), and one
+payload row in the kind's table, ``kde_synopsis`` or ``kde_synopsis_2d`` (the rest), keyed by (relid, cols).
 
 ``kde_synopsis``, one row per (table, column), a synopsis of two parts that add up:
 
@@ -21,8 +25,8 @@ The format (the catalog tables are in sql/pg_kde--0.2.0.sql, with these comments
   ``storage_id``, ``pages`` (the table's state at the start of the build, for staleness); ``method``
   (the selector run: a bandwidth method, ``grid`` when too few rows were left to choose one, ``exact``
   when every row is a heavy value), ``bandwidth`` ([h], data units), ``sample_size`` (the rows h was
-  chosen on), ``backend``, ``build_seconds``, ``built_at``; ``options`` (kde_refresh's arguments as
-  jsonb, which kde_refresh_stale repeats; with a smooth part, its grid_size is the built grid's size);
+  chosen on), ``backend``, ``build_seconds``, ``built_at``; ``requested`` (kde_refresh's arguments as
+  jsonb, as given, which kde_refresh_stale repeats; what was built, e.g. ``grid_size``, is apart);
   ``n_rows`` (non-NULL rows), ``n_null``, ``integer_valued``;
 - heavy values ("atoms"), values holding at least 0.1% of the rows (:data:`ATOM_SHARE`), kept exactly:
   ``atom_values`` sorted, ``atom_cum_count`` and ``atom_cum_sum`` their cumulative counts and sums over
@@ -51,7 +55,7 @@ Queries read a row in SQL and PL/pgSQL, with no Python: the smooth part of a 1-D
 (cut cells' shares under the linear density with the cell's mean offset, the KDE's allowance), a 1-D
 range's estimate, hard bounds and variance in ``_kde_range`` (atoms by ``_kde_atoms_upto``), intervals in
 ``_kde_interval``, a 2-D box in ``_kde_box`` (exact inner block plus the KDE's strip, clipped to the
-outer block), all in sql/pg_kde--0.2.0.sql; the formulas are in docs/math.md §7 (1-D) and §8 (2-D).
+outer block), in sql/src/30_query_1d.sql and 40_query_2d.sql; the formulas are in docs/math.md §7 (1-D) and §8 (2-D).
 """
 
 from .build import build_1d, build_2d, select_bandwidth

@@ -1,7 +1,7 @@
-"""The catalog rows of a synopsis: what the user asked for (:class:`Requested`, kept as the ``options``
-column) apart from what a build made (:class:`Built1D` for ``kde_synopsis``, :class:`Built2D` for
-``kde_synopsis_2d``), and the row and summary each becomes. The columns are described in
-:mod:`pg_kde.synopsis` and at the top of sql/pg_kde--0.2.0.sql."""
+"""The catalog rows of a synopsis: what the user asked for (:class:`Requested`, the header's ``requested``
+column) apart from what a build made (:class:`Built1D`, payload table ``kde_synopsis``; :class:`Built2D`,
+``kde_synopsis_2d``), the header row (``kde_catalog``) and payload row each build becomes, and its
+summary. The columns are described in :mod:`pg_kde.synopsis` and in sql/src/10_catalog.sql."""
 
 from __future__ import annotations
 
@@ -9,33 +9,45 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-#: Parameter types of the catalog columns (kde_synopsis and kde_synopsis_2d).
+#: Parameter types of the catalog columns (kde_catalog, kde_synopsis and kde_synopsis_2d).
 CATALOG_TYPES = {
     "relid": "oid", "cols": "text[]", "method": "text", "bandwidth": "float8[]", "sample_size": "int4",
     "n_rows": "int8", "n_null": "int8", "atom_values": "float8[]", "atom_cum_count": "float8[]",
     "atom_cum_sum": "float8[]", "kde_rows": "int8", "grid": "float8[]", "lattice": "float8[]",
     "cell_cum_count": "float8[]", "cell_cum_sum": "float8[]", "cell_cum_offset": "float8[]", "kde_mass": "float8[]",
-    "cell_discrete": "bool", "build_seconds": "float8", "backend": "text", "mod_count": "int8", "options": "jsonb",
+    "cell_discrete": "bool", "build_seconds": "float8", "backend": "text", "mod_count": "int8", "requested": "jsonb",
     "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
     "sat_sum": "float8[]", "kde_sat": "float8[]", "attnums": "int2[]", "coltypes": "text[]", "built_relid": "oid",
-    "storage_id": "text", "pages": "int8",
+    "storage_id": "text", "pages": "int8", "kind": "text",
 }
+
+#: Columns of the header table, kde_catalog, in the order written; the rest of a row is its kind's payload
+#: (which also carries relid and cols, its key and its link to the header).
+HEADER_COLUMNS = ("relid", "cols", "kind", "attnums", "coltypes", "built_relid", "requested", "method", "backend",
+                  "bandwidth", "sample_size", "n_rows", "n_null", "build_seconds", "mod_count", "storage_id", "pages")
+
+
+def split_row(row: dict) -> tuple:
+    """(header, payload): a built row's kde_catalog columns, and its payload table's columns."""
+    header = {c: row[c] for c in HEADER_COLUMNS}
+    payload = {c: v for c, v in row.items() if c not in HEADER_COLUMNS or c in ("relid", "cols")}
+    return header, payload
 # integer_valued and grid_size are scalars in 1-D and arrays in 2-D: typed by each row type.
 
 
 @dataclass(frozen=True)
 class Requested:
-    """kde_refresh's arguments as the user gave them (``options``: kde_refresh_stale repeats them)."""
+    """kde_refresh's arguments as the user gave them (the header's ``requested``: kde_refresh_stale repeats
+    them; what was built, e.g. the grid's size, is kept in the payload)."""
 
     method: str
     sample_size: int
     grid_size: int
     backend: str
 
-    def options(self, grid_size: Optional[int] = None) -> str:
-        """The ``options`` jsonb, with ``grid_size`` in place of the requested one when given."""
-        return json.dumps({"method": self.method, "sample_size": self.sample_size,
-                           "grid_size": self.grid_size if grid_size is None else grid_size,
+    def json(self) -> str:
+        """The ``requested`` jsonb."""
+        return json.dumps({"method": self.method, "sample_size": self.sample_size, "grid_size": self.grid_size,
                            "backend": self.backend})
 
 
@@ -46,6 +58,7 @@ class Built1D:
     scale the selector used (None when no plug-in selector ran)."""
 
     TABLE = "kde_synopsis"
+    KIND = "1d"
 
     method: str
     bandwidth: float
@@ -71,10 +84,9 @@ class Built1D:
     seconds: float
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
-        """The kde_synopsis row (column -> value, in the order the upsert lists them).
-
-        ``options`` keeps what 0.2.0 stored: with a smooth part, its grid_size is the built grid's point
-        count (which kde_refresh_stale then requests), not the requested one."""
+        """The row of this synopsis, header and payload columns together (column -> value); split it with
+        :func:`split_row`. ``requested`` holds the request as given (0.2.0 stored the built grid's size
+        there, and kde_refresh_stale replayed that)."""
         return {
             "relid": relid, "cols": cols, "method": self.method, "bandwidth": [self.bandwidth],
             "sample_size": self.sample_size, "n_rows": self.n_rows, "n_null": self.n_null,
@@ -84,7 +96,7 @@ class Built1D:
             "cell_cum_count": self.cell_cum_count, "cell_cum_sum": self.cell_cum_sum,
             "cell_cum_offset": self.cell_cum_offset, "kde_mass": self.kde_mass, "cell_discrete": self.cell_discrete,
             "build_seconds": self.seconds, "backend": self.backend, **identity,
-            "options": requested.options(self.grid_size if self.kde_rows > 0 else None),
+            "requested": requested.json(), "kind": self.KIND,
         }
 
     @staticmethod
@@ -109,6 +121,7 @@ class Built2D:
     grid_size[1]; ``sat_sum`` the two columns' tables one after the other)."""
 
     TABLE = "kde_synopsis_2d"
+    KIND = "2d"
 
     method: str
     bandwidth: list
@@ -128,14 +141,15 @@ class Built2D:
     seconds: float
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
-        """The kde_synopsis_2d row (column -> value, in the order the upsert lists them)."""
+        """The row of this synopsis, header and payload columns together (see :meth:`Built1D.catalog_row`)."""
         return {
             "relid": relid, "cols": cols, "method": self.method, "bandwidth": self.bandwidth,
             "sample_size": self.sample_size, "n_rows": self.n_rows, "n_null": self.n_null,
             "integer_valued": self.integer_valued, "grid1": self.grid1, "grid2": self.grid2,
             "lattice1": self.lattice1, "lattice2": self.lattice2, "grid_size": self.grid_size,
             "sat_count": self.sat_count, "sat_sum": self.sat_sum, "kde_sat": self.kde_sat,
-            "build_seconds": self.seconds, "backend": self.backend, **identity, "options": requested.options(),
+            "build_seconds": self.seconds, "backend": self.backend, **identity, "requested": requested.json(),
+            "kind": self.KIND,
         }
 
     @staticmethod

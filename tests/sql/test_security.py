@@ -272,6 +272,20 @@ def test_refresh_stale_refreshes_each_synopsis_on_its_own(db, table):
         db.execute(sql.SQL("DROP TABLE {}").format(ident(other)))
 
 
+def test_refresh_stale_repeats_the_request_not_what_was_built(db, table):
+    """The header keeps kde_refresh's arguments apart from what was built: an integer column of 3000 values
+    asked for grid_size 64 gets one cell per value (3001 points); its rebuild asks for 64 again."""
+    load(db, table, {"k": np.arange(6000) % 3000})
+    db.execute("SELECT kde_refresh(%s, 'k', grid_size => 64)", (table,))
+    query = ("SELECT (c.requested ->> 'grid_size')::int, s.grid_size FROM kde_catalog c "
+             "JOIN kde_synopsis s USING (relid, cols) WHERE c.relid = %s::regclass")
+    assert db.execute(query, (table,)).fetchone() == (64, 3001)
+    db.execute(sql.SQL("INSERT INTO {} SELECT g FROM generate_series(3000, 4999) g").format(ident(table)))
+    flush_stats(db)
+    assert db.execute("SELECT kde_refresh_stale()").fetchone()[0] == 1
+    assert db.execute(query, (table,)).fetchone() == (64, 5001)
+
+
 # ---------------------------------------------------------------------------------------------- smaller holes
 def test_schema_usage_is_required(db, table, login_role):
     role, dsn = login_role()

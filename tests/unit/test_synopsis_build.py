@@ -9,6 +9,7 @@ import pytest
 
 from pg_kde import sql_entry
 from pg_kde._errors import UserError
+from pg_kde.synopsis.catalog import HEADER_COLUMNS, split_row
 from pg_kde.synopsis import (
     CATALOG_TYPES,
     ArrayTableReader,
@@ -23,10 +24,10 @@ from pg_kde.synopsis import (
 ROWS_1D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued",
            "atom_values", "atom_cum_count", "atom_cum_sum", "kde_rows", "grid", "lattice", "grid_size",
            "cell_cum_count", "cell_cum_sum", "cell_cum_offset", "kde_mass", "cell_discrete", "build_seconds",
-           "backend", "attnums", "coltypes", "built_relid", "mod_count", "storage_id", "pages", "options"]
+           "backend", "attnums", "coltypes", "built_relid", "mod_count", "storage_id", "pages", "requested", "kind"]
 ROWS_2D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued", "grid1",
            "grid2", "lattice1", "lattice2", "grid_size", "sat_count", "sat_sum", "kde_sat", "build_seconds",
-           "backend", "attnums", "coltypes", "built_relid", "mod_count", "storage_id", "pages", "options"]
+           "backend", "attnums", "coltypes", "built_relid", "mod_count", "storage_id", "pages", "requested", "kind"]
 IDENTITY = {"attnums": [1], "coltypes": ["float8"], "built_relid": 16384, "mod_count": 0, "storage_id": "1",
             "pages": 10}
 
@@ -92,9 +93,12 @@ def test_continuous_column(rng):
 
     row = built.catalog_row(16384, ["x"], IDENTITY, requested)
     assert list(row) == ROWS_1D and row["bandwidth"] == [built.bandwidth]
-    # options keep what kde_refresh stored: the built grid's size once there is a smooth part
-    assert json.loads(row["options"]) == {"method": "auto", "sample_size": 50000, "grid_size": 1024,
-                                          "backend": "auto"}
+    # requested keeps the request as given, apart from what was built
+    assert json.loads(row["requested"]) == {"method": "auto", "sample_size": 50000, "grid_size": 1024,
+                                            "backend": "auto"}
+    header, payload = split_row(row)
+    assert list(header) == list(HEADER_COLUMNS) and header["kind"] == "1d"
+    assert set(payload) == {"relid", "cols"} | (set(row) - set(HEADER_COLUMNS))
     assert set(row) <= set(built.catalog_types()) and built.catalog_types()["grid_size"] == "int4"
     assert built.catalog_types()["integer_valued"] == "bool"
     summary = built.summary('"t"', "x")
@@ -112,7 +116,7 @@ def test_integer_column_gets_one_cell_per_value(rng):
     assert built.integer_valued and built.cell_discrete
     assert grid[0] == x.min() - 0.5 and grid[-1] == x.max() + 0.5 and np.all(np.diff(grid) == 1.0)
     assert built.grid_size == int(x.max() - x.min()) + 2  # raised from the requested 64
-    assert json.loads(built.catalog_row(1, ["x"], IDENTITY, requested)["options"])["grid_size"] == built.grid_size
+    assert json.loads(built.catalog_row(1, ["x"], IDENTITY, requested)["requested"])["grid_size"] == 64  # as asked
 
 
 def test_few_distinct_values_are_all_atoms(rng):
@@ -124,7 +128,7 @@ def test_few_distinct_values_are_all_atoms(rng):
     assert built.atom_values == [-3.0, 1.5, 2.25, 7.0] and built.kde_rows == 0
     assert (built.method, built.backend, built.sample_size, built.bandwidth) == ("exact", "none", 0, 0.0)
     row = built.catalog_row(1, ["x"], IDENTITY, requested)
-    assert row["grid_size"] == 0 and json.loads(row["options"])["grid_size"] == 1024  # as requested
+    assert row["grid_size"] == 0 and json.loads(row["requested"])["grid_size"] == 1024  # as requested
     assert "scale" not in built.summary("t", "x")
 
 
@@ -205,7 +209,8 @@ def test_correlated_pair(rng):
     assert H[0, 1] > 0 and np.all(np.diag(H) <= 1.0 + 1e-12)  # follows the dependence, capped at one cell
 
     row = built.catalog_row(16384, ["a", "b"], IDENTITY, requested)
-    assert list(row) == ROWS_2D and json.loads(row["options"])["grid_size"] == 64
+    assert list(row) == ROWS_2D and json.loads(row["requested"])["grid_size"] == 64
+    assert split_row(row)[0]["kind"] == "2d"
     assert built.catalog_types() == {**CATALOG_TYPES, "integer_valued": "bool[]", "grid_size": "int4[]"}
     assert list(built.summary("t", ("a", "b"))) == ["relation", "columns", "rows", "nulls", "method", "bandwidth",
                                                     "sample_size", "backend", "grid_size", "seconds"]
