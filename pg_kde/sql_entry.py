@@ -25,8 +25,9 @@ import warnings
 import numpy as np
 
 from . import __version__, bandwidth
-from ._errors import BackendUnavailableError, DeviceOutOfMemoryError, UserError
+from ._errors import UserError
 from .synopsis import Requested, build_1d, build_2d
+from .synopsis.build import select_bandwidth
 from .synopsis.catalog import split_row
 from .synopsis.sql_reader import SqlTableReader
 
@@ -159,23 +160,15 @@ def interrupt_check(plpy):
 
 def _select_bandwidth(plpy, sample: np.ndarray, method: str, backend: str, required: bool = True,
                       scale: str | None = None):
-    """Run a selector, passing its warnings on as PostgreSQL warnings. When it rejects the data, raise
-    the error, or with ``required=False`` warn and return None. ``scale`` goes to plug-in selectors."""
-    options = {"scale": scale} if scale is not None and bandwidth.SELECTORS[method].scaled else {}
+    """:func:`pg_kde.synopsis.build.select_bandwidth` with the interrupt check, its warnings (the selector's,
+    and "no bandwidth" when ``required`` is false and the data are rejected) passed on as PostgreSQL
+    warnings."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            result = bandwidth.select(sample, method=method, backend=backend, dtype="float32",
-                                      interrupt=interrupt_check(plpy), **options)
-        except (BackendUnavailableError, DeviceOutOfMemoryError) as exc:  # the backend asked for cannot run
-            _fail(f"pg_kde: {exc}")
-        except ValueError as exc:
-            if required:
-                _fail(f"pg_kde: {exc}")
-            plpy.warning(f"pg_kde: no bandwidth ({exc}); the synopsis keeps its exact cells unsmoothed")
-            return None
+        result = select_bandwidth(sample, method, backend, required, scale, interrupt=interrupt_check(plpy))
     for w in caught:
-        plpy.warning(f"pg_kde: {w.message}")
+        message = str(w.message)
+        plpy.warning(message if message.startswith("pg_kde:") else f"pg_kde: {message}")
     return result
 
 

@@ -1,8 +1,6 @@
 """Shared fixtures. The tests import the installed pg_kde (pytest runs with --import-mode=importlib), so
 the compiled module under test is the one `pip install .` built."""
 
-import os
-
 import numpy as np
 import pytest
 

@@ -56,13 +56,14 @@ SelectBandwidth = Callable[..., Optional["bandwidth.BandwidthResult"]]
 
 
 def select_bandwidth(sample: np.ndarray, method: str, backend: str, required: bool = True,
-                     scale: Optional[str] = None):
+                     scale: Optional[str] = None, interrupt=None):
     """The default ``select_bandwidth`` (no PostgreSQL): the selector's warnings stay Python warnings; a
     rejected sample or a backend that cannot run raises UserError, or with ``required=False`` (a rejected
-    sample) returns None."""
+    sample) warns and returns None. ``interrupt`` goes to the selector."""
     options = {"scale": scale} if scale is not None and bandwidth.SELECTORS[method].scaled else {}
     try:
-        return bandwidth.select(sample, method=method, backend=backend, dtype="float32", **options)
+        return bandwidth.select(sample, method=method, backend=backend, dtype="float32", interrupt=interrupt,
+                                **options)
     except (BackendUnavailableError, DeviceOutOfMemoryError) as exc:
         raise UserError(f"pg_kde: {exc}") from exc
     except ValueError as exc:
