@@ -121,6 +121,24 @@ def _chol_gradient_to_theta(grad_chol: np.ndarray, chol: np.ndarray, scale: floa
 
 # log|H| may range over [log|H_NR| − ln 1e10, log|H_NR| + ln 1e10], as in R's ks.
 _LOG_DET_GUARD = math.log(1e10)
+#: How far the collapse check shrinks H: a decade, uniformly and along the smallest eigendirection.
+_COLLAPSE_STEP = 0.1
+
+
+def _chol_of_factor(factor: np.ndarray) -> np.ndarray:
+    """The lower-triangular L with LLᵀ = FFᵀ, from a QR of Fᵀ (a Cholesky of a nearly singular FFᵀ fails)."""
+    lower = np.linalg.qr(factor.T, mode="r").T
+    return lower * np.where(np.diag(lower) < 0.0, -1.0, 1.0)  # column signs: a positive diagonal
+
+
+def _collapse_steps(chol: np.ndarray):
+    """H = LLᵀ shrunk by a decade towards singular: uniformly (H/10), and along its smallest eigendirection
+    only (λ_min/10, the other eigenpairs kept), each as a lower-triangular factor. The eigenpairs come from
+    the SVD of L (H = U S² Uᵀ), which keeps λ_min accurate where H is nearly singular."""
+    u, s, _ = np.linalg.svd(chol)
+    shrunk = s.copy()
+    shrunk[-1] *= math.sqrt(_COLLAPSE_STEP)
+    return chol * math.sqrt(_COLLAPSE_STEP), _chol_of_factor(u * shrunk)
 
 
 def lscv_H(
@@ -157,12 +175,14 @@ def lscv_H(
     BandwidthResult
         ``H`` in data units, ``h`` None, ``objective`` = eq. (32) at H, ``at_boundary`` True when
         log|H| ends within a decade of the determinant guard, or when there is no stationary point and the
-        criterion still falls as H shrinks.
+        criterion still falls when H shrinks by a decade, uniformly or along its smallest eigendirection
+        (LSCV collapsing towards a singular H, as on tied data; docs/math.md §5).
 
     Warns
     -----
     LSCVBoundaryWarning
-        When the minimum is on the lower or upper edge (typically tied or rounded data).
+        When the minimum is on the lower or upper edge (typically tied or rounded data); the message gives
+        the number of duplicated rows and what to use instead.
     RuntimeWarning
         When the gradient polish stops with a gradient clearly above its rounding floor.
 
@@ -228,18 +248,25 @@ def lscv_H(
     )
     theta, value = nm.x, float(nm.fun)
     polish = {"converged": False, "gradient_max": None}
-    still_shrinking = False
     if inside_guard(theta):
         theta, value, polish = _polish_stationary(objective_and_gradient, theta, value, dt)
-        # No stationary point, and the criterion still falls when H shrinks (|H| / e^d): the minimum is on
-        # the lower edge, as with tied data, not an optimiser failure.
-        still_shrinking = not polish["converged"] and objective(theta - np.r_[np.full(d, 0.5), np.zeros(p - d)]) < value
     chol_h = _theta_to_chol(theta, d, scale)
+    # Collapse check: no stationary point, and the criterion still falls when H shrinks by a decade towards
+    # singular, uniformly or along its smallest eigendirection. Duplicated rows make LSCV unbounded below
+    # as H becomes singular; Nelder–Mead may stop anywhere on the way down (its evaluations run out, or it
+    # collapses H along one direction while log|H| stays far from the guard), so the end point is tested
+    # for descent rather than for its determinant. A proper minimum rises both ways (docs/math.md §5).
+    collapse_values = []
+    if not polish["converged"]:
+        collapse_values = [crit.value_chol(step) for step in _collapse_steps(chol_h)]
+    slack = (1e-9 if dt == "float64" else 1e-5) * abs(value)
+    collapsing = any(np.isfinite(v) and v < value - slack for v in collapse_values)
     H_z = chol_h @ chol_h.T
     log_det = log_det_chol(chol_h)
-    at_boundary = still_shrinking or abs(log_det - log_det_nr) > _LOG_DET_GUARD - math.log(10.0)
+    at_boundary = collapsing or abs(log_det - log_det_nr) > _LOG_DET_GUARD - math.log(10.0)
     if at_boundary:
-        _warn_boundary("lscv_H", "lower" if still_shrinking or log_det < log_det_nr else "upper", data, stacklevel=2)
+        where = "lower" if collapsing or log_det < log_det_nr else "upper"
+        _warn_boundary("lscv_H", where, data, stacklevel=2)
     elif not polish["converged"]:
         warnings.warn(
             f"lscv_H: the gradient polish stopped with max |gradient| = {polish['gradient_max']:.3g} "
@@ -264,5 +291,8 @@ def lscv_H(
             "nelder_mead_evaluations": int(nm.nfev),
             "polish": polish,
             "start_scale": scale,
+            # LSCV (data units) at H shrunk by a decade uniformly and along its smallest eigendirection; empty
+            # when the polish converged (the collapse check only runs without a stationary point).
+            "collapse_values": [v * math.exp(-0.5 * log_det_chol(chol_sigma)) for v in collapse_values],
         },
     )

@@ -61,19 +61,35 @@ class BandwidthResult:
 
 
 def _ties(data: np.ndarray) -> int:
+    """Rows that repeat an earlier row exactly (n minus the number of distinct rows)."""
     return int(data.shape[0] - np.unique(data, axis=0).shape[0])
 
 
 def _warn_boundary(method: str, where: str, data: np.ndarray, stacklevel: int = 3) -> None:
+    """Warn that an LSCV minimum sits on the ``where`` ("lower" or "upper") edge, naming the duplicated rows
+    of ``data`` when there are any and what to use instead."""
+    n, d = data.shape
     ties = _ties(data)
-    cause = (
-        f"the data hold {ties} duplicated row(s) (rounded or integer values), which drive LSCV towards h -> 0"
-        if ties and where == "lower"
-        else "the criterion is still falling at the edge of the search range"
-    )
+    shrink = "as h -> 0" if method == "lscv_h" else "as H shrinks towards a singular matrix"
+    if ties and where == "lower":
+        cause = (
+            f"the data hold {ties} duplicated row(s) of {n} (rounded or integer values), and on such "
+            f"data LSCV falls without bound {shrink}"
+        )
+    elif ties:
+        cause = (
+            f"the criterion is still falling at the edge of the search range; the data hold {ties} "
+            f"duplicated row(s) of {n} (rounded or integer values), on which LSCV is not well-behaved"
+        )
+    elif where == "lower" and method != "lscv_h":
+        cause = f"the criterion keeps falling {shrink} (typically a column on a coarse lattice)"
+    else:
+        cause = "the criterion is still falling at the edge of the search range"
+    alternative = "plugin or normal_reference" if d == 1 else "normal_reference"
     warnings.warn(
         f"{method}: the LSCV minimum lies at the {where} end of the search range, so the result is not a "
-        f"proper minimiser; {cause}. Use plugin (1-D) or normal_reference instead, or remove the rounding.",
+        f"proper minimiser; {cause}. Use {alternative} instead, or remove the rounding (jitter each value by "
+        "up to half its rounding unit).",
         LSCVBoundaryWarning,
         stacklevel=stacklevel,
     )

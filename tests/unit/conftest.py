@@ -27,7 +27,7 @@ _CTYPES = {
 
 
 class EmulatorExecutor:
-    """Executor for :class:`pg_kde._cuda.CudaBackend` that launches kernels in the host emulator.
+    """Executor for :class:`pg_kde.backend.cuda.CudaBackend` that launches kernels in the host emulator.
 
     "Device" arrays are NumPy arrays. Kernel arguments must be NumPy arrays or NumPy scalars of the exact
     C type of the parameter, as CuPy needs them; anything else is refused, so a launch that would pass a

@@ -340,7 +340,7 @@ class CudaBackend:
             )
             yield first, n_out, vals.reshape(values_per_output, n_out)
 
-    # -- the backend primitives (see pg_kde._backends) -------------------------------------------------
+    # -- the backend primitives (see pg_kde.backend) ---------------------------------------------------
 
     @_device_memory_errors
     def plugin_pair_sum(self, x, g, order, dtype="float64", *, interrupt=None):
