@@ -11,7 +11,10 @@ from .._slices import Interrupt
 from .._validate import as_data, check_dtype, positive_array
 from ..backend import get_backend
 from .reference_rule import _nr_factor
-from .result import BandwidthResult, _warn_boundary
+from .result import BandwidthResult, _ties, _warn_boundary
+
+#: How many times the grid may go on past an end of [h0/4, 4h0], a factor 16 each (see lscv_h).
+EXTENSIONS = 2
 
 
 def _lscv_w(d: int) -> float:
@@ -110,7 +113,9 @@ def lscv_h(
     """Least-squares cross-validation over H = h²Σ̂ (one scalar on data sphered by the sample covariance).
 
     ``grid`` values of h, spaced geometrically over [h₀/4, 4h₀] with h₀ the normal-reference value, are
-    evaluated in one fused pass over the pairs; the best is then refined to the root of the analytic
+    evaluated in one fused pass over the pairs; when the best is an end, the grid goes on past it with the
+    same spacing, a factor 16 a pass, up to twice each way (h₀/1024 to 1024h₀; not below h₀/4 on data with
+    duplicated rows, where LSCV falls without bound as h → 0); the best is then refined to the root of the analytic
     derivative L′(h) between its grid neighbours (safeguarded Newton steps, L″ by central differences of
     L′, three values of h per pass), so the answer is not limited to the grid.
 
@@ -134,8 +139,8 @@ def lscv_h(
     Warns
     -----
     LSCVBoundaryWarning
-        When the minimum is at an end of the grid (typically tied or rounded data: LSCV falls without bound
-        as h → 0). The result is then that end, flagged ``at_boundary=True``.
+        When the minimum is at an end of the (extended) grid (typically tied or rounded data: LSCV falls
+        without bound as h → 0). The result is then that end, flagged ``at_boundary=True``.
 
     Examples
     --------
@@ -162,6 +167,22 @@ def lscv_h(
     hs = np.geomspace(h0 / 4.0, 4.0 * h0, int(grid))
     values = crit.values(hs)
     k = int(np.argmin(values))
+    # A minimum on an end of [h0/4, 4h0] may lie beyond it (skewed or heavy-tailed data): the grid goes on
+    # with the same spacing, a factor 16 a pass, at most EXTENSIONS times each way. Not downwards on data
+    # with duplicated rows, where LSCV falls without bound as h -> 0 and the lower end is the answer to flag.
+    ratio = hs[1] / hs[0]
+    steps = int(np.ceil(np.log(16.0) / np.log(ratio)))
+    tied = _ties(data) > 0
+    for _ in range(EXTENSIONS):
+        if k == 0 and not tied:
+            more = hs[0] * ratio ** -np.arange(steps, 0, -1.0)
+            hs, values = np.concatenate([more, hs]), np.concatenate([crit.values(more), values])
+        elif k == len(hs) - 1:
+            more = hs[-1] * ratio ** np.arange(1.0, steps + 1)
+            hs, values = np.concatenate([hs, more]), np.concatenate([values, crit.values(more)])
+        else:
+            break
+        k = int(np.argmin(values))
     at_boundary = k in (0, len(hs) - 1)
     if at_boundary:
         h, objective = float(hs[k]), float(values[k])

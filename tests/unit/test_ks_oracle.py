@@ -49,14 +49,10 @@ oracle = load_oracle()
 #: 1-D sets where both packages find an interior minimum of LSCV (ties included: rounded_normal and
 #: faithful's eruptions have a proper local minimum above the rounding unit, and ks finds the same one).
 LSCV_1D = ["normal", "bimodal", "rounded_normal", "faithful_eruptions"]
-#: Known pg_kde limitation: lscv_h searches h in [h0/4, 4 h0] (h0 the normal reference in sphered units).
 #: On this log-normal sample the standard deviation, inflated by the right tail, puts the LSCV minimum
-#: (ks: h = 0.0760, criterion −0.406801 in pg_kde's own terms) below h0/4 (0.0850, −0.406631); pg_kde
-#: warns (LSCVBoundaryWarning) and returns the end. Strict: passes, hence fails, once the search is widened.
-SKEWED_XFAIL = pytest.mark.xfail(
-    strict=True, reason="lscv_h's grid [h0/4, 4h0] misses the minimum on skewed data"
-)
-LSCV_1D_ALL = LSCV_1D + [pytest.param("skewed", marks=SKEWED_XFAIL)]
+#: (ks: h = 0.0760, criterion −0.406801 in pg_kde's own terms) below h0/4 (0.0850, −0.406631), where
+#: lscv_h's first grid ends; its grid goes on past that end (it used to stop there with a warning).
+LSCV_1D_ALL = LSCV_1D + ["skewed"]
 #: LSCV_H sets where ks's Nelder–Mead, from its normal-scale start, stops in pg_kde's minimum.
 SAME_MINIMUM = [name for name in oracle.MULTI_D if name != "flights_3d"]
 
@@ -207,11 +203,12 @@ def test_lscv_h_on_integer_minutes_both_flag_the_ties(ks):
 @pytest.mark.parametrize("name", oracle.ONE_D + oracle.MULTI_D)
 def test_ks_duplicate_warning_matches_the_data(ks, name):
     """ks warns "Data contain duplicated values" exactly where rows repeat; pg_kde's warnings are
-    limited to the sets where its answer is at the edge of its range (skewed, flights_arr_delay)."""
+    limited to the sets where its answer is at the edge of its range (flights_arr_delay, whose rows tie;
+    skewed, whose minimum lies below h0/4, is found by the extended grid)."""
     s = ks.sets[name]
     job_id = f"{name}:hlscv" if s.d == 1 else f"{name}:Hlscv"
     assert any("duplicated values" in w for w in ks_warnings(ks, job_id)) == (s.duplicated_rows > 0)
-    expected = {"skewed", "flights_arr_delay"}
+    expected = {"flights_arr_delay"}
     assert bool(ks.pg_warnings[name]) == (name in expected), [str(w.message) for w in ks.pg_warnings[name]]
 
 
