@@ -102,7 +102,7 @@ docker-image: docker-deps
 # The whole SQL suite against that image through testcontainers; needs no PostgreSQL on this machine.
 docker-test: docker-deps $(PY)
 	$(PY) -m pip install -q '.[docker]'
-	PY=$(PY) tools/docker-test
+	PY=$(PY) tools/docker-test $(PYTEST_ARGS)
 
 server-stop:
 	-$(VENV)/bin/pg-kde server stop
