@@ -10,16 +10,24 @@ PY := $(VENV)/bin/python
 # -P: never import the source tree from the working directory; the installed build is the one under test.
 RUN := $(PY) -P
 
-.PHONY: all install test demo bench bench-quick bench-aqp gpu-check gpu-sanitize clean system-deps server-stop
+.PHONY: all install test demo bench bench-quick bench-aqp gpu-check gpu-sanitize clean system-deps python-deps \
+	server-stop docker-deps docker-image docker-test
 
 all: test
 
-system-deps:
+python-deps:
 	@missing=""; \
 	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
 	$(PYTHON) -c "import venv, ensurepip" >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	$(PYTHON) -c "import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
 	  || missing="$$missing python3-dev"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+system-deps: python-deps
+	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql-15"; \
 	ls /usr/lib/postgresql/*/lib/plpython3.so >/dev/null 2>&1 || missing="$$missing postgresql-plpython3-15"; \
 	command -v pg_dump >/dev/null 2>&1 || missing="$$missing postgresql-client-15"; \
@@ -35,7 +43,7 @@ system-deps:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$r_missing; \
 	fi
 
-$(PY): | system-deps
+$(PY): | python-deps
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
@@ -82,6 +90,27 @@ gpu-sanitize:
 	  tests/unit/test_kernels.py -k "cuda-partials"
 	compute-sanitizer --tool racecheck --error-exitcode 1 $(GPU_VENV)/bin/python -P -m pytest -m gpu -q -x \
 	  tests/unit/test_kernels.py -k "cuda-partials and (plugin or kde) and float64"
+
+# Docker (docker/README.md): Debian's docker.io engine, started by tools/docker-engine in a directory of its
+# own, and debootstrap for the stand-in of the official postgres image where that cannot be pulled.
+docker-deps:
+	@missing=""; \
+	command -v dockerd >/dev/null 2>&1 || missing="$$missing docker.io"; \
+	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# The image of docker/Dockerfile from the working tree, as pg_kde:latest (the engine must run:
+# export DOCKER_HOST=$$(tools/docker-engine start)).
+docker-image: docker-deps
+	tools/docker-build cpu
+
+# The whole SQL suite against that image through testcontainers; needs no PostgreSQL on this machine.
+docker-test: docker-deps $(PY)
+	$(PY) -m pip install -q '.[docker]'
+	PY=$(PY) tools/docker-test $(PYTEST_ARGS)
 
 server-stop:
 	-$(VENV)/bin/pg-kde server stop

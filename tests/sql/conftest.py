@@ -1,9 +1,19 @@
 """A real PostgreSQL 15 with plpython3u for the SQL tests, never a mock.
 
-Where it comes from, in order: $PG_KDE_TEST_DSN (a server you provide, with pg_kde's files installed and
-its PL/Python able to import pg_kde); a Docker engine, when one is reachable and testcontainers is
-installed (the image from docker/Dockerfile); otherwise a throwaway local cluster started by
-pg_kde.server in a temporary directory and removed afterwards.
+Which server, in order:
+
+- ``$PG_KDE_TEST_DSN``: a server you provide, with pg_kde's files installed and its PL/Python able to
+  import pg_kde;
+- ``PG_KDE_TEST_SERVER=docker``: a container of the image ``$PG_KDE_TEST_IMAGE`` (default
+  ``pg_kde:latest``, built from docker/Dockerfile by ``tools/docker-build cpu``), started by testcontainers
+  on the engine that ``DOCKER_HOST`` names, its port published on 127.0.0.1, removed at the end
+  (``make docker-test`` does all of it). Testcontainers' reaper container (Ryuk) is off unless
+  ``TESTCONTAINERS_RYUK_DISABLED`` says otherwise;
+- ``PG_KDE_TEST_SERVER=local`` (the default, ``make test``): a throwaway local cluster started by
+  pg_kde.server in a temporary directory and removed afterwards.
+
+Tests marked ``local_cluster`` test pg_kde.server itself on this machine and use no server of the above:
+they are skipped in the docker mode, which needs no PostgreSQL on this machine.
 """
 
 import os
@@ -18,41 +28,79 @@ sys.path.insert(0, os.path.dirname(__file__))  # sqlhelpers, shared by the test 
 import pg_kde  # noqa: E402
 from pg_kde import admin, server  # noqa: E402
 
+SERVER_KINDS = ("local", "docker")
 
-def _docker_reachable() -> bool:
-    try:
-        import docker  # noqa: F401 - testcontainers depends on it
-        import testcontainers.postgres  # noqa: F401
-    except ImportError:
-        return False
-    try:
-        return bool(docker.from_env(timeout=3).ping())
-    except Exception:
-        return False
+
+def server_kind() -> str:
+    """``dsn`` when $PG_KDE_TEST_DSN names a server, else $PG_KDE_TEST_SERVER (``local`` or ``docker``)."""
+    if os.environ.get("PG_KDE_TEST_DSN"):
+        return "dsn"
+    kind = os.environ.get("PG_KDE_TEST_SERVER", "local")
+    if kind not in SERVER_KINDS:
+        raise pytest.UsageError(f"PG_KDE_TEST_SERVER={kind!r}: use one of {', '.join(SERVER_KINDS)}")
+    return kind
+
+
+def pytest_collection_modifyitems(config, items):
+    if server_kind() != "docker":
+        return
+    skip = pytest.mark.skip(reason="tests pg_kde.server, the local cluster this machine runs as root (OS users "
+                                   "postgres and nobody); PG_KDE_TEST_SERVER=docker starts none: run them with "
+                                   "make test")
+    for item in items:
+        if "local_cluster" in item.keywords:
+            item.add_marker(skip)
 
 
 def _docker_server():
-    from pathlib import Path
-
-    from testcontainers.core.image import DockerImage
-    from testcontainers.postgres import PostgresContainer
-
-    root = Path(__file__).resolve().parents[2]
-    image = DockerImage(path=str(root), dockerfile_path="docker/Dockerfile", tag="pg_kde-test:latest")
-    image.build()
-    container = PostgresContainer(str(image), username="postgres", password="postgres", dbname="postgres")
+    """(DSN, stop) of a container of $PG_KDE_TEST_IMAGE started by testcontainers."""
+    os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # its image is not pulled here; we remove ours
+    # The published port on this machine's 127.0.0.1, even where a /.dockerenv (a machine made from an
+    # image) makes testcontainers guess it runs inside a container and connect through the bridge gateway.
+    os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
+    try:
+        import docker
+        from testcontainers.community.postgres import PostgresContainer
+    except ImportError as exc:
+        raise RuntimeError("PG_KDE_TEST_SERVER=docker needs testcontainers: pip install '.[docker]'") from exc
+    image = os.environ.get("PG_KDE_TEST_IMAGE", "pg_kde:latest")
+    try:
+        docker.from_env(timeout=600).images.get(image)
+    except docker.errors.ImageNotFound:
+        raise RuntimeError(f"no image {image} at {os.environ.get('DOCKER_HOST', 'the default Docker engine')}: "
+                           "build it with tools/docker-build cpu (make docker-test does)") from None
+    password = uuid.uuid4().hex
+    # Creating a container copies the image's whole file system under the vfs storage driver (about 45 s
+    # for this image on the machines we tried): longer than docker-py's default timeout of 60 s allows for.
+    container = PostgresContainer(image, username="postgres", password=password, dbname="postgres", driver=None,
+                                  docker_client_kw={"timeout": 600})
+    # Published on 127.0.0.1 alone, whatever the engine's default address (docker-py's (address,) form: a
+    # port the engine picks; testcontainers' with_bind_ports takes no address).
+    container.ports["5432"] = ("127.0.0.1",)
     container.start()
-    host, port = container.get_container_host_ip(), container.get_exposed_port(5432)
-    return f"host={host} port={port} user=postgres password=postgres dbname=postgres", container.stop
+    try:
+        host, port = container.get_container_host_ip(), container.get_exposed_port(5432)
+        # An address, not "localhost": the port is published on IPv4 only.
+        host = "127.0.0.1" if host == "localhost" else host
+        with psycopg.connect(f"host={host} port={port} user=postgres password={password} dbname=postgres") as conn:
+            version = conn.execute("SELECT version FROM pg_available_extension_versions "
+                                   "WHERE name = 'pg_kde' AND version = %s", (pg_kde.__version__,)).fetchone()
+        if version is None:
+            raise RuntimeError(f"image {image} has no pg_kde {pg_kde.__version__}: rebuild it (tools/docker-build cpu)")
+    except BaseException:
+        container.stop()
+        raise
+    return f"host={host} port={port} user=postgres password={password} dbname=postgres", container.stop
 
 
 @pytest.fixture(scope="session")
 def server_dsn(tmp_path_factory):
     """A libpq DSN for the maintenance database of a server with pg_kde available."""
-    if os.environ.get("PG_KDE_TEST_DSN"):
+    kind = server_kind()
+    if kind == "dsn":
         yield os.environ["PG_KDE_TEST_DSN"]
         return
-    if _docker_reachable():
+    if kind == "docker":
         dsn, stop = _docker_server()
         try:
             yield dsn

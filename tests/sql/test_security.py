@@ -1,6 +1,7 @@
 """The security and reliability model on a real PostgreSQL: row-level security, schema changes, staleness,
 validated catalog rows, schema USAGE, refresh serialisation, errors without tracebacks, extreme values."""
 
+import shutil
 import threading
 import time
 
@@ -180,6 +181,7 @@ def test_the_identity_check_holds_when_event_triggers_are_off(db, table):
         approx(db, "approx_count", table, "c", 0, 1)
 
 
+@pytest.mark.skipif(shutil.which("pg_dump") is None, reason="pg_dump is not installed")
 def test_restore_keeps_synopses_of_columns_renumbered_by_the_dump(server_dsn, database, db, table):
     import shutil
     import subprocess

@@ -21,6 +21,9 @@ import pytest
 
 from pg_kde import server
 
+#: They start clusters of their own on this machine, whatever server the other SQL tests use.
+pytestmark = pytest.mark.local_cluster
+
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="the attacks run as the OS user nobody (runuser) and the server as postgres: needs root"
 )
