@@ -21,6 +21,7 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,24 @@ def pgbench() -> str:
     if not Path(found).exists():
         raise SystemExit("pgbench not found (it ships with the PostgreSQL server package)")
     return found
+
+
+def in_statement_us(dsn: str, psycopg, repeats: int = 3) -> list:
+    """Microseconds per approx_count call inside one SELECT of 5000 calls: the median of 5 runs, repeats
+    times (after a warm-up)."""
+    query = ("SELECT count(approx_count('load_t', 'amount', g % 400, g % 400 + 50)) "
+             "FROM generate_series(1, 5000) g")
+    out = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(query).fetchone()
+        for _ in range(repeats):
+            runs = []
+            for _ in range(5):
+                start = time.perf_counter()
+                conn.execute(query).fetchone()
+                runs.append((time.perf_counter() - start) / 5000 * 1e6)
+            out.append(statistics.median(runs))
+    return out
 
 
 def fresh_database(maintenance_dsn: str, name: str, version: str, psycopg):
@@ -109,6 +128,9 @@ def main() -> None:
         check = "SELECT approx_count('load_t', 'amount', 10, 90)"
         assert a.execute(check).fetchone() == b.execute(check).fetchone(), "the two installs answer differently"
 
+    # One client, inside one statement (no round trip per call): the cost of the call itself.
+    statement = {version: in_statement_us(dsn, psycopg) for version, dsn in ((PREVIOUS, previous), (__version__, current))}
+
     results = []
     for clients in (int(c) for c in args.clients.split(",")):
         for version, dsn in ((PREVIOUS, previous), (__version__, current)):
@@ -126,6 +148,9 @@ def main() -> None:
         lines.append("")
         lines.append(f"{clients} client(s): {__version__} / {PREVIOUS} calls per second = "
                      f"{new['calls_per_s'] / old['calls_per_s']:.2f}")
+    lines += ["", "Inside one statement (5000 calls, median of 5 runs, each version three times in a row): "
+              + "; ".join(f"{v} {', '.join(f'{x:.0f}' for x in us)} µs per call" for v, us in statement.items())
+              + f"; ratio of the medians {statistics.median(statement[__version__]) / statistics.median(statement[PREVIOUS]):.2f}."]
     text = "\n".join(lines) + "\n"
     out = Path("benchmarks/results")
     out.mkdir(parents=True, exist_ok=True)
