@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from .. import _native, admin, bandwidth, kde, server
+from .. import __version__, _native, admin, bandwidth, kde, server
 from .. import backends as backend_status
 from .datasets import load_nycflights
 
@@ -222,6 +222,10 @@ def extension_demo(args) -> int:
         print("using the PostgreSQL given by --dsn / PG_KDE_DSN")
     with admin.connect(dsn) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_kde CASCADE")
+        installed = conn.execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_kde'").fetchone()[0]
+        if installed != __version__:  # a database of an earlier demo: its synopses are kept by the update
+            conn.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{__version__}'")
+            print(f"updated the extension from {installed} to {__version__}")
         started = time.perf_counter()
         rows = load_nycflights(conn, schema="kde_demo", replace=False)
         print(f"loaded {rows['flights']} flights and {rows['weather']} weather rows into schema kde_demo "
