@@ -43,7 +43,7 @@ DECLARE
     grantee text;
 BEGIN
     FOR grantee IN
-        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END
+        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END  -- regrole's text is quoted as needed
         FROM pg_class c, aclexplode(c.relacl) a
         WHERE c.oid IN ('@extschema@.kde_synopsis'::regclass, '@extschema@.kde_synopsis_2d'::regclass)
           AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE') AND a.grantee <> c.relowner
