@@ -37,18 +37,20 @@ INSERT INTO kde_catalog (relid, cols, kind, attnums, coltypes, built_relid, requ
 SELECT relid, cols, '1d', attnums, coltypes, built_relid, options, method, backend, bandwidth, sample_size, n_rows, n_null, built_at, build_seconds, mod_count, storage_id, pages FROM kde_synopsis;
 INSERT INTO kde_catalog (relid, cols, kind, attnums, coltypes, built_relid, requested, method, backend, bandwidth, sample_size, n_rows, n_null, built_at, build_seconds, mod_count, storage_id, pages)
 SELECT relid, cols, '2d', attnums, coltypes, built_relid, options, method, backend, bandwidth, sample_size, n_rows, n_null, built_at, build_seconds, mod_count, storage_id, pages FROM kde_synopsis_2d;
--- Roles that could write the old catalog tables may write the header table too.
+-- Roles that could write the old catalog tables may write the header table too, with the privileges they
+-- held (INSERT, UPDATE, DELETE on either table), no more.
 DO $$
 DECLARE
-    grantee text;
+    r record;
 BEGIN
-    FOR grantee IN
-        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END  -- regrole's text is quoted as needed
+    FOR r IN
+        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee,
+               a.privilege_type  -- regrole's text is quoted as needed
         FROM pg_class c, aclexplode(c.relacl) a
         WHERE c.oid IN ('@extschema@.kde_synopsis'::regclass, '@extschema@.kde_synopsis_2d'::regclass)
           AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE') AND a.grantee <> c.relowner
     LOOP
-        EXECUTE format('GRANT INSERT, UPDATE, DELETE ON @extschema@.kde_catalog TO %s', grantee);
+        EXECUTE format('GRANT %s ON @extschema@.kde_catalog TO %s', r.privilege_type, r.grantee);
     END LOOP;
 END
 $$;
@@ -181,12 +183,21 @@ DECLARE
     r record;
     n integer := 0;
 BEGIN
-    FOR r IN SELECT k.relid, k.cols, k.requested
+    FOR r IN SELECT k.relid, k.cols, k.requested, c.relkind, c.relowner = current_user::regrole AS owned
              FROM @extschema@.kde_synopses v
              JOIN @extschema@.kde_catalog k USING (relid, cols)
+             JOIN pg_class c ON c.oid = k.relid
              WHERE v.stale
              ORDER BY k.relid::oid, k.cols
     LOOP
+        -- Reading a view or a foreign table runs code its owner wrote, with the reader's privileges: a
+        -- routine refresh must not run another role's code as the caller (a superuser, say).
+        IF r.relkind NOT IN ('r', 'p', 'm') AND NOT r.owned THEN
+            RAISE WARNING 'pg_kde: skipped the synopsis of % of %: reading it runs code of its owner, not yours',
+                          array_to_string(r.cols, ', '), r.relid
+                USING HINT = 'Refresh it as its owner, or with kde_refresh once you trust that code.';
+            CONTINUE;
+        END IF;
         BEGIN
             -- The same request as the last refresh (requested holds its arguments, not what was built).
             PERFORM @extschema@._kde_raise_if_error(@extschema@._kde_refresh(
@@ -270,6 +281,28 @@ CREATE POLICY kde_synopsis_2d_header ON kde_synopsis_2d
     USING (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_2d.relid AND h.cols = kde_synopsis_2d.cols))
     WITH CHECK (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_2d.relid AND h.cols = kde_synopsis_2d.cols));
 GRANT SELECT ON kde_synopsis_2d TO PUBLIC;
+
+-- A header's relation and columns are its identity: only pg_kde itself changes them (renames that follow
+-- the columns, run by the event triggers as the extension's owner). A writer re-pointing a header would
+-- carry its payload (ON UPDATE CASCADE runs as the table's owner) onto another column, whose queries would
+-- then answer with the first column's numbers.
+CREATE FUNCTION _kde_keep_key() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF (NEW.relid, NEW.cols) IS DISTINCT FROM (OLD.relid, OLD.cols)
+       AND NOT pg_has_role((SELECT e.extowner FROM pg_extension e WHERE e.extname = 'pg_kde'), 'MEMBER') THEN
+        RAISE EXCEPTION 'pg_kde: the relation and columns of a synopsis cannot be changed'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Build a synopsis of the other columns with kde_refresh; renames are followed by pg_kde itself.';
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION _kde_keep_key() IS 'pg_kde internal: only pg_kde changes a synopsis''s relation and columns';
+CREATE TRIGGER kde_catalog_keep_key BEFORE UPDATE OF relid, cols ON kde_catalog
+    FOR EACH ROW EXECUTE FUNCTION _kde_keep_key();
 
 CREATE VIEW kde_synopses WITH (security_invoker = true) AS
 SELECT k.relid,

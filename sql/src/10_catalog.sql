@@ -217,6 +217,28 @@ CREATE POLICY kde_synopsis_2d_header ON kde_synopsis_2d
     WITH CHECK (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_2d.relid AND h.cols = kde_synopsis_2d.cols));
 GRANT SELECT ON kde_synopsis_2d TO PUBLIC;
 
+-- A header's relation and columns are its identity: only pg_kde itself changes them (renames that follow
+-- the columns, run by the event triggers as the extension's owner). A writer re-pointing a header would
+-- carry its payload (ON UPDATE CASCADE runs as the table's owner) onto another column, whose queries would
+-- then answer with the first column's numbers.
+CREATE FUNCTION _kde_keep_key() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF (NEW.relid, NEW.cols) IS DISTINCT FROM (OLD.relid, OLD.cols)
+       AND NOT pg_has_role((SELECT e.extowner FROM pg_extension e WHERE e.extname = 'pg_kde'), 'MEMBER') THEN
+        RAISE EXCEPTION 'pg_kde: the relation and columns of a synopsis cannot be changed'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Build a synopsis of the other columns with kde_refresh; renames are followed by pg_kde itself.';
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION _kde_keep_key() IS 'pg_kde internal: only pg_kde changes a synopsis''s relation and columns';
+CREATE TRIGGER kde_catalog_keep_key BEFORE UPDATE OF relid, cols ON kde_catalog
+    FOR EACH ROW EXECUTE FUNCTION _kde_keep_key();
+
 -- The columns' numbers and types, after checking that the current role may read them: the relation's
 -- schema (USAGE), each column (SELECT), every row (no row-level security applies). Clear errors otherwise.
 CREATE FUNCTION _kde_columns(tbl regclass, cols text[], OUT attnums int2[], OUT coltypes text[])

@@ -45,7 +45,8 @@ COMMENT ON VIEW kde_synopses IS
 GRANT SELECT ON kde_synopses TO PUBLIC;
 
 -- Each stale synopsis the current role may read is rebuilt on its own (a subtransaction each): one that
--- fails is reported as a WARNING and left as it was, the others land. A cancel stops the whole call.
+-- fails is reported as a WARNING and left as it was, the others land. Synopses of views and foreign tables
+-- the role does not own are skipped with a WARNING. A cancel stops the whole call.
 CREATE FUNCTION kde_refresh_stale() RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -54,12 +55,21 @@ DECLARE
     r record;
     n integer := 0;
 BEGIN
-    FOR r IN SELECT k.relid, k.cols, k.requested
+    FOR r IN SELECT k.relid, k.cols, k.requested, c.relkind, c.relowner = current_user::regrole AS owned
              FROM @extschema@.kde_synopses v
              JOIN @extschema@.kde_catalog k USING (relid, cols)
+             JOIN pg_class c ON c.oid = k.relid
              WHERE v.stale
              ORDER BY k.relid::oid, k.cols
     LOOP
+        -- Reading a view or a foreign table runs code its owner wrote, with the reader's privileges: a
+        -- routine refresh must not run another role's code as the caller (a superuser, say).
+        IF r.relkind NOT IN ('r', 'p', 'm') AND NOT r.owned THEN
+            RAISE WARNING 'pg_kde: skipped the synopsis of % of %: reading it runs code of its owner, not yours',
+                          array_to_string(r.cols, ', '), r.relid
+                USING HINT = 'Refresh it as its owner, or with kde_refresh once you trust that code.';
+            CONTINUE;
+        END IF;
         BEGIN
             -- The same request as the last refresh (requested holds its arguments, not what was built).
             PERFORM @extschema@._kde_raise_if_error(@extschema@._kde_refresh(

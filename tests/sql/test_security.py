@@ -288,6 +288,44 @@ def test_refresh_stale_repeats_the_request_not_what_was_built(db, table):
     assert db.execute(query, (table,)).fetchone() == (64, 5001)
 
 
+def test_refresh_stale_skips_views_of_other_owners(db, table, login_role):
+    """Reading a view runs its owner's code with the reader's privileges: kde_refresh_stale, run by a
+    superuser, must not run another role's view (which could, e.g., make that role a superuser)."""
+    owner, _ = login_role()
+    load(db, table, {"x": np.linspace(0, 1, 2000)})
+    view = table + "_v"
+    db.execute(sql.SQL("CREATE VIEW {} AS SELECT x FROM {}").format(ident(view), ident(table)))
+    db.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident(table), ident(owner)))
+    db.execute(sql.SQL("ALTER VIEW {} OWNER TO {}").format(ident(view), ident(owner)))
+    try:
+        refresh(db, view, "x")
+        db.execute("UPDATE kde_catalog SET storage_id = 'forged' WHERE relid = %s::regclass", (view,))  # stale
+        notices = []
+        db.add_notice_handler(lambda d: notices.append(d.message_primary))
+        assert db.execute("SELECT kde_refresh_stale()").fetchone()[0] == 0
+        assert any("skipped the synopsis of x of" in m for m in notices), notices
+        assert stale(db, view)[0] is True
+    finally:
+        db.execute(sql.SQL("DROP VIEW {}").format(ident(view)))
+
+
+def test_a_header_cannot_be_repointed_to_other_columns(db, table, login_role):
+    """UPDATE on kde_catalog alone would carry a payload (ON UPDATE CASCADE runs as the table's owner) onto
+    another column the role may read, whose queries would then answer with the first column's numbers."""
+    role, dsn = login_role()
+    load(db, table, {"a": np.linspace(0, 1, 2000), "b": np.linspace(5, 6, 2000)})
+    refresh(db, table, "a")
+    db.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident(table), ident(role)))
+    db.execute(sql.SQL("GRANT UPDATE ON kde_catalog TO {}").format(ident(role)))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="cannot be changed"):
+            conn.execute("UPDATE kde_catalog SET cols = '{b}', attnums = '{2}' WHERE relid = %s::regclass", (table,))
+        assert conn.execute("UPDATE kde_catalog SET n_rows = n_rows WHERE relid = %s::regclass", (table,)).rowcount == 1
+    with pytest.raises(psycopg.errors.UndefinedObject):
+        approx(db, "approx_count", table, "b", 5, 6)
+    assert approx(db, "approx_count", table, "a", 0, 0.5) == pytest.approx(1000, abs=3)
+
+
 # ---------------------------------------------------------------------------------------------- smaller holes
 def test_schema_usage_is_required(db, table, login_role):
     role, dsn = login_role()

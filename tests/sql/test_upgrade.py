@@ -152,18 +152,22 @@ def test_the_update_to_0_3_0_carries_writers_grants_to_the_header_table(scratch_
     """Roles that could write 0.2.0's catalog tables may write 0.3.0's header table too, whatever their
     names need in quoting; others get nothing new."""
     writer, reader = f"Writer {uuid.uuid4().hex[:6]}", f"reader_{uuid.uuid4().hex[:6]}"
+    cleaner = f"cleaner_{uuid.uuid4().hex[:6]}"
     with scratch_db() as conn:
         try:
-            conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(writer)))
-            conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(reader)))
+            for role in (writer, reader, cleaner):
+                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
             conn.execute("CREATE EXTENSION pg_kde VERSION '0.2.0' CASCADE")
             conn.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis_2d TO {}").format(sql.Identifier(writer)))
+            conn.execute(sql.SQL("GRANT DELETE ON kde_synopsis TO {}").format(sql.Identifier(cleaner)))
             conn.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{pg_kde.__version__}'")
             check = "SELECT has_table_privilege(%s, 'kde_catalog', %s)"
             for privilege in ("INSERT", "UPDATE", "DELETE"):
                 assert conn.execute(check, (writer, privilege)).fetchone()[0] is True
                 assert conn.execute(check, (reader, privilege)).fetchone()[0] is False
+                # a role that could only delete synopses may still only delete them
+                assert conn.execute(check, (cleaner, privilege)).fetchone()[0] is (privilege == "DELETE")
         finally:
             conn.execute("DROP EXTENSION IF EXISTS pg_kde CASCADE")
-            for role in (writer, reader):
+            for role in (writer, reader, cleaner):
                 conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
