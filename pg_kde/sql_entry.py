@@ -27,7 +27,7 @@ import numpy as np
 from . import __version__, bandwidth
 from ._errors import UserError
 from .synopsis import Requested, build_1d, build_2d
-from .synopsis.build import select_bandwidth
+from .synopsis.build import counts_method, select_bandwidth
 from .synopsis.catalog import split_row
 from .synopsis.sql_reader import SqlTableReader
 
@@ -144,12 +144,6 @@ def _check_sample_size(plpy, size: int, d: int) -> None:
                    "maintenance_work_mem for this session (SET maintenance_work_mem = ...).")
 
 
-def _choose_method(method: str, d: int, for_counts: bool) -> str:
-    """A selector name from the registry (:func:`pg_kde.bandwidth.resolve`): ``auto`` for a synopsis
-    (range counts) of one column is the distribution-function plug-in."""
-    return bandwidth.resolve(method, d, "counts" if for_counts else "density").name
-
-
 def interrupt_check(plpy):
     """The check the numerical work calls between its bounded slices: pg_sleep(0) runs PostgreSQL's
     CHECK_FOR_INTERRUPTS, so a pending statement_timeout, pg_cancel_backend or pg_terminate_backend raises
@@ -185,7 +179,7 @@ def _choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extve
     exprs, _, _ = _columns(plpy, schema, relid, rel, cols)
     _check_sample_size(plpy, sample_size, len(cols))
     try:
-        chosen = _choose_method(method, len(cols), for_counts=False)
+        chosen = bandwidth.resolve(method, len(cols)).name  # a density bandwidth: auto is plugin or lscv_H
     except ValueError as exc:
         _fail(f"pg_kde: {exc}")
     reader = SqlTableReader(plpy, rel, kind, exprs)
@@ -214,8 +208,7 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, ext
     exprs, attnums, coltypes = _columns(plpy, schema, relid, rel, cols)
     if pair and cols[0] == cols[1]:
         _fail("pg_kde: a 2-D synopsis needs two different columns")
-    # _refresh_start checks the method; the build resolves the same one (synopsis.build.counts_method).
-    _, state = _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size,
+    state = _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size,
                               (8, 1024) if pair else (16, 65536))
     requested = Requested(method, sample_size, grid_size, backend)
     built = (build_2d if pair else build_1d)(
@@ -229,23 +222,20 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, ext
 def _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, grid_range):
     """Checks shared by 1-D and 2-D refreshes. Serialises refreshes of the same synopsis by locking its
     catalog row (FOR UPDATE: only roles allowed to write the catalog can take it), and reads the table's
-    state for staleness before any scan. Returns (method to run, table state)."""
+    state for staleness before any scan. Returns the table state."""
     if sample_size is None or sample_size < 100:
         _fail("pg_kde: sample_size must be at least 100")
     low, high = grid_range
     if grid_size is None or not low <= grid_size <= high:
         _fail(f"pg_kde: grid_size must be between {low} and {high}" + (" for a 2-D synopsis" if len(cols) == 2 else ""))
-    try:
-        chosen = _choose_method(method, len(cols), for_counts=True)
-    except ValueError as exc:
-        _fail(f"pg_kde: {exc}")
+    counts_method(method, len(cols))  # a bad method fails here, before the lock; the build resolves it again
     _check_sample_size(plpy, sample_size, len(cols))
     lock = plpy.prepare(f"SELECT 1 FROM {schema}.kde_catalog WHERE relid = $1::oid::regclass AND cols = $2 FOR UPDATE",
                         ["oid", "text[]"])
     plpy.execute(lock, [relid, list(cols)])
     state = plpy.execute(plpy.prepare(f"SELECT mod_count, storage_id, pages FROM {schema}._kde_table_state($1)",
                                       ["oid"]), [relid])[0]
-    return chosen, {"relid": relid, **state}
+    return {"relid": relid, **state}
 
 
 def _identity(state: dict, attnums, coltypes) -> dict:

@@ -159,13 +159,11 @@ def get_backend(name: Union[str, Backend] = "auto", **options) -> Backend:
     Raises ``ValueError`` for an unknown name (listing the valid ones) or options the backend does not
     take, and :class:`BackendUnavailableError` for a known backend that cannot run here.
     """
-    if not isinstance(name, str):
-        if isinstance(name, Backend):
-            if options:
-                raise ValueError(f"backend options {sorted(options)} need a backend name, not an object")
-            return name
-        raise ValueError(f"unknown backend {name!r}; valid backends: {', '.join(backend_names())}")
-    if name not in backend_names():
+    if not isinstance(name, str) and isinstance(name, Backend):
+        if options:
+            raise ValueError(f"backend options {sorted(options)} need a backend name, not an object")
+        return name
+    if not isinstance(name, str) or name not in backend_names():
         raise ValueError(f"unknown backend {name!r}; valid backends: {', '.join(backend_names())}")
     if name == "auto":
         if options:

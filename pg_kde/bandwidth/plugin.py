@@ -23,9 +23,7 @@ SCALES = ("sd", "minim")
 
 
 def _plugin_sigma(x: np.ndarray, scale: str = "sd") -> float:
-    """σ̂ by ``scale`` (see :data:`SCALES`)."""
-    if scale not in SCALES:
-        raise ValueError(f"unknown scale {scale!r}; valid scales: {', '.join(SCALES)}")
+    """σ̂ by ``scale`` (see :data:`SCALES`; :func:`_plugin_stages` has checked it)."""
     s = float(np.std(x, ddof=1))
     if scale == "sd":
         return s
