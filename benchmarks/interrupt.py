@@ -2,11 +2,11 @@
 one that does nothing, and the longest gap between two calls of the check.
 
     python benchmarks/interrupt.py [--rows 600000] [--grid 65536] [--backend native] [--repeat 1]
-                                   [--cases plugin,grid_density]
+                                   [--cases plugin,kde_at]
 
 Measures bandwidth.plugin on --rows standard-normal rows in float32 (as the SQL layer runs it) and
-synopsis.grid_density on --grid points (what a refresh with that grid_size computes). The gap is from
-one call of the check to the next (the first from the start of the call, the last to its end): the table
+synopsis.kde_at on --grid points (the KDE at a 1-D grid's boundaries, from the 8192 sampled values it thins
+a sample to). The gap is from one call of the check to the next (the first from the start of the call, the last to its end): the table
 gives their median, 99th percentile and maximum. Prints a Markdown table.
 """
 
@@ -51,19 +51,19 @@ def main():
     parser.add_argument("--grid", type=int, default=65_536)
     parser.add_argument("--backend", default="native")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--cases", default="plugin,grid_density")
+    parser.add_argument("--cases", default="plugin,kde_at")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     x = rng.standard_normal(args.rows)
     points = np.sort(rng.uniform(0.0, 1.0, args.grid))
-    weights = rng.uniform(0.0, 10.0, args.grid)
+    sample = rng.uniform(0.0, 1.0, 100_000)
     h = 4.0 / args.grid
     cases = {
         "plugin": (f"plugin, n = {args.rows}, {args.backend}, float32", lambda check: bandwidth.plugin(
             x, backend=args.backend, dtype="float32", interrupt=check
         )),
-        "grid_density": (f"grid_density, {args.grid} points",
-                         lambda check: synopsis.grid_density(points, weights, h, interrupt=check)),
+        "kde_at": (f"kde_at, {args.grid} points",
+                   lambda check: synopsis.kde_at(points, sample, h, 0.0, 1.0, interrupt=check)),
     }
     print("| computation | without check (s) | with a no-op check (s) | ratio | checks | gap median / p99 / max (ms) |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -20,7 +20,8 @@ from typing import Callable, Iterable, Optional
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 #: kde_refresh's named options and their SQL types: :func:`refresh` accepts only these names and casts
 #: each value to its type.
-REFRESH_OPTIONS = {"method": "text", "sample_size": "integer", "grid_size": "integer", "backend": "text"}
+REFRESH_OPTIONS = {"method": "text", "sample_size": "integer", "grid_size": "integer", "backend": "text",
+                   "budget": "integer"}
 
 
 class ExtensionNotInstalledError(RuntimeError):
@@ -107,7 +108,7 @@ def _sql():
 def refresh(conn, targets: Iterable, progress: Optional[Callable] = None, **options) -> list:
     """kde_refresh each (table, column), one transaction each; ``progress(i, total, target, seconds)``
     is called after each. Options are kde_refresh's named arguments (:data:`REFRESH_OPTIONS`: method,
-    sample_size, grid_size, backend); another name is a ValueError. Returns the summaries."""
+    sample_size, grid_size, backend, budget); another name is a ValueError. Returns the summaries."""
     unknown = sorted(set(options) - set(REFRESH_OPTIONS))
     if unknown:
         raise ValueError(f"unknown kde_refresh option {', '.join(map(repr, unknown))}; "

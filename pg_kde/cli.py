@@ -2,6 +2,7 @@
 
     pg-kde install [--pg-config PATH]
     pg-kde refresh --dsn DSN TABLE.COLUMN ... [--method M] [--sample-size N] [--grid-size N] [--backend B]
+                                          [--budget BYTES]
     pg-kde refresh --dsn DSN --stale
     pg-kde list --dsn DSN
     pg-kde drop --dsn DSN TABLE.COLUMN ...
@@ -116,6 +117,7 @@ def main(argv=None) -> int:
             p.add_argument("--sample-size", type=int)
             p.add_argument("--grid-size", type=int)
             p.add_argument("--backend")
+            p.add_argument("--budget", type=int, help="bytes a synopsis may take (default 8192, 65536 for a pair)")
     p = sub.add_parser("server", help="the embedded local PostgreSQL for demos and tests")
     p.add_argument("action", choices=["start", "stop", "status", "destroy"],
                    help="destroy stops the server and deletes its databases and state")
@@ -152,7 +154,8 @@ def main(argv=None) -> int:
                     if not args.targets:
                         parser.error("refresh needs TABLE.COLUMN targets or --stale")
                     options = {k: v for k, v in [("method", args.method), ("sample_size", args.sample_size),
-                                                 ("grid_size", args.grid_size), ("backend", args.backend)] if v is not None}
+                                                 ("grid_size", args.grid_size), ("backend", args.backend),
+                                                 ("budget", args.budget)] if v is not None}
                     targets = [admin.parse_target(t) for t in args.targets]
                     for summary in admin.refresh(conn, targets, progress=admin.progress_bar, **options):
                         print(json.dumps(summary))

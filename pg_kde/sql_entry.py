@@ -29,6 +29,7 @@ from ._errors import UserError
 from .synopsis import Requested, build_1d, build_2d
 from .synopsis.build import counts_method, select_bandwidth
 from .synopsis.catalog import split_row
+from .synopsis.cells import MAX_BUDGET, MIN_BUDGET
 from .synopsis.sql_reader import SqlTableReader
 
 __all__ = ["UserError", "choose_bandwidth", "refresh"]
@@ -98,25 +99,35 @@ def _relation(plpy, relid):
     return name, kind, schema
 
 
+#: Time types a synopsis reads as epoch seconds (timestamp: as if UTC; date: its midnight, UTC).
+TIME_TYPES = ("date", "timestamp", "timestamptz")
+
+
 def _columns(plpy, schema: str, relid: int, rel: str, cols) -> tuple:
-    """Quoted names, numbers and types of the given numeric columns, after the SQL side's checks (schema
-    USAGE, the columns exist, SELECT on each, no row-level security)."""
+    """Quoted names, numbers and types of the given numeric or time columns, after the SQL side's checks
+    (schema USAGE, the columns exist, SELECT on each, no row-level security), and each one's value as a
+    float8 expression (a time column's epoch seconds)."""
     if not cols or any(c is None for c in cols):
         _fail("pg_kde: the column arguments must not be NULL or empty", sqlstate="22004")
     ident = plpy.execute(plpy.prepare(f"SELECT attnums, coltypes FROM {schema}._kde_columns($1, $2)",
                                       ["oid", "text[]"]), [relid, list(cols)])[0]
     categories = plpy.execute(
-        plpy.prepare("SELECT a.attnum, t.typcategory::text AS category FROM pg_catalog.pg_attribute a "
-                     "JOIN pg_catalog.pg_type t ON t.oid = a.atttypid WHERE a.attrelid = $1 AND a.attnum = ANY($2)",
-                     ["oid", "int2[]"]),
+        plpy.prepare("SELECT a.attnum, t.typcategory::text AS category, t.typname::text AS name "
+                     "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
+                     "WHERE a.attrelid = $1 AND a.attnum = ANY($2)", ["oid", "int2[]"]),
         [relid, ident["attnums"]],
     )
-    category = {int(r["attnum"]): r["category"] for r in categories}
+    kinds = {int(r["attnum"]): ("number" if r["category"] == "N" else "time" if r["name"] in TIME_TYPES else None)
+             for r in categories}
+    exprs = []
     for name, attnum, type_ in zip(cols, ident["attnums"], ident["coltypes"]):
-        if category.get(int(attnum)) != "N":
-            _fail(f"pg_kde: column {plpy.quote_ident(name)} of {rel} has type {type_}; synopses need a numeric column",
-                  sqlstate="42804")
-    return [plpy.quote_ident(c) for c in cols], list(ident["attnums"]), list(ident["coltypes"])
+        kind = kinds.get(int(attnum))
+        if kind is None:
+            _fail(f"pg_kde: column {plpy.quote_ident(name)} of {rel} has type {type_}; synopses need a numeric, "
+                  "date, timestamp or timestamptz column", sqlstate="42804")
+        quoted = plpy.quote_ident(name)
+        exprs.append(quoted if kind == "number" else f"extract(epoch from {quoted})")
+    return [plpy.quote_ident(c) for c in cols], exprs, list(ident["attnums"]), list(ident["coltypes"])
 
 
 def _extension_schema(plpy) -> str:
@@ -176,13 +187,13 @@ def _choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extve
     rel, kind, schema = _relation(plpy, relid)
     if sample_size is None or sample_size < 2:
         _fail("pg_kde: sample_size must be at least 2")
-    exprs, _, _ = _columns(plpy, schema, relid, rel, cols)
+    names, exprs, _, _ = _columns(plpy, schema, relid, rel, cols)
     _check_sample_size(plpy, sample_size, len(cols))
     try:
         chosen = bandwidth.resolve(method, len(cols)).name  # a density bandwidth: auto is plugin or lscv_H
     except ValueError as exc:
         _fail(f"pg_kde: {exc}")
-    reader = SqlTableReader(plpy, rel, kind, exprs)
+    reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs)
     sample = reader.sample(sample_size, reader.row_count())
     if len(sample) < 2:
         _fail(f"pg_kde: {rel} has fewer than 2 rows with every column non-NULL")
@@ -192,42 +203,45 @@ def _choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extve
     return json.dumps({"bandwidth": result.H.ravel().tolist()})
 
 
-def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extversion) -> str:
+def refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, budget, extversion) -> str:
     """kde_refresh(): build a synopsis in the caller's transaction and upsert its catalog row; returns its
     summary (or the error, see the module docstring)."""
-    return _returning_errors(plpy, _refresh, GD, relid, cols, method, sample_size, grid_size, backend, extversion)
+    return _returning_errors(plpy, _refresh, GD, relid, cols, method, sample_size, grid_size, backend, budget,
+                             extversion)
 
 
-def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extversion) -> str:
+def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, budget, extversion) -> str:
     started = time.perf_counter()
     _check_version(plpy, GD, extversion)
     rel, kind, schema = _relation(plpy, relid)
     pair = cols is not None and len(cols) == 2
     if cols is not None and not pair and len(cols) != 1:
         _fail("pg_kde: synopses cover one column or a pair of columns")
-    exprs, attnums, coltypes = _columns(plpy, schema, relid, rel, cols)
+    names, exprs, attnums, coltypes = _columns(plpy, schema, relid, rel, cols)
     if pair and cols[0] == cols[1]:
         _fail("pg_kde: a 2-D synopsis needs two different columns")
-    state = _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size,
-                              (8, 1024) if pair else (16, 65536))
-    requested = Requested(method, sample_size, grid_size, backend)
+    state = _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, budget,
+                           (8, 1024) if pair else (16, 65536))
+    requested = Requested(method, sample_size, grid_size, backend, budget)
     built = (build_2d if pair else build_1d)(
-        SqlTableReader(plpy, rel, kind, exprs), requested, functools.partial(_select_bandwidth, plpy),
+        SqlTableReader(plpy, rel, kind, names, exprs=exprs), requested, functools.partial(_select_bandwidth, plpy),
         interrupt=interrupt_check(plpy), started=started)
     _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, cols, _identity(state, attnums, coltypes), requested),
             built.catalog_types())
     return json.dumps(built.summary(rel, cols if pair else cols[0]))
 
 
-def _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, grid_range):
+def _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, budget, grid_range):
     """Checks shared by 1-D and 2-D refreshes. Serialises refreshes of the same synopsis by locking its
     catalog row (FOR UPDATE: only roles allowed to write the catalog can take it), and reads the table's
     state for staleness before any scan. Returns the table state."""
     if sample_size is None or sample_size < 100:
         _fail("pg_kde: sample_size must be at least 100")
     low, high = grid_range
-    if grid_size is None or not low <= grid_size <= high:
+    if grid_size is not None and not low <= grid_size <= high:
         _fail(f"pg_kde: grid_size must be between {low} and {high}" + (" for a 2-D synopsis" if len(cols) == 2 else ""))
+    if budget is not None and not MIN_BUDGET <= budget <= MAX_BUDGET:
+        _fail(f"pg_kde: budget must be between {MIN_BUDGET} and {MAX_BUDGET} bytes", sqlstate="22023")
     counts_method(method, len(cols))  # a bad method fails here, before the lock; the build resolves it again
     _check_sample_size(plpy, sample_size, len(cols))
     lock = plpy.prepare(f"SELECT 1 FROM {schema}.kde_catalog WHERE relid = $1::oid::regclass AND cols = $2 FOR UPDATE",

@@ -18,27 +18,26 @@ One header row per synopsis in ``kde_catalog`` (relation, columns by identity, `
 ``requested``, build and staleness facts: the columns listed as identity and build facts below), and one
 payload row in the kind's table, ``kde_synopsis`` or ``kde_synopsis_2d`` (the rest), keyed by (relid, cols).
 
-``kde_synopsis``, one row per (table, column), a synopsis of two parts that add up:
+``kde_synopsis``, one row per (table, column), format 2 (0.4.0), a synopsis of two parts that add up within
+a byte budget (``requested.budget``, default 8192: header and payload rows as ``pg_column_size`` counts them):
 
 - identity and build facts: ``relid``, ``cols`` (the column's name, kept in step with renames),
   ``attnums``, ``coltypes``, ``built_relid`` (the relation's oid at the build); ``mod_count``,
   ``storage_id``, ``pages`` (the table's state at the start of the build, for staleness); ``method``
   (the selector run: a bandwidth method, ``grid`` when too few rows were left to choose one, ``exact``
-  when every row is a heavy value), ``bandwidth`` ([h], data units), ``sample_size`` (the rows h was
-  chosen on), ``backend``, ``build_seconds``, ``built_at``; ``requested`` (kde_refresh's arguments as
-  jsonb, as given, which kde_refresh_stale repeats; what was built, e.g. ``grid_size``, is apart);
-  ``n_rows`` (non-NULL rows), ``n_null``, ``integer_valued``;
-- heavy values ("atoms"), values holding at least 0.1% of the rows (:data:`ATOM_SHARE`), kept exactly:
-  ``atom_values`` sorted, ``atom_cum_count`` and ``atom_cum_sum`` their cumulative counts and sums over
-  the whole table; a column with at most 1024 distinct values (:data:`EXACT_DISTINCT`) is all atoms;
-- the smooth part, the other ``kde_rows`` rows, on ``grid_size`` points ``grid`` (equal-depth for
-  continuous columns, one cell per value for integer ones; ``lattice``: a discretised column's distinct
-  values, the grid then at midpoints between them): per cell, exact cumulative row counts
-  (``cell_cum_count``), sums (``cell_cum_sum``) and sums of offsets within the cell
-  (``cell_cum_offset``), each of length grid_size starting at 0; ``kde_mass``, the reflection KDE's
-  density at each grid point, which says where rows sit inside the cells a query range cuts;
-  ``cell_discrete``, whether rows inside a cell sit on few values (intervals are then the hard bounds).
-  With no smooth part the arrays are empty and grid_size is 0.
+  when every row is a heavy value), ``bandwidth`` ([h], data units, three significant digits), ``sample_size``
+  (the rows h was chosen on), ``backend``, ``build_seconds``, ``built_at``; ``requested`` (kde_refresh's
+  arguments as jsonb, as given, which kde_refresh_stale repeats; what was built is apart); ``n_rows``
+  (non-NULL rows), ``n_null``; time columns are read as epoch seconds;
+- heavy values ("atoms") of a continuous column (values holding a cell's share of rows or more, at most a
+  quarter of the budget), or every value of a column with few (when they fit in the budget), kept exactly:
+  ``atom_values`` sorted, ``atom_cum_count`` and ``atom_cum_sum`` their cumulative counts and sums;
+- cells, the other ``kde_rows`` rows, on ``grid_size`` boundaries ``grid`` (a quarter at equal widths over
+  the range, the rest at the sample's quantiles on a tail-weighted scale; on the column's value lattice of
+  ``step`` > 0 every boundary is a half-step and each heavy value gets a cell of its own): exact cumulative
+  row counts (``cell_cum_count``) and sums (``cell_cum_sum``) starting at 0; ``density``, the KDE's density
+  at each boundary relative to the grid's mean density (float4); ``shape_var``, the variance of the cell
+  shape's error the sample showed. With no cells the arrays are empty and grid_size is 0.
 
 ``kde_synopsis_2d``, one row per (table, pair of columns), over the rows with both non-NULL: ``grid1``,
 ``grid2`` each axis's grid points (at the data's quantiles), ``lattice1``/``lattice2`` a discretised
@@ -51,22 +50,30 @@ flag per column. Identity, staleness and build facts as in ``kde_synopsis``.
 Where the query maths run
 -------------------------
 
-Queries read a row in SQL and PL/pgSQL, with no Python: the smooth part of a 1-D range in ``_kde_smooth``
-(cut cells' shares under the linear density with the cell's mean offset, the KDE's allowance), a 1-D
-range's estimate, hard bounds and variance in ``_kde_range`` (atoms by ``_kde_atoms_upto``), intervals in
+Queries read a row in SQL and PL/pgSQL, with no Python: a 1-D range's estimate, hard bounds and variance in
+``_kde_range`` (atoms by ``_kde_atoms_upto``, the lattice's bounds, whole cells, and the cut cells' shares
+by ``_kde_cut``; :mod:`pg_kde.synopsis.query` is its float64 reference), intervals in
 ``_kde_interval``, a 2-D box in ``_kde_box`` (exact inner block plus the KDE's strip, clipped to the
 outer block), in sql/src/30_query_1d.sql and 40_query_2d.sql; the formulas are in docs/math.md §7 (1-D) and §8 (2-D).
 """
 
 from .build import build_1d, build_2d, select_bandwidth
 from .catalog import CATALOG_TYPES, Built1D, Built2D, Requested
+from .cells import (
+    DEFAULT_BUDGET_1D,
+    DEFAULT_BUDGET_2D,
+    KDE_SLICE_TERMS,
+    MAX_BUDGET,
+    MIN_BUDGET,
+    cell_shape,
+    depth_grid,
+    kde_at,
+    lattice_grid,
+    lattice_step,
+)
 from .maths import (
     ATOM_SHARE,
-    DISCRETE_POSITIONS,
-    EXACT_DISTINCT,
     FFT_SLICE_VALUES,
-    GRID_SLICE_TERMS,
-    INTEGER_CELLS,
     LATTICE_VALUES,
     Atoms,
     atom_candidates,
@@ -74,23 +81,21 @@ from .maths import (
     cap_bandwidth_matrix,
     cell_masses,
     cell_prefix,
-    grid_density,
-    grid_layout,
     grid_positions,
-    is_discrete,
-    point_weights,
     quantile_grid,
     scale_bandwidth,
     smooth_masses_2d,
     summed_area,
 )
+from .query import Range, range_1d
 from .reader import ArrayTableReader, TableReader, TableStats
 
 __all__ = [
-    "ATOM_SHARE", "DISCRETE_POSITIONS", "EXACT_DISTINCT", "FFT_SLICE_VALUES", "GRID_SLICE_TERMS", "INTEGER_CELLS",
-    "LATTICE_VALUES", "Atoms", "atom_candidates", "bilinear_weights", "cap_bandwidth_matrix", "cell_masses",
-    "cell_prefix", "grid_density", "grid_layout", "grid_positions", "is_discrete", "point_weights", "quantile_grid",
-    "scale_bandwidth", "smooth_masses_2d", "summed_area",
+    "ATOM_SHARE", "FFT_SLICE_VALUES", "LATTICE_VALUES", "Atoms", "atom_candidates", "bilinear_weights",
+    "cap_bandwidth_matrix", "cell_masses", "cell_prefix", "grid_positions", "quantile_grid", "scale_bandwidth",
+    "smooth_masses_2d", "summed_area",
+    "DEFAULT_BUDGET_1D", "DEFAULT_BUDGET_2D", "KDE_SLICE_TERMS", "MAX_BUDGET", "MIN_BUDGET", "cell_shape",
+    "depth_grid", "kde_at", "lattice_grid", "lattice_step", "Range", "range_1d",
     "ArrayTableReader", "TableReader", "TableStats", "build_1d", "build_2d", "select_bandwidth",
     "CATALOG_TYPES", "Built1D", "Built2D", "Requested",
 ]

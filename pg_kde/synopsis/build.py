@@ -18,20 +18,28 @@ from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, UserError
 from .._slices import Interrupt
 from .catalog import Built1D, Built2D, Requested
+from .cells import (
+    ATOM_BYTES,
+    ROW_BYTES_1D,
+    cells_for_budget,
+    grid_size_2d,
+    depth_grid,
+    kde_at,
+    lattice_grid,
+    lattice_step,
+    repeatable_bandwidth,
+    shape_variance,
+    trim_ends,
+)
 from .maths import (
     ATOM_SHARE,
-    EXACT_DISTINCT,
     Atoms,
     atom_candidates,
     bilinear_weights,
     cap_bandwidth_matrix,
     cell_masses,
     cell_prefix,
-    grid_density,
-    grid_layout,
     grid_positions,
-    is_discrete,
-    point_weights,
     quantile_grid,
     scale_bandwidth,
     smooth_masses_2d,
@@ -96,9 +104,10 @@ def _selection_unit(values: np.ndarray) -> float:
 
 def build_1d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
              interrupt: Interrupt = None, started: Optional[float] = None) -> Built1D:
-    """A 1-D synopsis of the reader's column: exact heavy values (all values when there are few distinct
-    ones), and the other rows' exact cells on a grid with the KDE that places rows inside them.
-    ``started`` (a :func:`time.perf_counter` reading) is where ``seconds`` counts from; the call by default."""
+    """A 1-D synopsis of the reader's column within ``requested.budget`` bytes: exact heavy values (all
+    values when they fit), and the other rows' exact cells, on the column's value lattice when it has one,
+    with the KDE's density at the cell boundaries (docs/math.md §7, :mod:`.cells`). ``started`` (a
+    :func:`time.perf_counter` reading) is where ``seconds`` counts from; the call by default."""
     started = time.perf_counter() if started is None else started
     chosen = counts_method(requested.method, 1)
     rel, (col,) = reader.relation, reader.columns
@@ -109,71 +118,92 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     if stats.non_finite:
         raise UserError(f"pg_kde: column {col} of {rel} holds {stats.non_finite} NaN or infinite value(s); "
                         "a synopsis needs finite values")
+    budget = requested.budget_1d
     lo, hi = stats.lo[0], stats.hi[0]
-    integral = stats.integral[0] and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT
     # Values near the ends of float8: scan a power-of-two multiple (exact) so sums and differences stay
-    # finite; everything is stored in the column's units again at the end.
+    # finite; everything is stored in the column's units again at the end. (No lattice then.)
     scale = _scan_scale(lo, hi)
     lo, hi = lo * scale, hi * scale
     reader = reader.scaled([scale])
 
     sample = reader.sample(requested.sample_size, n_all)[:, 0]
-    # Few distinct values: the whole column as an exact frequency table.
+    step = lattice_step(sample) if scale == 1.0 else 0.0
+    if stats.integral[0] and step == 0.0 and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT:
+        step = 1.0  # whole numbers beyond what a sample shows (e.g. two values, 2^40 apart)
+    # Few distinct values: the whole column as an exact frequency table, when it fits in the budget.
+    fits = max(0, (budget - ROW_BYTES_1D) // ATOM_BYTES)
     atoms = None
-    if len(np.unique(sample)) <= EXACT_DISTINCT:
-        values, counts = reader.value_counts(EXACT_DISTINCT + 1)
-        if len(values) <= EXACT_DISTINCT:
+    if len(np.unique(sample)) <= fits:
+        values, counts = reader.value_counts(fits + 1)
+        if len(values) <= fits:
             atoms = Atoms.from_counts(values, counts)
-    if atoms is None:
-        values, counts = reader.counts_of(atom_candidates(sample))
-        atoms = Atoms.from_counts(values, counts, min_count=ATOM_SHARE * n)
+    heavy = atom_candidates(sample, 1.0 / cells_for_budget(budget, 0))
+    if atoms is None and step > 0:
+        # On a lattice, heavy values (a cell's share of rows or more: spikes no shape follows) get cells of
+        # their own, at most half the budget's.
+        atoms = Atoms.from_counts([], [])
+        values, counts = np.unique(sample, return_counts=True)
+        kept = np.isin(values, heavy)
+        heavy = Atoms.from_counts(values[kept], counts[kept]).largest(cells_for_budget(budget, 0) // 4).values
+    elif atoms is None:
+        # A continuous column's heavy values (ties) are kept exactly beside the cells, at most a quarter of
+        # the budget.
+        values, counts = reader.counts_of(heavy)
+        atoms = Atoms.from_counts(values, counts, min_count=max(ATOM_SHARE, 1.0 / cells_for_budget(budget, 0)) * n)
+        atoms = atoms.largest(max(0, (budget // 4) // ATOM_BYTES))
     kde_rows = n - atoms.rows
 
     h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None
-    grid, lattice, grid_size = [], [], 0
-    cell_count, cell_sum, cell_offset, kde_mass, discrete = [], [], [], [], False
+    grid, cell_count, cell_sum, density, tau2 = [], [], [], [], 0.0
     if kde_rows > 0:
         rest = sample[~np.isin(sample, atoms.values)]
-        if integral:  # one cell per value where the range allows (a whole-number step otherwise)
-            g_lo, g_hi, size = grid_layout(lo, hi, True, requested.grid_size)
-            points, values = np.linspace(g_lo, g_hi, size), None
-        else:  # equal depth: cells hold similar shares of rows, whatever the skew
-            points, values = quantile_grid(rest if len(rest) else sample, lo, hi, False, requested.grid_size)
-        grid_size = len(points)
+        cells = cells_for_budget(budget, len(atoms.values))
+        if requested.grid_size:  # an explicit grid size (points) overrides the budget
+            cells = requested.grid_size - 1
+        source = rest if len(rest) else sample
+        points = lattice_grid(source, lo, hi, step, cells, heavy) if step > 0 else depth_grid(source, lo, hi, cells)
+        scan = reader.cells_1d(points, atoms.values, step)
+        if scan.off_lattice:  # the sample showed a lattice the table does not keep: a continuous column
+            step = 0.0
+            points = depth_grid(source, lo, hi, cells)
+            scan = reader.cells_1d(points, atoms.values, 0.0)
+        # The outer cells end where the rows off the heavy values do (not over heavy values beyond them).
+        points = trim_ends(points, scan.lo, scan.hi, step)
+        rows_in, sums_in = scan.rows, scan.sums
         typical = float(np.median(np.diff(points)))  # a typical cell's width
-        discrete = integral or values is not None or is_discrete(rest, typical)
-        lattice = values.tolist() if values is not None else []
         if len(rest) >= 50 and np.ptp(rest) > 0:
-            # Chosen on the sample, carried to the table's rows, capped at a typical cell: the cells are
-            # exact, the KDE only says where rows sit inside a cell (docs/math.md §7).
+            # Chosen on the sample, capped at a typical cell: the cells are exact, the KDE only says where
+            # rows sit inside a cell (docs/math.md §7). Rounded, so refreshes repeat bit for bit.
             unit = _selection_unit(rest)
             result = select_bandwidth(rest / unit, chosen, requested.backend, scale=SYNOPSIS_SCALE)
-            h = min(scale_bandwidth(math.sqrt(result.H[0, 0]) * unit, len(rest), kde_rows, result.method), typical)
+            h = repeatable_bandwidth(min(math.sqrt(result.H[0, 0]) * unit, typical))
             used_method, used_backend, used_sample = result.method, result.backend, len(rest)
             used_scale = result.details.get("scale")
         else:  # too few rows off the heavy values to choose a bandwidth: the grid's own resolution
-            h, used_method, used_sample = typical, "grid", len(rest)
-        rows_in, sums_in, offsets_in = reader.cells_1d(points, atoms.values)
-        density = grid_density(points, point_weights(rows_in, np.clip(offsets_in, 0.0, rows_in)), h,
-                               interrupt=interrupt)
+            h, used_method, used_sample = repeatable_bandwidth(typical), "grid", len(rest)
+        # The KDE of lattice data spreads each value over its step: smooth at that scale too.
+        h_eff = math.hypot(h, step / math.sqrt(12.0))
+        f = kde_at(points, rest if len(rest) else sample, h_eff, points[0], points[-1], interrupt=interrupt)
+        # Relative to the grid's mean density (f integrates to 1 over it): O(1) numbers, whatever the units.
+        stored = (f * 2 * (points[-1] / 2 - points[0] / 2)).astype(np.float32).astype(np.float64)
+        tau2 = shape_variance(points, rows_in, sums_in, stored, rest, step, population=len(sample) >= n)
         grid = points.tolist()
-        cell_count, cell_sum, kde_mass = cell_prefix(rows_in), cell_prefix(sums_in), density.tolist()
-        cell_offset = cell_prefix(np.clip(offsets_in, 0.0, rows_in))
+        cell_count, cell_sum = cell_prefix(rows_in), cell_prefix(sums_in)
+        density = stored.tolist()
 
     heavy_rows = atoms.rows
     atom_count, atom_sum = atoms.cumulative()
     if scale != 1.0:  # back to the column's units (sums past float8's range become infinite)
         with np.errstate(over="ignore"):
-            h, grid, lattice, cell_sum, atom_sum = h / scale, *(
-                (np.asarray(a, dtype=np.float64) / scale).tolist() for a in (grid, lattice, cell_sum, atom_sum))
+            h, grid, cell_sum, atom_sum = h / scale, *(
+                (np.asarray(a, dtype=np.float64) / scale).tolist() for a in (grid, cell_sum, atom_sum))
             atoms = Atoms(atoms.values / scale, atoms.counts)
     return Built1D(
-        method=used_method, bandwidth=h, sample_size=used_sample, backend=used_backend, scale=used_scale,
-        n_rows=n, n_null=n_all - n, integer_valued=integral, atom_values=atoms.values.tolist(),
+        method=used_method, bandwidth=float(h), sample_size=used_sample, backend=used_backend, scale=used_scale,
+        n_rows=n, n_null=n_all - n, step=float(step), atom_values=atoms.values.tolist(),
         atom_cum_count=atom_count, atom_cum_sum=atom_sum, heavy_rows=heavy_rows, kde_rows=kde_rows, grid=grid,
-        lattice=lattice, grid_size=grid_size, cell_cum_count=cell_count, cell_cum_sum=cell_sum,
-        cell_cum_offset=cell_offset, kde_mass=kde_mass, cell_discrete=discrete,
-        seconds=time.perf_counter() - started,
+        grid_size=len(grid), cell_cum_count=cell_count, cell_cum_sum=cell_sum, density=density, shape_var=float(tau2),
+        budget=budget, seconds=time.perf_counter() - started,
     )
 
 
@@ -202,8 +232,21 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
     scales = [_scan_scale(*b) for b in bounds]  # as in the 1-D build: scan power-of-two multiples
     reader = reader.scaled(scales)
     sample = reader.sample(requested.sample_size, n_all)
-    layouts = [quantile_grid(sample[:, k], bounds[k][0] * scales[k], bounds[k][1] * scales[k], integral[k],
-                             requested.grid_size) for k in (0, 1)]
+    # Within the budget: a discretised axis's value lattice takes at most an eighth of it; the grid the rest.
+    budget = requested.budget_2d
+    lattice_values = max(2, budget // (8 * 8))
+    size = requested.grid_size or grid_size_2d(budget)
+
+    def layout(size):
+        return [quantile_grid(sample[:, k], bounds[k][0] * scales[k], bounds[k][1] * scales[k], integral[k], size,
+                              lattice_values) for k in (0, 1)]
+
+    layouts = layout(size)
+    if not requested.grid_size:
+        lattice_bytes = 8 * sum(len(v) for _, v in layouts if v is not None)
+        if lattice_bytes:
+            size = grid_size_2d(budget - lattice_bytes)
+            layouts = layout(size)
     grids = [g for g, _ in layouts]
     lattices = [(v.tolist() if v is not None else []) for _, v in layouts]
     m1, m2 = len(grids[0]), len(grids[1])

@@ -9,13 +9,15 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
+from .cells import DEFAULT_BUDGET_1D, DEFAULT_BUDGET_2D
+
 #: Parameter types of the catalog columns (kde_catalog, kde_synopsis and kde_synopsis_2d).
 CATALOG_TYPES = {
     "relid": "oid", "cols": "text[]", "method": "text", "bandwidth": "float8[]", "sample_size": "int4",
     "n_rows": "int8", "n_null": "int8", "atom_values": "float8[]", "atom_cum_count": "float8[]",
-    "atom_cum_sum": "float8[]", "kde_rows": "int8", "grid": "float8[]", "lattice": "float8[]",
-    "cell_cum_count": "float8[]", "cell_cum_sum": "float8[]", "cell_cum_offset": "float8[]", "kde_mass": "float8[]",
-    "cell_discrete": "bool", "build_seconds": "float8", "backend": "text", "mod_count": "int8", "requested": "jsonb",
+    "atom_cum_sum": "float8[]", "kde_rows": "int8", "grid": "float8[]", "step": "float8",
+    "cell_cum_count": "float8[]", "cell_cum_sum": "float8[]", "density": "float4[]", "shape_var": "float8",
+    "build_seconds": "float8", "backend": "text", "mod_count": "int8", "requested": "jsonb",
     "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
     "sat_sum": "float8[]", "kde_sat": "float8[]", "attnums": "int2[]", "coltypes": "text[]", "built_relid": "oid",
     "storage_id": "text", "pages": "int8", "kind": "text",
@@ -38,24 +40,36 @@ def split_row(row: dict) -> tuple:
 @dataclass(frozen=True)
 class Requested:
     """kde_refresh's arguments as the user gave them (the header's ``requested``: kde_refresh_stale repeats
-    them; what was built, e.g. the grid's size, is kept in the payload)."""
+    them; what was built, e.g. the grid's size, is kept in the payload). ``grid_size`` and ``budget`` are
+    None when not given: the budget's default then sizes the grid."""
 
     method: str
     sample_size: int
-    grid_size: int
+    grid_size: Optional[int]
     backend: str
+    budget: Optional[int] = None
+
+    @property
+    def budget_1d(self) -> int:
+        return self.budget if self.budget is not None else DEFAULT_BUDGET_1D
+
+    @property
+    def budget_2d(self) -> int:
+        return self.budget if self.budget is not None else DEFAULT_BUDGET_2D
 
     def json(self) -> str:
-        """The ``requested`` jsonb."""
-        return json.dumps({"method": self.method, "sample_size": self.sample_size, "grid_size": self.grid_size,
-                           "backend": self.backend})
+        """The ``requested`` jsonb (arguments not given are left out)."""
+        given = {"method": self.method, "sample_size": self.sample_size, "grid_size": self.grid_size,
+                 "backend": self.backend, "budget": self.budget}
+        return json.dumps({k: v for k, v in given.items() if v is not None})
 
 
 @dataclass
 class Built1D:
     """A 1-D synopsis as built, in the column's units: the build facts and the payload arrays (lists, as
-    stored). ``grid_size`` is the built grid's point count (0 with no smooth part); ``scale`` the plug-in
-    scale the selector used (None when no plug-in selector ran)."""
+    stored). ``grid_size`` is the built grid's point count (0 with no cells); ``step`` the value lattice's
+    step (0: continuous); ``scale`` the plug-in scale the selector used (None when no plug-in selector
+    ran); ``budget`` the bytes it was built within."""
 
     TABLE = "kde_synopsis"
     KIND = "1d"
@@ -67,34 +81,35 @@ class Built1D:
     scale: Optional[str]
     n_rows: int
     n_null: int
-    integer_valued: bool
+    step: float
     atom_values: list
     atom_cum_count: list
     atom_cum_sum: list
     heavy_rows: int
     kde_rows: int
     grid: list
-    lattice: list
     grid_size: int
     cell_cum_count: list
     cell_cum_sum: list
-    cell_cum_offset: list
-    kde_mass: list
-    cell_discrete: bool
+    density: list
+    shape_var: float
+    budget: int
     seconds: float
+
+    def payload(self) -> dict:
+        """The payload columns the query maths read (:func:`pg_kde.synopsis.query.range_1d`)."""
+        return {"step": self.step, "atom_values": self.atom_values, "atom_cum_count": self.atom_cum_count,
+                "atom_cum_sum": self.atom_cum_sum, "kde_rows": self.kde_rows, "grid": self.grid,
+                "cell_cum_count": self.cell_cum_count, "cell_cum_sum": self.cell_cum_sum, "density": self.density,
+                "shape_var": self.shape_var}
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
         """The row of this synopsis, header and payload columns together (column -> value); split it with
-        :func:`split_row`. ``requested`` holds the request as given (0.2.0 stored the built grid's size
-        there, and kde_refresh_stale replayed that)."""
+        :func:`split_row`. ``requested`` holds the request as given."""
         return {
             "relid": relid, "cols": cols, "method": self.method, "bandwidth": [self.bandwidth],
             "sample_size": self.sample_size, "n_rows": self.n_rows, "n_null": self.n_null,
-            "integer_valued": self.integer_valued, "atom_values": self.atom_values,
-            "atom_cum_count": self.atom_cum_count, "atom_cum_sum": self.atom_cum_sum, "kde_rows": self.kde_rows,
-            "grid": self.grid, "lattice": self.lattice, "grid_size": self.grid_size,
-            "cell_cum_count": self.cell_cum_count, "cell_cum_sum": self.cell_cum_sum,
-            "cell_cum_offset": self.cell_cum_offset, "kde_mass": self.kde_mass, "cell_discrete": self.cell_discrete,
+            **self.payload(), "grid_size": self.grid_size,
             "build_seconds": self.seconds, "backend": self.backend, **identity,
             "requested": requested.json(), "kind": self.KIND,
         }
@@ -102,16 +117,16 @@ class Built1D:
     @staticmethod
     def catalog_types() -> dict:
         """Column -> SQL type of its parameter, for the upsert."""
-        return {**CATALOG_TYPES, "integer_valued": "bool", "grid_size": "int4"}
+        return {**CATALOG_TYPES, "grid_size": "int4"}
 
     def summary(self, relation: str, column: str) -> dict:
         """kde_refresh's summary of a 1-D synopsis."""
         return {"relation": relation, "column": column, "rows": self.n_rows, "nulls": self.n_null,
                 "heavy_values": len(self.atom_values), "heavy_rows": self.heavy_rows, "kde_rows": self.kde_rows,
-                "integer_valued": self.integer_valued, "method": self.method, "bandwidth": self.bandwidth,
+                "step": self.step, "method": self.method, "bandwidth": self.bandwidth,
                 "sample_size": self.sample_size, "backend": self.backend,
                 **({"scale": self.scale} if self.scale else {}),
-                "discrete": self.cell_discrete, "grid_size": self.grid_size, "seconds": round(self.seconds, 4)}
+                "grid_size": self.grid_size, "budget": self.budget, "seconds": round(self.seconds, 4)}
 
 
 @dataclass

@@ -1,23 +1,12 @@
-"""The numerical side of a 1-D synopsis: choosing heavy values and integrating the KDE on a grid.
+"""The numerics synopses share: heavy values (``Atoms``), the bandwidth's rate, and the 2-D synopsis's
+grids, binning, smoothing and summed-area tables. (The 1-D cells and the shape inside them: :mod:`.cells`.)
 
-A synopsis answers COUNT and SUM (and so AVG) over ranges as two parts that add up:
+docs/math.md §7 and §8 give the formulas. This module does no I/O; :mod:`pg_kde.synopsis.build` feeds it the
+rows a :class:`~pg_kde.synopsis.reader.TableReader` reads.
 
-- *heavy values* ("atoms"): every value holding at least ``ATOM_SHARE`` of the rows, kept exactly with
-  its count from the whole table (a column with few distinct values is all atoms);
-- the *smooth part*, the other rows on a grid over [lo, hi] (equal-depth for continuous columns, one
-  cell per value for integer ones): each grid cell's exact row count, sum and mean offset (stored
-  cumulatively), and the density of a Gaussian KDE of those rows at the grid points, reflected at both
-  ends so no mass leaks past the data's range. Inside a cell that a query range cuts, rows are placed by
-  the linear density with the cell's exact mean offset; the KDE is the second opinion that sizes the
-  interval's smoothing-bias allowance.
-
-docs/math.md §7 gives the formulas. This module does no I/O; :mod:`pg_kde.synopsis.build` feeds it the rows
-a :class:`~pg_kde.synopsis.reader.TableReader` reads.
-
-The two smoothing steps of a refresh, :func:`grid_density` (O(m²) for m grid points) and
-:func:`smooth_masses_2d` (an FFT convolution), take ``interrupt=``: a callable with no arguments that, when
-given, is called before each slice of about 30 ms (:data:`GRID_SLICE_TERMS`, :data:`FFT_SLICE_VALUES`); what
-it raises propagates. Sliced or not, each grid value is the same sum (in another order for the FFT).
+The 2-D smoothing, :func:`smooth_masses_2d` (an FFT convolution), takes ``interrupt=``: a callable with no
+arguments that, when given, is called before each slice of about 30 ms (:data:`FFT_SLICE_VALUES`); what it
+raises propagates. Sliced or not, each grid value is the same sum (in another order).
 """
 
 from __future__ import annotations
@@ -32,29 +21,20 @@ from ..bandwidth import SELECTORS
 
 #: A value holding at least this share of the non-NULL rows is kept exactly.
 ATOM_SHARE = 0.001
-#: A column with at most this many distinct values becomes an exact frequency table.
-EXACT_DISTINCT = 1024
-#: Integer columns spanning at most this many values get one grid cell per value.
-INTEGER_CELLS = 16383
-#: A grid cell spanning fewer possible values than this counts as discretised (see is_discrete).
-DISCRETE_POSITIONS = 20
 #: A 2-D axis whose sample shows at most this many distinct values keeps them as its value lattice.
 LATTICE_VALUES = 4096
-#: Kernel values grid_density computes between two interrupt checks: about 30 ms of NumPy (3·10⁷ values
-#: per second on the 2-core AMD EPYC it was measured on), so 6 grid rows per slice at m = 65 536.
-GRID_SLICE_TERMS = 1 << 20
 #: Values of the mirrored 2-D grid that one slice of smooth_masses_2d convolves (about 30 ms here).
 FFT_SLICE_VALUES = 1 << 18
 
 
-def atom_candidates(sample: np.ndarray) -> np.ndarray:
-    """Values frequent enough in a sample to possibly hold ``ATOM_SHARE`` of the table.
+def atom_candidates(sample: np.ndarray, share: float = ATOM_SHARE) -> np.ndarray:
+    """Values frequent enough in a sample to possibly hold ``share`` of the table's rows.
 
     The threshold is half the expected count, so a value at exactly the share is missed only with a
     vanishing probability for samples of thousands of rows. The caller counts candidates exactly.
     """
     values, counts = np.unique(sample, return_counts=True)
-    return values[counts >= max(2.0, 0.5 * ATOM_SHARE * len(sample))]
+    return values[counts >= max(2.0, 0.5 * share * len(sample))]
 
 
 @dataclass
@@ -72,6 +52,13 @@ class Atoms:
         order = np.argsort(values[keep])
         return cls(values[keep][order], counts[keep][order])
 
+    def largest(self, k: int) -> "Atoms":
+        """The k values holding the most rows (ties: the smaller values), sorted by value."""
+        if len(self.values) <= k:
+            return self
+        keep = np.sort(np.lexsort((self.values, -self.counts))[:k])
+        return Atoms(self.values[keep], self.counts[keep])
+
     @property
     def rows(self) -> int:
         return int(round(float(self.counts.sum())))
@@ -79,69 +66,6 @@ class Atoms:
     def cumulative(self):
         """(cum_count, cum_sum) as lists, for the catalog."""
         return np.cumsum(self.counts).tolist(), np.cumsum(self.counts * self.values).tolist()
-
-
-def grid_layout(lo: float, hi: float, integral: bool, size: int, value_cells: int = INTEGER_CELLS):
-    """(grid_lo, grid_hi, grid_size) for data on [lo, hi].
-
-    Continuous data: ``size`` points over [lo, hi]. Integer data: every value v owns [v − ½, v + ½], so
-    the grid starts at lo − ½ with a whole-number step. One cell per value when the range allows
-    (up to ``value_cells`` values; ``size`` is raised for it), so a range with continuity-corrected ends
-    never cuts a cell and counts are exact; a wider range gets the smallest whole step that fits ``size``.
-    """
-    if not integral:
-        return lo, hi, size
-    values = int(round(hi - lo)) + 1
-    if values <= max(size - 1, value_cells):
-        step, cells = 1, values
-    else:
-        step = -(-values // (size - 1))
-        cells = -(-values // step)
-    return lo - 0.5, lo - 0.5 + step * cells, cells + 1
-
-
-def is_discrete(sample: np.ndarray, delta: float) -> bool:
-    """Whether rows inside a grid cell of width Δ can only sit on a few values (data rounded to a
-    resolution q with Δ/q < DISCRETE_POSITIONS): then they cluster, and a binomial model of where a
-    cell's rows fall would understate the uncertainty. (Integer columns are discrete by definition; the
-    caller knows that without the sample.)"""
-    gaps = np.diff(np.unique(sample))
-    gaps = gaps[gaps > 0]
-    return bool(len(gaps)) and delta / float(gaps.min()) < DISCRETE_POSITIONS
-
-
-def point_weights(cell_rows: np.ndarray, cell_offsets: np.ndarray) -> np.ndarray:
-    """Linear-binning weights at the grid points from per-cell aggregates.
-
-    A row at fraction t of cell k gives 1 − t to grid point k and t to point k + 1; so point weights
-    follow from each cell's row count n_k and the sum of its rows' offsets Σt (what the SQL scan returns).
-    """
-    m = len(cell_rows) + 1
-    weights = np.zeros(m)
-    weights[:-1] += cell_rows - cell_offsets
-    weights[1:] += cell_offsets
-    return weights
-
-
-def grid_density(points: np.ndarray, weights: np.ndarray, h: float, *, interrupt: Interrupt = None) -> np.ndarray:
-    """The reflection KDE's density at each grid point (data units, any grid spacing) from the binned
-    weights at the grid points: Σⱼ wⱼ [K_h(gᵢ − gⱼ) + K_h(gᵢ − (2lo − gⱼ)) + K_h(gᵢ − (2hi − gⱼ))]. Only the
-    ratio of neighbouring values is used (where rows sit inside a cell), so no normalisation.
-
-    O(m²) for m grid points. With ``interrupt``, the grid points are taken in slices of about
-    :data:`GRID_SLICE_TERMS` kernel values, and ``interrupt()`` is called before each."""
-    lo, hi = points[0], points[-1]
-    sources = np.concatenate([points, 2 * lo - points, 2 * hi - points])
-    mass = np.concatenate([weights, weights, weights])
-    density = np.zeros(len(points))
-    # Blocks keep the temporary at 256 x 3m; with an interrupt check, also at GRID_SLICE_TERMS values.
-    rows = 256 if interrupt is None else max(1, min(256, GRID_SLICE_TERMS // len(sources)))
-    for start in range(0, len(points), rows):
-        if interrupt is not None:
-            interrupt()
-        u = (points[start : start + rows, None] - sources[None, :]) / h
-        density[start : start + rows] = np.exp(-0.5 * u * u) @ mass
-    return density
 
 
 def cell_prefix(cells: np.ndarray) -> list:
@@ -230,14 +154,15 @@ def cap_bandwidth_matrix(H: np.ndarray, deltas) -> np.ndarray:
     return H * np.outer(scale, scale)
 
 
-def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size: int):
+def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size: int,
+                  lattice_values: int = LATTICE_VALUES):
     """Grid points for one axis of a 2-D synopsis, and the axis's value lattice (or None).
 
     Points sit at the sample's quantiles, so every cell holds about the same share of rows wherever the
     data are dense (an equal-width grid puts heavy-tailed data into a few cells), with the ends at the
     table's min and max. Values never sit on a cell edge:
     - integer axes put their points on half-integers (each value owns [v − ½, v + ½]);
-    - a discretised axis (at most ``LATTICE_VALUES`` distinct values in the sample) puts them at
+    - a discretised axis (at most ``lattice_values`` distinct values in the sample) puts them at
       midpoints between consecutive distinct values, and returns those values as its lattice, so
       queries can move a bound to the midpoint just outside the values it includes.
     Strictly increasing, at most ``size`` points, at least 2.
@@ -248,7 +173,7 @@ def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size
         lo, hi = lo - 0.5, hi + 0.5
     else:
         values = np.unique(np.concatenate([sample, [lo, hi]]))
-        if 2 <= len(values) <= LATTICE_VALUES:
+        if 2 <= len(values) <= lattice_values:
             lattice = values
             mids = (values[:-1] + values[1:]) / 2.0
             lo, hi = values[0] - (values[1] - values[0]) / 2.0, values[-1] + (values[-1] - values[-2]) / 2.0

@@ -15,8 +15,22 @@ from typing import Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
+from .cells import lattice_sums, on_lattice
+
 #: The seed of the repeatable sample (TABLESAMPLE ... REPEATABLE in SQL, the generator's seed here).
 SAMPLE_SEED = 20261122
+
+
+@dataclass(frozen=True)
+class Cells:
+    """What one scan says of a 1-D grid's cells: per cell, its rows and their sum; the rows off the value
+    lattice; the min and max of the values scanned (None when none were)."""
+
+    rows: np.ndarray
+    sums: np.ndarray
+    off_lattice: int
+    lo: Optional[float]
+    hi: Optional[float]
 
 
 @dataclass(frozen=True)
@@ -62,10 +76,12 @@ class TableReader(Protocol):
     def counts_of(self, values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """(values, counts) of those of ``values`` that occur in a single column (absent ones left out)."""
 
-    def cells_1d(self, points: np.ndarray, exclude: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def cells_1d(self, points: np.ndarray, exclude: np.ndarray, step: float) -> "Cells":
         """Per cell of the grid ``points`` (len(points) − 1 cells; values below or above the grid go to the
-        first or last cell), over the non-NULL values not in ``exclude``: the rows, the sum of values and the
-        sum of offsets (v − pₖ) / (pₖ₊₁ − pₖ) within the cell."""
+        first or last cell), over the non-NULL values not in ``exclude``: the rows and the sum of values;
+        how many of those values are not whole multiples of ``step`` (0 when step is 0); their min and
+        max. Sums are exact and independent of the scan's order: on a lattice, sums of whole steps;
+        otherwise numeric."""
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray) -> Tuple[np.ndarray, ...]:
         """Per cell (i, j) of the grids' product (shape (len(grid1) − 1, len(grid2) − 1), clamped as in
@@ -149,13 +165,19 @@ class ArrayTableReader:
         found, counts = np.unique(v[np.isin(v, values)], return_counts=True)
         return found, counts.astype(np.float64)
 
-    def cells_1d(self, points: np.ndarray, exclude: np.ndarray):
+    def cells_1d(self, points: np.ndarray, exclude: np.ndarray, step: float):
         v = self._column()
         v = v[~np.isin(v, exclude)]
-        c, t = _cells(v, points)
+        c, _ = _cells(v, points)
         m = len(points) - 1
-        return (np.bincount(c, minlength=m).astype(np.float64), np.bincount(c, weights=v, minlength=m),
-                np.bincount(c, weights=t, minlength=m))
+        rows = np.bincount(c, minlength=m).astype(np.float64)
+        lo, hi = (float(v.min()), float(v.max())) if len(v) else (None, None)
+        if step > 0:
+            off = int((~on_lattice(v, step)).sum())
+            steps = np.zeros(m, dtype=np.int64)
+            np.add.at(steps, c, np.round(v / step).astype(np.int64))
+            return Cells(rows, lattice_sums(steps, step), off, lo, hi)
+        return Cells(rows, np.bincount(c, weights=v, minlength=m), 0, lo, hi)
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray):
         if len(self.values) != 2:

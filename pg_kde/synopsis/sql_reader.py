@@ -12,7 +12,8 @@ from typing import Any, Sequence, Tuple
 
 import numpy as np
 
-from .reader import SAMPLE_SEED, TableStats
+from .cells import lattice_sums
+from .reader import SAMPLE_SEED, Cells, TableStats
 
 #: Relation kinds TABLESAMPLE can read (tables, partitioned tables, materialized views).
 _SAMPLEABLE = {"r", "p", "m"}
@@ -24,7 +25,8 @@ def _scaled(expr: str, scale: float) -> str:
     return f"({expr})::float8" if scale == 1.0 else f"({expr})::float8 * {scale!r}::float8"
 
 
-def _sample(plpy, rel: str, kind: str, exprs: list, n_total: int, size: int, seed: int = SAMPLE_SEED) -> np.ndarray:
+def _sample(plpy, rel: str, kind: str, columns: list, exprs: list, n_total: int, size: int,
+            seed: int = SAMPLE_SEED) -> np.ndarray:
     """Up to ``size`` rows of the given float8 expressions with no NULLs, as an (m, len(exprs)) array.
 
     Bernoulli sampling (repeatable) when the relation holds more rows than wanted; all rows otherwise. Only
@@ -37,8 +39,7 @@ def _sample(plpy, rel: str, kind: str, exprs: list, n_total: int, size: int, see
         if kind in _SAMPLEABLE:
             source = f"{rel} TABLESAMPLE BERNOULLI ({percent!r}) REPEATABLE ({seed})"
         else:  # views and foreign tables: a random subset of the named columns only
-            columns = ", ".join(exprs)
-            source = f"(SELECT {columns} FROM {rel} WHERE pg_catalog.random() < {percent / 100.0!r}) s"
+            source = f"(SELECT {', '.join(columns)} FROM {rel} WHERE pg_catalog.random() < {percent / 100.0!r}) s"
     query = f"SELECT ARRAY[{select}] AS r FROM {source} WHERE {not_null} LIMIT {int(size)}"
     out = np.empty((min(int(size), max(int(n_total), 0)), len(exprs)), dtype=np.float64)
     taken = 0
@@ -57,16 +58,19 @@ def _sample(plpy, rel: str, kind: str, exprs: list, n_total: int, size: int, see
 @dataclass(frozen=True)
 class SqlTableReader:
     """Reads one column or a pair of a relation. ``relation`` is its quoted name, ``kind`` its relkind,
-    ``columns`` the quoted column names, ``scales`` the scan's power-of-two factors (1 by default)."""
+    ``columns`` the quoted column names, ``exprs`` each column's value as float8 (the name itself by default;
+    a time column's epoch seconds), ``scales`` the scan's power-of-two factors (1 by default)."""
 
     plpy: Any
     relation: str
     kind: str
     columns: Tuple[str, ...]
     scales: Tuple[float, ...] = ()
+    exprs: Tuple[str, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "columns", tuple(self.columns))
+        object.__setattr__(self, "exprs", tuple(self.exprs) or self.columns)
         if not self.scales:
             object.__setattr__(self, "scales", (1.0,) * len(self.columns))
 
@@ -76,7 +80,7 @@ class SqlTableReader:
     def stats(self) -> TableStats:
         plpy, rel = self.plpy, self.relation
         if len(self.columns) == 1:
-            (col,) = self.columns
+            (col,) = self.exprs
             x = f"({col})::float8"
             stats = plpy.execute(
                 f"SELECT count(*) AS n_all, count({col}) AS n, min({x}) AS lo, max({x}) AS hi, "
@@ -86,7 +90,7 @@ class SqlTableReader:
             return TableStats(rows=int(stats["n_all"]), non_null=int(stats["n"]), lo=(_float(stats["lo"]),),
                               hi=(_float(stats["hi"]),), non_finite=int(stats["bad"]),
                               integral=(bool(stats["integral"]),))
-        exprs = self.columns
+        exprs = self.exprs
         x1, x2 = (f"({e})::float8" for e in exprs)
         both = f"{exprs[0]} IS NOT NULL AND {exprs[1]} IS NOT NULL"
         stats = plpy.execute(
@@ -106,11 +110,11 @@ class SqlTableReader:
         return int(self.plpy.execute(f"SELECT count(*) AS n FROM {self.relation}")[0]["n"])
 
     def sample(self, size: int, rows: int) -> np.ndarray:
-        sample = _sample(self.plpy, self.relation, self.kind, list(self.columns), rows, size)
+        sample = _sample(self.plpy, self.relation, self.kind, list(self.columns), list(self.exprs), rows, size)
         return sample if all(s == 1.0 for s in self.scales) else sample * np.array(self.scales)
 
     def _values_query(self) -> str:
-        (col,), (scale,) = self.columns, self.scales
+        (col,), (scale,) = self.exprs, self.scales
         return f"SELECT {_scaled(col, scale)} AS v FROM {self.relation} WHERE {col} IS NOT NULL"
 
     def value_counts(self, limit: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -127,28 +131,43 @@ class SqlTableReader:
         )
         return _pairs(counted)
 
-    def cells_1d(self, points: np.ndarray, exclude: np.ndarray):
+    def cells_1d(self, points: np.ndarray, exclude: np.ndarray, step: float):
         plpy, grid_size = self.plpy, len(points)
-        # One scan: per grid cell, its rows, their sum and the sum of their offsets within the cell.
+        # One scan: per grid cell, its rows and their exact sum (whole steps on a lattice, numeric
+        # otherwise: the same in any scan order, parallel or not), and the rows off the lattice.
+        if step > 0:
+            total = "sum(pg_catalog.round(v / $3)::int8)"
+            off = ("count(*) FILTER (WHERE abs(v / $3 - pg_catalog.round(v / $3)) > "
+                   "1.7763568394002505e-15 * greatest(abs(v / $3), 1))")  # cells.on_lattice
+        else:
+            total, off = "sum(v::numeric)", "0"
         cells = plpy.execute(
             plpy.prepare(
-                f"SELECT c, count(*) AS n, sum(v) AS s, sum((v - $1[c + 1]) / ($1[c + 2] - $1[c + 1])) AS t "
+                f"SELECT c, count(*) AS n, {total} AS s, {off} AS off, min(v) AS lo, max(v) AS hi "
                 f"FROM (SELECT v, least(greatest(width_bucket(v, $1) - 1, 0), {grid_size - 2}) AS c "
                 f"FROM ({self._values_query()}) s WHERE NOT (v = ANY($2))) q GROUP BY c",
-                ["float8[]", "float8[]"],
+                ["float8[]", "float8[]", "float8"],
             ),
-            [np.asarray(points).tolist(), np.asarray(exclude, dtype=np.float64).tolist()],
+            [np.asarray(points).tolist(), np.asarray(exclude, dtype=np.float64).tolist(), float(step)],
         )
-        rows_in, sums_in, offsets_in = (np.zeros(grid_size - 1) for _ in range(3))
+        rows_in = np.zeros(grid_size - 1)
+        steps = [0] * (grid_size - 1)
+        sums_in = np.zeros(grid_size - 1)
+        off_lattice, lo, hi = 0, None, None
         for r in cells:  # the query clamps c to the cells 0 .. grid_size - 2
             k = int(r["c"])
             rows_in[k] += float(r["n"])
-            sums_in[k] += float(r["s"])
-            offsets_in[k] += float(r["t"])
-        return rows_in, sums_in, offsets_in
+            off_lattice += int(r["off"])
+            lo = float(r["lo"]) if lo is None else min(lo, float(r["lo"]))
+            hi = float(r["hi"]) if hi is None else max(hi, float(r["hi"]))
+            if step > 0:
+                steps[k] = int(r["s"])
+            else:
+                sums_in[k] = float(r["s"])
+        return Cells(rows_in, lattice_sums(steps, step) if step > 0 else sums_in, off_lattice, lo, hi)
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray):
-        plpy, rel, exprs = self.plpy, self.relation, self.columns
+        plpy, rel, exprs = self.plpy, self.relation, self.exprs
         x1, x2 = (_scaled(e, c) for e, c in zip(exprs, self.scales))
         both = f"{exprs[0]} IS NOT NULL AND {exprs[1]} IS NOT NULL"
         m1, m2 = len(grid1), len(grid2)

@@ -36,41 +36,39 @@ CREATE TABLE kde_catalog (
 );
 COMMENT ON TABLE kde_catalog IS 'pg_kde synopses: one header row each (relation, columns by identity, kind, build and staleness facts)';
 
--- 1-D payload. Two parts that add up:
---   heavy values ("atoms"): values holding >= 0.1% of the rows, kept exactly (sorted, with cumulative
---     counts and sums over the whole table); a column with few distinct values is all atoms;
---   the smooth part, the other rows, on grid_size points (grid: equal-depth for continuous columns, one
---     cell per value for integer ones; lattice: a discretised column's distinct values, the grid then at
---     midpoints between them): exact cumulative row counts and sums per grid cell (cell_cum_*, from a full
---     scan), and the KDE's mass at each grid point (kde_mass), which says where rows sit inside the cells
---     a query range cuts. grid_size is the size built (requested.grid_size is what was asked).
+-- 1-D payload (format 2, 0.4.0). Two parts that add up:
+--   heavy values ("atoms") of a continuous column, or every value of a column with few (when they fit in
+--     the budget), kept exactly: sorted, with cumulative counts and sums over the whole table;
+--   cells: grid_size boundaries (grid) with exact cumulative row counts and sums per cell (cell_cum_*,
+--     starting at 0); the KDE's density at each boundary relative to the grid's mean density (density,
+--     float4), which with a cell's exact mean shapes the rows inside the cells a range cuts; shape_var, the variance of that
+--     shape's error the sample showed (intervals widen by it). step > 0: the column's values lie on that
+--     lattice and every boundary on a half-step (heavy values then get cells of their own). grid_size is
+--     the size built (requested.grid_size is what was asked, if it was). docs/math.md §7.
 CREATE TABLE kde_synopsis (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL,
-    integer_valued  boolean     NOT NULL,
     atom_values     float8[]    NOT NULL,
     atom_cum_count  float8[]    NOT NULL,
     atom_cum_sum    float8[]    NOT NULL,
     kde_rows        bigint      NOT NULL,
     grid            float8[]    NOT NULL,
-    lattice         float8[]    NOT NULL,
     grid_size       integer     NOT NULL,
     cell_cum_count  float8[]    NOT NULL,
     cell_cum_sum    float8[]    NOT NULL,
-    cell_cum_offset float8[]    NOT NULL,
-    kde_mass        float8[]    NOT NULL,
-    cell_discrete   boolean     NOT NULL,
+    step            float8      NOT NULL,
+    density         float4[]    NOT NULL,
+    shape_var       float8      NOT NULL,
     PRIMARY KEY (relid, cols),
     FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE
 );
 -- Arrays are read whole by every query: keep them uncompressed (no pglz on the read path).
-ALTER TABLE kde_synopsis ALTER COLUMN grid SET STORAGE EXTERNAL, ALTER COLUMN lattice SET STORAGE EXTERNAL,
+ALTER TABLE kde_synopsis ALTER COLUMN grid SET STORAGE EXTERNAL,
     ALTER COLUMN atom_values SET STORAGE EXTERNAL,
     ALTER COLUMN atom_cum_count SET STORAGE EXTERNAL, ALTER COLUMN atom_cum_sum SET STORAGE EXTERNAL,
     ALTER COLUMN cell_cum_count SET STORAGE EXTERNAL, ALTER COLUMN cell_cum_sum SET STORAGE EXTERNAL,
-    ALTER COLUMN cell_cum_offset SET STORAGE EXTERNAL,
-    ALTER COLUMN kde_mass SET STORAGE EXTERNAL;
-COMMENT ON TABLE kde_synopsis IS 'pg_kde 1-D synopsis payloads: exact heavy values plus a KDE of the other rows';
+    ALTER COLUMN density SET STORAGE EXTERNAL;
+COMMENT ON TABLE kde_synopsis IS 'pg_kde 1-D synopsis payloads: exact heavy values and cells, shaped inside by a KDE';
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis', '');
 
 -- 2-D payload, a pair of columns on an equal-depth grid: grid1, grid2 hold each axis's grid points (at the
@@ -123,17 +121,17 @@ ALTER TABLE kde_catalog ADD CONSTRAINT kde_catalog_well_formed CHECK (
     AND @extschema@._kde_is_vector(cols) AND @extschema@._kde_is_vector(attnums) AND @extschema@._kde_is_vector(coltypes)
     AND @extschema@._kde_is_vector(bandwidth));
 ALTER TABLE kde_synopsis ADD CONSTRAINT kde_synopsis_well_formed CHECK (
-    cardinality(cols) = 1 AND kde_rows >= 0
+    cardinality(cols) = 1 AND kde_rows >= 0 AND step >= 0 AND step < 'Infinity'
+    AND shape_var >= 0 AND shape_var < 'Infinity'
     AND grid_size >= 0 AND (grid_size >= 2 OR kde_rows = 0)
     AND cardinality(grid) = grid_size AND cardinality(cell_cum_count) = grid_size
-    AND cardinality(cell_cum_sum) = grid_size AND cardinality(cell_cum_offset) = grid_size
-    AND cardinality(kde_mass) = grid_size
+    AND cardinality(cell_cum_sum) = grid_size AND cardinality(density) = grid_size
     AND cardinality(atom_cum_count) = cardinality(atom_values) AND cardinality(atom_cum_sum) = cardinality(atom_values)
     AND @extschema@._kde_is_vector(atom_values)
     AND @extschema@._kde_is_vector(atom_cum_count) AND @extschema@._kde_is_vector(atom_cum_sum)
-    AND @extschema@._kde_is_vector(grid) AND @extschema@._kde_is_vector(lattice)
+    AND @extschema@._kde_is_vector(grid)
     AND @extschema@._kde_is_vector(cell_cum_count) AND @extschema@._kde_is_vector(cell_cum_sum)
-    AND @extschema@._kde_is_vector(cell_cum_offset) AND @extschema@._kde_is_vector(kde_mass));
+    AND @extschema@._kde_is_vector(density));
 ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_well_formed CHECK (
     cardinality(cols) = 2
     AND cardinality(integer_valued) = 2 AND cardinality(grid_size) = 2 AND grid_size[1] >= 2 AND grid_size[2] >= 2

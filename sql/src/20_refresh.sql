@@ -26,36 +26,40 @@ $$;
 COMMENT ON FUNCTION _kde_raise_if_error(jsonb) IS 'pg_kde internal: raise the error a PL/Python entry point returned';
 
 CREATE FUNCTION _kde_refresh(relid oid, cols text[], method text, sample_size integer, grid_size integer,
-                             backend text, extversion text) RETURNS jsonb
+                             backend text, budget integer, extversion text) RETURNS jsonb
 LANGUAGE plpython3u VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 from pg_kde import sql_entry
-return sql_entry.refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, extversion)
+return sql_entry.refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, budget, extversion)
 $$;
-COMMENT ON FUNCTION _kde_refresh(oid, text[], text, integer, integer, text, text) IS 'pg_kde internal: build a synopsis';
+COMMENT ON FUNCTION _kde_refresh(oid, text[], text, integer, integer, text, integer, text) IS 'pg_kde internal: build a synopsis';
 
+-- budget: bytes the synopsis may take (its catalog rows, as pg_column_size counts them); NULL: 8192 for one
+-- column, 65536 for a pair. grid_size (points per axis), when given, sets the grid instead.
 CREATE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
-                            grid_size integer DEFAULT 2048, backend text DEFAULT 'auto') RETURNS jsonb
+                            grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',
+                            budget integer DEFAULT NULL) RETURNS jsonb
 LANGUAGE sql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT @extschema@._kde_raise_if_error(
-        @extschema@._kde_refresh(tbl::oid, ARRAY[col], method, sample_size, grid_size, backend, '@PG_KDE_VERSION@'))
+        @extschema@._kde_refresh(tbl::oid, ARRAY[col], method, sample_size, grid_size, backend, budget, '@PG_KDE_VERSION@'))
 $$;
-COMMENT ON FUNCTION kde_refresh(regclass, text, text, integer, integer, text) IS
-    'Build or rebuild the synopsis of one numeric column (method: auto = plugin_cdf | plugin | lscv_h | lscv_H | normal_reference); returns a summary';
+COMMENT ON FUNCTION kde_refresh(regclass, text, text, integer, integer, text, integer) IS
+    'Build or rebuild the synopsis of one numeric, date or timestamp column within budget bytes (default 8192; method: auto = plugin_cdf | plugin | lscv_h | lscv_H | normal_reference); returns a summary';
 
 CREATE FUNCTION kde_refresh(tbl regclass, cols text[], method text DEFAULT 'auto', sample_size integer DEFAULT 5000,
-                            grid_size integer DEFAULT 256, backend text DEFAULT 'auto') RETURNS jsonb
+                            grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',
+                            budget integer DEFAULT NULL) RETURNS jsonb
 LANGUAGE sql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT @extschema@._kde_raise_if_error(
-        @extschema@._kde_refresh(tbl::oid, cols, method, sample_size, grid_size, backend, '@PG_KDE_VERSION@'))
+        @extschema@._kde_refresh(tbl::oid, cols, method, sample_size, grid_size, backend, budget, '@PG_KDE_VERSION@'))
 $$;
-COMMENT ON FUNCTION kde_refresh(regclass, text[], text, integer, integer, text) IS
-    'Build or rebuild the synopsis of one column or, with two, of a pair (method: auto = lscv_H for a pair); returns a summary';
+COMMENT ON FUNCTION kde_refresh(regclass, text[], text, integer, integer, text, integer) IS
+    'Build or rebuild the synopsis of one column or, with two, of a pair within budget bytes (default 8192 and 65536; method: auto = lscv_H for a pair); returns a summary';
 
 CREATE FUNCTION _kde_bandwidth(relid oid, cols text[], method text, backend text, sample_size integer,
                                extversion text) RETURNS jsonb

@@ -107,148 +107,214 @@ END
 $$;
 COMMENT ON FUNCTION _kde_lattice_bound(float8[], float8[], float8, boolean) IS 'pg_kde internal: snap a bound';
 
--- Share of a grid cell's rows between fractions t0 < t1 of the cell, when the density runs linearly from
--- d0 to d1 across it: F(t) = (d0 t + (d1 - d0) t^2 / 2) / ((d0 + d1) / 2).
-CREATE FUNCTION _kde_cell_share(d0 float8, d1 float8, t0 float8, t1 float8) RETURNS float8
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN d0 + d1 <= 0 THEN t1 - t0
-                ELSE (d0 * (t1 - t0) + (d1 - d0) * (t1 * t1 - t0 * t0) / 2) / ((d0 + d1) / 2) END
-$$;
-COMMENT ON FUNCTION _kde_cell_share(float8, float8, float8, float8) IS 'pg_kde internal: share of a cell';
-
--- Mean position (as a fraction of the cell) of the rows between t0 and t1 under the same linear density.
-CREATE FUNCTION _kde_cell_mean(d0 float8, d1 float8, t0 float8, t1 float8) RETURNS float8
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN d0 * (t1 - t0) + (d1 - d0) * (t1 * t1 - t0 * t0) / 2 <= 0 THEN (t0 + t1) / 2
-                ELSE (d0 * (t1 * t1 - t0 * t0) / 2 + (d1 - d0) * (t1 ^ 3 - t0 ^ 3) / 3)
-                     / (d0 * (t1 - t0) + (d1 - d0) * (t1 * t1 - t0 * t0) / 2) END
-$$;
-COMMENT ON FUNCTION _kde_cell_mean(float8, float8, float8, float8) IS 'pg_kde internal: mean position in a cell';
-
--- The smooth part's count (moment 0) or sum (moment 1) over a <= x <= b: whole cells exactly from the
--- cumulative cell arrays; the (at most two) cells the range cuts by the share of their rows that the
--- linear density with the cell's exact mean offset puts inside. Also the variance of that share (each cut
--- cell's rows Binomial(n, share)), a smoothing-bias allowance (how far the KDE's share differs from it),
--- and hard bounds (none to all of a cut cell's rows inside). docs/math.md §7.
-CREATE FUNCTION _kde_smooth(s kde_synopsis, a float8, b float8, moment integer,
-                            OUT estimate float8, OUT variance float8, OUT bias float8, OUT low float8,
-                            OUT high float8)
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+-- The share of a cut cell's rows between fractions t0 <= t1 of the cell, and their mean position there, under
+-- the cell's shape (pg_kde.synopsis.cells.cell_shape): the cubic with the KDE's relative densities d0, d1 at
+-- the ends, total 1 and the cell's exact mean; where it goes negative and |mean - 1/2| > 1/6, the
+-- exponential density with that mean; otherwise the linear density with that mean. docs/math.md §7.
+CREATE FUNCTION _kde_cut(d0 float8, d1 float8, mean float8, t0 float8, t1 float8,
+                         OUT share float8, OUT pos float8)
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    m integer := s.grid_size;
-    cells float8[] := CASE WHEN moment = 0 THEN s.cell_cum_count ELSE s.cell_cum_sum END;
-    counts float8[] := s.cell_cum_count;
-    offsets float8[] := s.cell_cum_offset;
-    mass float8[] := s.kde_mass;
-    grid float8[] := s.grid;
-    slope float8;
-    kde_share float8;
-    pa float8;
-    pb float8;
-    ka integer;
-    kb integer;
-    c integer;
-    t0 float8;
-    t1 float8;
-    n float8;
-    share float8;
+    b float8 := -9 * d0 + 3 * d1 - 60 * mean + 36;
+    c float8 := 18 * d0 - 12 * d1 + 180 * mean - 96;
+    e float8 := -10 * d0 + 10 * d1 - 120 * mean + 60;
+    disc float8;
+    r float8;
+    ok boolean := d0 >= 0 AND d1 >= 0;
+    m float8;
+    lam float8;
+    nxt float8;
     x float8;
 BEGIN
-    estimate := 0; variance := 0; bias := 0; low := 0; high := 0;
-    IF s.kde_rows = 0 THEN
-        RETURN;
-    END IF;
-    IF cardinality(s.lattice) > 0 THEN  -- keep every value's rows on one side of the bounds
-        a := @extschema@._kde_lattice_bound(s.lattice, grid, a, false);
-        b := @extschema@._kde_lattice_bound(s.lattice, grid, b, true);
-    END IF;
-    pa := @extschema@._kde_grid_pos(grid, a);
-    pb := @extschema@._kde_grid_pos(grid, b);
-    IF pa >= pb THEN
-        RETURN;
-    END IF;
-    ka := least(floor(pa)::integer, m - 2);
-    kb := least(floor(pb)::integer, m - 2);
-    IF kb > ka + 1 THEN  -- whole cells ka+1 .. kb-1 (cell k holds cells[k + 2] - cells[k + 1])
-        estimate := cells[kb + 1] - cells[ka + 2];
-    END IF;
-    low := estimate;
-    high := estimate;
-    FOR c IN SELECT DISTINCT unnest(ARRAY[ka, kb]) LOOP
-        t0 := CASE WHEN c = ka THEN pa - ka ELSE 0 END;
-        t1 := CASE WHEN c = kb THEN least(pb - kb, 1) ELSE 1 END;
-        n := counts[c + 2] - counts[c + 1];
-        CONTINUE WHEN n <= 0 OR t1 <= t0;
-        IF t0 = 0 AND t1 = 1 THEN  -- the range covers this cell whole: exact
-            estimate := estimate + cells[c + 2] - cells[c + 1];
-            low := low + cells[c + 2] - cells[c + 1];
-            high := high + cells[c + 2] - cells[c + 1];
-            CONTINUE;
+    -- The cubic is a density where it is non-negative at the roots of its derivative inside (0, 1).
+    IF ok AND abs(e) > 1e-12 THEN
+        disc := 4 * c * c - 12 * e * b;
+        IF disc >= 0 THEN
+            r := (-2 * c + sqrt(disc)) / (6 * e);
+            ok := NOT (r > 0 AND r < 1 AND d0 + r * (b + r * (c + r * e)) < 0);
+            r := (-2 * c - sqrt(disc)) / (6 * e);
+            ok := ok AND NOT (r > 0 AND r < 1 AND d0 + r * (b + r * (c + r * e)) < 0);
         END IF;
-        -- The cell's rows as a linear density with their exact mean offset (slope 12 (mean - 1/2), kept
-        -- non-negative); the KDE's density across the cell is the second opinion, and the two shares'
-        -- difference is the smoothing-bias allowance.
-        slope := greatest(-2, least(2, 12 * ((offsets[c + 2] - offsets[c + 1]) / n - 0.5)));
-        share := @extschema@._kde_cell_share(1 - slope / 2, 1 + slope / 2, t0, t1);
-        kde_share := @extschema@._kde_cell_share(mass[c + 1], mass[c + 2], t0, t1);
-        IF moment = 0 THEN
-            estimate := estimate + n * share;
-            variance := variance + n * share * (1 - share);
-            bias := bias + n * abs(share - kde_share);
-            high := high + n;
-        ELSE
-            -- Points inside a cell as weighted means of its ends (no difference of values to overflow).
-            x := @extschema@._kde_cell_mean(1 - slope / 2, 1 + slope / 2, t0, t1);
-            x := grid[c + 1] * (1 - x) + grid[c + 2] * x;
-            estimate := estimate + n * share * x;
-            variance := variance + n * share * (1 - share) * x * x;
-            bias := bias + n * abs(share - kde_share) * abs(x);
-            low := low + least(0, n * (grid[c + 1] * (1 - t0) + grid[c + 2] * t0));
-            high := high + greatest(0, n * (grid[c + 1] * (1 - t1) + grid[c + 2] * t1));
+    ELSIF ok AND abs(c) > 1e-12 THEN
+        r := -b / (2 * c);
+        ok := NOT (r > 0 AND r < 1 AND d0 + r * (b + r * c) < 0);
+    END IF;
+    IF NOT ok AND abs(mean - 0.5) > 1.0 / 6 THEN
+        -- Newton's method on 1/lambda - 1/(e^lambda - 1) = m, from 1/m (pg_kde.synopsis.cells.exponential_rate).
+        m := least(greatest(mean, 1e-6), 1 - 1e-6);
+        IF m > 0.5 THEN
+            m := 1 - m;
         END IF;
-    END LOOP;
+        lam := least(500, 1 / m);
+        FOR i IN 1 .. 30 LOOP
+            x := exp(-lam);
+            nxt := least(500, greatest(1e-6, lam - (1 / lam - x / (1 - x) - m) / (-1 / (lam * lam) + x / ((1 - x) ^ 2))));
+            IF abs(nxt - lam) <= 1e-12 * lam THEN
+                lam := nxt;
+                EXIT;
+            END IF;
+            lam := nxt;
+        END LOOP;
+        IF mean > 0.5 THEN
+            lam := -lam;
+        END IF;
+        share := (exp(-lam * t1) - 1) / (exp(-lam) - 1) - (exp(-lam * t0) - 1) / (exp(-lam) - 1);
+        pos := (1 - exp(-lam * t1) * (1 + lam * t1)) / (lam * (1 - exp(-lam)))
+             - (1 - exp(-lam * t0) * (1 + lam * t0)) / (lam * (1 - exp(-lam)));
+    ELSE
+        IF NOT ok THEN  -- the linear density with that mean, its slope within ±2
+            e := greatest(-2, least(2, 12 * (mean - 0.5)));
+            d0 := 1 - e / 2;
+            b := e;
+            c := 0;
+            e := 0;
+        END IF;
+        share := t1 * (d0 + t1 * (b / 2 + t1 * (c / 3 + t1 * e / 4)))
+               - t0 * (d0 + t0 * (b / 2 + t0 * (c / 3 + t0 * e / 4)));
+        pos := t1 * t1 * (d0 / 2 + t1 * (b / 3 + t1 * (c / 4 + t1 * e / 5)))
+             - t0 * t0 * (d0 / 2 + t0 * (b / 3 + t0 * (c / 4 + t0 * e / 5)));
+    END IF;
+    share := least(1, greatest(0, share));
+    pos := least(t1, greatest(t0, CASE WHEN share > 0 THEN pos / share ELSE (t0 + t1) / 2 END));
 END
 $$;
-COMMENT ON FUNCTION _kde_smooth(kde_synopsis, float8, float8, integer) IS 'pg_kde internal: the smooth part of a range';
+COMMENT ON FUNCTION _kde_cut(float8, float8, float8, float8, float8) IS 'pg_kde internal: the share of a cut cell in a range';
 
--- Count (moment 0) or sum (moment 1) of the rows with lo <= x <= hi, NULL bounds open, with the
--- variance, smoothing-bias allowance and hard bounds of the estimate.
+-- Count (moment 0) or sum (moment 1) of the rows with lo <= x <= hi, NULL bounds open, with the variance and
+-- hard bounds of the estimate; as pg_kde.synopsis.query.range_1d, step for step (docs/math.md §7):
+--   heavy values exactly;
+--   on a value lattice (step q > 0; the lattice value k is k * q for q >= 1 and k / (1/q) below, the
+--     correctly rounded decimal, as numeric and float8 input give it), the bounds move out to the half-steps
+--     around the values they include;
+--   cells: whole ones exactly from the cumulative arrays; the (at most two) a range cuts by the share of
+--     their rows their shape (_kde_cut) puts inside, with its variance (binomial, plus the shape's error
+--     n^2 tau^2 4 s (1 - s)) and hard bounds (none to all of a cut cell's rows; on a continuous column a
+--     row may sit on the upper bound itself).
 CREATE FUNCTION _kde_range(s kde_synopsis, lo float8, hi float8, moment integer,
-                           OUT estimate float8, OUT variance float8, OUT bias float8, OUT low float8,
-                           OUT high float8)
+                           OUT estimate float8, OUT variance float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     a float8 := coalesce(lo, '-Infinity');
     b float8 := coalesce(hi, 'Infinity');
-    atoms float8[] := CASE WHEN moment = 0 THEN s.atom_cum_count ELSE s.atom_cum_sum END;
-    exact float8;
-    smooth record;
+    q float8 := s.step;
+    inv float8;
+    m integer := s.grid_size;
+    cells float8[];
+    exact float8 := 0;
+    ka float8;
+    kb float8;
+    ca integer;
+    cb integer;
+    c integer;
+    g0 float8;
+    g1 float8;
+    w float8;
+    t0 float8;
+    t1 float8;
+    n float8;
+    cut record;
+    mean float8;
+    half_range float8 := s.grid[s.grid_size] / 2 - s.grid[1] / 2;
+    share float8;
+    spread float8;
+    pos float8;
+    x float8;
 BEGIN
-    estimate := 0; variance := 0; bias := 0; low := 0; high := 0;
+    estimate := 0; variance := 0; low := 0; high := 0;
     IF a > b THEN
         RETURN;
     END IF;
-    exact := @extschema@._kde_atoms_upto(s.atom_values, atoms, b, true)
-           - @extschema@._kde_atoms_upto(s.atom_values, atoms, a, false);
-    IF s.integer_valued THEN
-        -- Whole values only: x in [a, b] means x in [ceil(a), floor(b)], each value owning x ± 1/2.
-        a := ceil(a) - 0.5;
-        b := floor(b) + 0.5;
+    IF cardinality(s.atom_values) > 0 THEN
+        cells := CASE WHEN moment = 0 THEN s.atom_cum_count ELSE s.atom_cum_sum END;
+        exact := @extschema@._kde_atoms_upto(s.atom_values, cells, b, true)
+               - @extschema@._kde_atoms_upto(s.atom_values, cells, a, false);
     END IF;
-    smooth := @extschema@._kde_smooth(s, a, b, moment);
-    estimate := exact + smooth.estimate;
-    variance := smooth.variance;
-    bias := smooth.bias;
-    low := exact + smooth.low;
-    high := exact + smooth.high;
+    estimate := exact; low := exact; high := exact;
+    IF s.kde_rows = 0 OR m < 2 THEN
+        RETURN;
+    END IF;
+    IF q > 0 THEN  -- each value v owns [v - q/2, v + q/2]
+        inv := CASE WHEN q < 1 THEN round(1 / q) END;
+        IF a > '-Infinity' THEN
+            ka := ceil(a / q);
+            IF (CASE WHEN inv IS NULL THEN (ka - 1) * q ELSE (ka - 1) / inv END) >= a THEN
+                ka := ka - 1;
+            ELSIF (CASE WHEN inv IS NULL THEN ka * q ELSE ka / inv END) < a THEN
+                ka := ka + 1;
+            END IF;
+            a := (ka - 0.5) * q;
+        END IF;
+        IF b < 'Infinity' THEN
+            kb := floor(b / q);
+            IF (CASE WHEN inv IS NULL THEN (kb + 1) * q ELSE (kb + 1) / inv END) <= b THEN
+                kb := kb + 1;
+            ELSIF (CASE WHEN inv IS NULL THEN kb * q ELSE kb / inv END) > b THEN
+                kb := kb - 1;
+            END IF;
+            b := (kb + 0.5) * q;
+        END IF;
+        IF ka > kb THEN  -- no value of the lattice inside
+            RETURN;
+        END IF;
+    END IF;
+    a := greatest(a, s.grid[1]);
+    b := least(b, s.grid[m]);
+    IF a > b OR (a = b AND q > 0) THEN
+        RETURN;
+    END IF;
+    cells := CASE WHEN moment = 0 THEN s.cell_cum_count ELSE s.cell_cum_sum END;
+    -- The cells holding a and b (grid[k] <= x < grid[k + 1], 0-based; the last cell holds its end).
+    ca := least(greatest(width_bucket(a, s.grid) - 1, 0), m - 2);
+    cb := least(greatest(width_bucket(b, s.grid) - 1, 0), m - 2);
+    IF cb > ca + 1 THEN  -- whole cells ca+1 .. cb-1 (cell k holds cells[k + 2] - cells[k + 1])
+        estimate := estimate + cells[cb + 1] - cells[ca + 2];
+        low := estimate;
+        high := estimate;
+    END IF;
+    FOREACH c IN ARRAY CASE WHEN ca = cb THEN ARRAY[ca] ELSE ARRAY[ca, cb] END LOOP
+        g0 := s.grid[c + 1];
+        g1 := s.grid[c + 2];
+        w := g1 / 2 - g0 / 2;  -- halves: no difference of values near the ends of float8 overflows
+        t0 := CASE WHEN c = ca THEN least(1, greatest(0, (a / 2 - g0 / 2) / w)) ELSE 0 END;
+        t1 := CASE WHEN c = cb THEN least(1, greatest(0, (b / 2 - g0 / 2) / w)) ELSE 1 END;
+        n := s.cell_cum_count[c + 2] - s.cell_cum_count[c + 1];
+        -- (On a lattice no row sits on a boundary; a continuous column's rows may sit on b.)
+        CONTINUE WHEN n <= 0 OR t1 < t0 OR (t1 = t0 AND q > 0);
+        IF t0 = 0 AND t1 = 1 THEN  -- the range holds this cell whole: exact
+            estimate := estimate + cells[c + 2] - cells[c + 1];
+            low := low + cells[c + 2] - cells[c + 1];
+            high := high + cells[c + 2] - cells[c + 1];
+            CONTINUE;
+        END IF;
+        -- The KDE's densities at the ends relative to the cell's mean density (stored relative to the grid's).
+        -- The cell's mean position from its exact sum (½ where sums ran past float8's range).
+        mean := (((s.cell_cum_sum[c + 2] - s.cell_cum_sum[c + 1]) / n) / 2 - g0 / 2) / w;
+        mean := CASE WHEN mean > '-Infinity' AND mean < 'Infinity' THEN least(1, greatest(0, mean)) ELSE 0.5 END;
+        cut := @extschema@._kde_cut(s.density[c + 1] * (w / half_range) * (s.kde_rows / n),
+            s.density[c + 2] * (w / half_range) * (s.kde_rows / n), mean, t0, t1);
+        share := cut.share;
+        -- Binomial, plus the shape's error. A cut cell is never certain: its share counts as at least one
+        -- row's each side.
+        spread := least(greatest(share, 1 / (n + 1)), n / (n + 1));
+        spread := spread * (1 - spread) * (n + 4 * n * n * s.shape_var);
+        IF moment = 0 THEN
+            estimate := estimate + n * share;
+            variance := variance + spread;
+            high := high + n;
+        ELSE
+            pos := cut.pos;
+            -- Points inside a cell as weighted means of its ends (no difference of values to overflow).
+            x := g0 * (1 - pos) + g1 * pos;
+            estimate := estimate + n * share * x;
+            variance := variance + spread * x * x;
+            low := low + least(0, n * (g0 * (1 - t0) + g1 * t0));
+            high := high + greatest(0, n * (g0 * (1 - t1) + g1 * t1));
+        END IF;
+    END LOOP;
 END
 $$;
 COMMENT ON FUNCTION _kde_range(kde_synopsis, float8, float8, integer) IS 'pg_kde internal: a moment over a range';
@@ -287,15 +353,14 @@ END
 $$;
 COMMENT ON FUNCTION _kde_normal_quantile(float8) IS 'pg_kde internal: inverse of the standard normal CDF';
 
--- An interval at the given confidence: estimate ± (z sqrt(variance) + smoothing-bias allowance), never
--- outside the hard bounds.
+-- An interval at the given confidence: estimate ± z sqrt(variance), never outside the hard bounds (which
+-- always hold the answer of the table as of the build). docs/math.md §7.
 CREATE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
                               OUT estimate float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    s @extschema@.kde_synopsis;
     r record;
     half float8;
 BEGIN
@@ -303,13 +368,9 @@ BEGIN
         RAISE EXCEPTION 'confidence must be between 0 and 1 (exclusive), got %', confidence
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    s := @extschema@._kde_synopsis_for(tbl, ARRAY[col]);
-    r := @extschema@._kde_range(s, lo, hi, moment);
-    -- Discretised data (a cell spans few possible values) clusters on them: the binomial model would be
-    -- too narrow, so the interval is the hard bounds.
-    half := CASE WHEN s.cell_discrete THEN 'Infinity'::float8
-                 -- -quantile((1 - c) / 2), not quantile((1 + c) / 2): 1 + c rounds to 2 for c near 1.
-                 ELSE -@extschema@._kde_normal_quantile((1 - confidence) / 2) * sqrt(r.variance) + r.bias END;
+    r := @extschema@._kde_range(@extschema@._kde_synopsis_for(tbl, ARRAY[col]), lo, hi, moment);
+    -- -quantile((1 - c) / 2), not quantile((1 + c) / 2): 1 + c rounds to 2 for c near 1.
+    half := -@extschema@._kde_normal_quantile((1 - confidence) / 2) * sqrt(r.variance);
     estimate := r.estimate;
     low := greatest(r.low, r.estimate - half);
     high := least(r.high, r.estimate + half);
@@ -348,7 +409,7 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM @extschema@._kde_interval(tbl, col, lo, hi, confidence, 0) $$;
 COMMENT ON FUNCTION approx_count_ci(regclass, text, float8, float8, float8) IS
-    'approx_count with an interval: heavy values and whole grid cells are exact; only the cells the range cuts are uncertain (binomial spread at the given confidence, within hard bounds)';
+    'approx_count with an interval: heavy values and whole cells are exact; only the cells the range cuts are uncertain (estimate ± z·sd at the given confidence, within hard bounds that always hold the answer as of the build)';
 
 CREATE FUNCTION approx_sum_ci(tbl regclass, col text, lo float8, hi float8, confidence float8 DEFAULT 0.95,
                               OUT estimate float8, OUT low float8, OUT high float8)
@@ -357,3 +418,99 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM @extschema@._kde_interval(tbl, col, lo, hi, confidence, 1) $$;
 COMMENT ON FUNCTION approx_sum_ci(regclass, text, float8, float8, float8) IS
     'approx_sum with an interval, as approx_count_ci';
+
+-- ---------------------------------------------------------------------------------------------- time types
+-- A synopsis of a date, timestamp or timestamptz column holds epoch seconds: a timestamptz's own, and a date's
+-- or timestamp's wall-clock time read as UTC (extract(epoch from ...)). A bound of a time type becomes the
+-- same number: for timestamptz columns its epoch, for date and timestamp columns its wall-clock time in the
+-- session's TimeZone, as comparing the column with it in SQL would (a date or timestamp argument reaches
+-- the timestamptz functions in the session's TimeZone and comes back unchanged). Text bounds (untyped
+-- literals) are read as the column's own type; NULL stays an open bound.
+-- (The column's type now: the synopsis is served only while it is the type it was built on.)
+CREATE FUNCTION _kde_coltype(tbl regclass, col text) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped
+$$;
+COMMENT ON FUNCTION _kde_coltype(regclass, text) IS 'pg_kde internal: the type of a column';
+
+CREATE FUNCTION _kde_time_bounds(tbl regclass, col text, lo timestamptz, hi timestamptz, OUT a float8, OUT b float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text := @extschema@._kde_coltype(tbl, col);
+BEGIN
+    IF t IS NULL OR t LIKE 'timestamp%with time zone' THEN  -- (no synopsis: the query itself says so)
+        a := extract(epoch FROM lo)::float8;
+        b := extract(epoch FROM hi)::float8;
+    ELSIF t = 'date' OR t LIKE 'timestamp%' THEN
+        a := extract(epoch FROM lo::timestamp)::float8;
+        b := extract(epoch FROM hi::timestamp)::float8;
+    ELSE
+        RAISE EXCEPTION 'pg_kde: column % of % has type %; give bounds of that type, not timestamps', col, tbl, t
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION _kde_time_bounds(regclass, text, timestamptz, timestamptz) IS 'pg_kde internal: time bounds as the synopsis reads them';
+
+CREATE FUNCTION _kde_text_bound(tbl regclass, col text, x text) RETURNS float8
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text := @extschema@._kde_coltype(tbl, col);
+BEGIN
+    IF x IS NULL THEN
+        RETURN NULL;
+    ELSIF t = 'date' THEN
+        RETURN extract(epoch FROM x::date)::float8;
+    ELSIF t LIKE 'timestamp%with time zone' THEN
+        RETURN extract(epoch FROM x::timestamptz)::float8;
+    ELSIF t LIKE 'timestamp%' THEN
+        RETURN extract(epoch FROM x::timestamp)::float8;
+    END IF;
+    RETURN x::float8;
+END
+$$;
+COMMENT ON FUNCTION _kde_text_bound(regclass, text, text) IS 'pg_kde internal: a text bound read as the column''s type';
+
+CREATE FUNCTION approx_count(tbl regclass, col text, lo timestamptz, hi timestamptz) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_count(tbl, col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t $$;
+COMMENT ON FUNCTION approx_count(regclass, text, timestamptz, timestamptz) IS
+    'Approximate count of rows with lo <= col <= hi for a date, timestamp or timestamptz column (NULL bounds are open)';
+
+CREATE FUNCTION approx_count(tbl regclass, col text, lo text, hi text) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_count(tbl, col, @extschema@._kde_text_bound(tbl, col, lo), @extschema@._kde_text_bound(tbl, col, hi)) $$;
+COMMENT ON FUNCTION approx_count(regclass, text, text, text) IS
+    'approx_count with bounds given as text (untyped literals), read as the column''s own type';
+
+CREATE FUNCTION approx_count_ci(tbl regclass, col text, lo timestamptz, hi timestamptz, confidence float8 DEFAULT 0.95,
+                                OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT i.* FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t,
+                     @extschema@._kde_interval(tbl, col, t.a, t.b, confidence, 0) i $$;
+COMMENT ON FUNCTION approx_count_ci(regclass, text, timestamptz, timestamptz, float8) IS
+    'approx_count_ci for a date, timestamp or timestamptz column';
+
+-- The average of a time column over a time range, as a timestamptz (a date or timestamp column's average is
+-- its wall-clock time in the session's TimeZone: cast it back to the column's type).
+CREATE FUNCTION approx_avg(tbl regclass, col text, lo timestamptz, hi timestamptz) RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN t LIKE 'timestamp%with time zone' THEN to_timestamp(a)
+                ELSE (to_timestamp(a) AT TIME ZONE 'UTC')::timestamptz END
+    FROM (SELECT @extschema@.approx_avg(tbl, col, b.a, b.b) AS a, @extschema@._kde_coltype(tbl, col) AS t
+          FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) b) q
+$$;
+COMMENT ON FUNCTION approx_avg(regclass, text, timestamptz, timestamptz) IS
+    'Approximate average of a date, timestamp or timestamptz column over rows with lo <= col <= hi, as a timestamptz';

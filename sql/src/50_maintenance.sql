@@ -74,7 +74,8 @@ BEGIN
             -- The same request as the last refresh (requested holds its arguments, not what was built).
             PERFORM @extschema@._kde_raise_if_error(@extschema@._kde_refresh(
                 r.relid::oid, r.cols, r.requested ->> 'method', (r.requested ->> 'sample_size')::integer,
-                (r.requested ->> 'grid_size')::integer, r.requested ->> 'backend', '@PG_KDE_VERSION@'));
+                (r.requested ->> 'grid_size')::integer, r.requested ->> 'backend', (r.requested ->> 'budget')::integer,
+                '@PG_KDE_VERSION@'));
             n := n + 1;
         EXCEPTION WHEN OTHERS THEN
             RAISE WARNING 'pg_kde: could not refresh the synopsis of % of %: %', array_to_string(r.cols, ', '), r.relid, SQLERRM;

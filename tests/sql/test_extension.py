@@ -48,11 +48,11 @@ def test_integer_column_counts_whole_values(db, table):
     wide = rng.integers(-5000, 5000, 5000)  # many distinct integers: atoms + KDE
     load(db, table, {"k": k, "wide": wide}, types={"k": "integer", "wide": "bigint"})
     s = refresh(db, table, "k")
-    assert s["method"] == "exact" and s["integer_valued"]
+    assert s["method"] == "exact" and s["step"] == 1
     for lo, hi in [(2.5, 7.2), (3, 3), (-1, 0.5), (19, 19.9)]:
         assert approx(db, "approx_count", table, "k", lo, hi) == exact(db, "count", table, "k", lo, hi)
     s = refresh(db, table, "wide")
-    assert s["integer_valued"] and s["kde_rows"] > 0
+    assert s["step"] == 1 and s["kde_rows"] > 0
     # x BETWEEN 10.2 AND 11.7 holds only the value 11: continuity keeps it to one unit of width.
     assert approx(db, "approx_count", table, "wide", 10.2, 11.7) < 5
     assert approx(db, "approx_count", table, "wide", -1000, 1000) == pytest.approx(exact(db, "count", table, "wide", -1000, 1000), rel=0.03)
@@ -303,9 +303,17 @@ def test_interval_collapses_on_exact_parts(db, table):
 def test_integer_ranges_on_cell_edges_are_exact_with_no_width(db, table):
     rng = np.random.default_rng(8)
     load(db, table, {"v": rng.integers(0, 3000, 20000)}, types={"v": "integer"})
-    s = refresh(db, table, "v")
-    assert s["kde_rows"] > 0  # many distinct values: the smooth part, one grid cell per value
+    # A grid as large as the values are many (grid_size sets it instead of the budget): one cell per value.
+    s = db.execute("SELECT kde_refresh(%s, 'v', grid_size => 4096)", (table,)).fetchone()[0]
+    assert s["kde_rows"] > 0 and s["grid_size"] == 3001 and s["step"] == 1
     for lo, hi in [(100, 200), (99.5, 2000.2), (0, 2999)]:
+        est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'v', %s, %s)", (table, lo, hi)).fetchone()
+        assert est == low == high == exact(db, "count", table, "v", lo, hi)
+    # Within the default budget the cells are wider; a range from one cell boundary to another is exact.
+    refresh(db, table, "v")
+    grid = db.execute("SELECT grid FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()[0]
+    for i, j in [(3, 40), (0, len(grid) - 1), (100, 101)]:
+        lo, hi = grid[i] + 0.5, grid[j] - 0.5
         est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'v', %s, %s)", (table, lo, hi)).fetchone()
         assert est == low == high == exact(db, "count", table, "v", lo, hi)
 

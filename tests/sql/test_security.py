@@ -12,6 +12,7 @@ psycopg = pytest.importorskip("psycopg")
 from psycopg import sql  # noqa: E402
 
 from sqlhelpers import approx, exact, load, refresh  # noqa: E402
+from pg_kde.synopsis.cells import cells_for_budget  # noqa: E402
 
 
 def ident(name):
@@ -275,17 +276,21 @@ def test_refresh_stale_refreshes_each_synopsis_on_its_own(db, table):
 
 
 def test_refresh_stale_repeats_the_request_not_what_was_built(db, table):
-    """The header keeps kde_refresh's arguments apart from what was built: an integer column of 3000 values
-    asked for grid_size 64 gets one cell per value (3001 points); its rebuild asks for 64 again."""
+    """The header keeps kde_refresh's arguments apart from what was built: a column asked for a 2048-byte
+    budget gets the grid that fits, and its rebuild asks for the budget again."""
+    most = cells_for_budget(2048, 0) + 1
     load(db, table, {"k": np.arange(6000) % 3000})
-    db.execute("SELECT kde_refresh(%s, 'k', grid_size => 64)", (table,))
-    query = ("SELECT (c.requested ->> 'grid_size')::int, s.grid_size FROM kde_catalog c "
+    db.execute("SELECT kde_refresh(%s, 'k', budget => 2048)", (table,))
+    query = ("SELECT (c.requested ->> 'budget')::int, c.requested ? 'grid_size', s.grid_size FROM kde_catalog c "
              "JOIN kde_synopsis s USING (relid, cols) WHERE c.relid = %s::regclass")
-    assert db.execute(query, (table,)).fetchone() == (64, 3001)
+    budget, named, built = db.execute(query, (table,)).fetchone()
+    assert (budget, named) == (2048, False) and most - 10 <= built <= most
     db.execute(sql.SQL("INSERT INTO {} SELECT g FROM generate_series(3000, 4999) g").format(ident(table)))
     flush_stats(db)
     assert db.execute("SELECT kde_refresh_stale()").fetchone()[0] == 1
-    assert db.execute(query, (table,)).fetchone() == (64, 5001)
+    budget, named, built = db.execute(query, (table,)).fetchone()
+    assert (budget, named) == (2048, False) and most - 10 <= built <= most
+    assert db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass", (table,)).fetchone()[0] <= 2048
 
 
 def test_refresh_stale_skips_views_of_other_owners(db, table, login_role):
@@ -396,7 +401,7 @@ def test_values_near_the_ends_of_float8(db, table):
     x = rng.uniform(-1, 1, 5000) * 1.7e308
     load(db, table, {"x": x, "y": rng.uniform(0, 1.7e308, 5000), "z": 1.7e308 - np.arange(5000.0) * 1e300})
     s = refresh(db, table, "x")
-    assert s["rows"] == 5000 and not s["integer_valued"]
+    assert s["rows"] == 5000 and s["step"] == 0
     for lo, hi in [(0, None), (-1e308, 1e308), (None, -1.5e308)]:
         assert approx(db, "approx_count", table, "x", lo, hi) == pytest.approx(
             exact(db, "count", table, "x", -1.8e308 if lo is None else lo, 1.8e308 if hi is None else hi), rel=0.02, abs=10)

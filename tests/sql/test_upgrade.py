@@ -1,5 +1,6 @@
 """Upgrades: every released SQL version updates to the current one. An updated install has the same schema
-as a fresh one, and the synopses it held answer as before."""
+as a fresh one, and the synopses it held answer as before (0.4.0's format 2 read from the old payload
+columns: the same estimates)."""
 
 import uuid
 
@@ -11,10 +12,12 @@ from psycopg import sql  # noqa: E402
 
 import pg_kde  # noqa: E402
 from pg_kde import admin  # noqa: E402
+from psycopg.rows import dict_row  # noqa: E402
+from psycopg.types.json import Jsonb  # noqa: E402
 from sqlhelpers import approx, load, refresh  # noqa: E402
 
 #: Every released version, oldest first; each ships an update script to the next.
-RELEASED = ["0.1.0", "0.2.0"]
+RELEASED = ["0.1.0", "0.2.0", "0.3.0"]
 
 # Each object of the extension, described so that two installs can be compared.
 SCHEMA_QUERIES = {
@@ -57,6 +60,45 @@ COLUMNS = {
     "0.1.0": COLUMNS_0_1_0,
     "0.2.0": {k: v + ", attnums, coltypes, built_relid, storage_id, pages" for k, v in COLUMNS_0_1_0.items()},
 }
+#: 0.3.0: the header table and each kind's payload (0.4.0 changes the 1-D payload: format 2).
+HEADER_0_3_0 = ("relid, cols, kind, attnums, coltypes, built_relid, requested, method, backend, bandwidth, sample_size, "
+                "n_rows, n_null, built_at, build_seconds, mod_count, storage_id, pages")
+PAYLOAD_0_3_0 = {
+    "kde_synopsis": "relid, cols, integer_valued, atom_values, atom_cum_count, atom_cum_sum, kde_rows, grid, lattice, "
+                    "grid_size, cell_cum_count, cell_cum_sum, cell_cum_offset, kde_mass, cell_discrete",
+    "kde_synopsis_2d": "relid, cols, integer_valued, grid1, grid2, lattice1, lattice2, grid_size, sat_count, sat_sum, "
+                       "kde_sat",
+}
+
+
+def old_format(current) -> dict:
+    """Each synopsis of ``current`` as the releases before 0.4.0 stored it: {table: [row dict, ...]} with every
+    column any of them had. A 1-D payload goes back to format 1 (what the update reads): integer_valued from
+    the lattice step (1), no value lattice, each cell's offset sum from its exact sum, the KDE's density back
+    to its mass at the grid points (density · kde_rows / range · h √(2π)), no discreteness flag."""
+    rows = {}
+    with current.cursor(row_factory=dict_row) as cur:
+        for table in ("kde_synopsis", "kde_synopsis_2d"):
+            rows[table] = []
+            for r in cur.execute(f"SELECT k.*, p.*, k.relid::text AS relid, k.requested::text AS options "
+                                 f"FROM kde_catalog k JOIN {table} p USING (relid, cols)").fetchall():
+                if table == "kde_synopsis":
+                    grid = np.asarray(r["grid"], dtype=np.float64)
+                    counts, sums = np.diff(r["cell_cum_count"]), np.diff(r["cell_cum_sum"])
+                    offsets = (sums - counts * grid[:-1]) / np.diff(grid) if len(grid) else np.array([])
+                    r.update(integer_valued=r["step"] == 1, lattice=[], cell_discrete=False,
+                             cell_cum_offset=np.concatenate([[0.0], np.cumsum(offsets)]).tolist() if len(grid) else [],
+                             kde_mass=(np.asarray(r["density"], dtype=np.float64) * r["kde_rows"]
+                                       / (2 * (grid[-1] / 2 - grid[0] / 2)) * r["bandwidth"][0]
+                                       * np.sqrt(2 * np.pi)).tolist() if len(grid) else [])
+                rows[table].append(r)
+    return rows
+
+
+def insert(conn, table: str, columns: str, row: dict) -> None:
+    names = columns.split(", ")
+    values = [row["options"] if c == "options" else Jsonb(row[c]) if c == "requested" else row[c] for c in names]
+    conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(names))})", values)
 
 
 @pytest.fixture
@@ -116,18 +158,19 @@ def test_synopses_survive_the_update(scratch_db, old):
         refresh(current, "sales", "k")
         current.execute("SELECT kde_refresh('sales', ARRAY['x', 'k'])")
         # The synopses as the old version stored them (its refresh needs its own package: the rows are the
-        # same payload), plus one of a table dropped before the update, which the update must remove.
-        for catalog, cols in COLUMNS[old].items():
-            payload = cols.split(", ", 1)[1].replace("options", "requested::text")
-            rows = current.execute(f"SELECT relid::text, {payload} FROM kde_catalog JOIN {catalog} USING (relid, cols)").fetchall()
-            marks = ", ".join(["%s"] * len(cols.split(", ")))
-            for row in rows:
-                legacy.execute(f"INSERT INTO {catalog} ({cols}) VALUES ({marks})", row)
-            if "built_relid" in cols:  # as the old version's refresh stored it: the relation's own oid
-                legacy.execute(f"UPDATE {catalog} SET built_relid = relid::oid")
-        legacy.execute(f"INSERT INTO kde_synopsis ({COLUMNS[old]['kde_synopsis']}) "
-                       f"SELECT 'gone'::regclass, '{{v}}', {COLUMNS[old]['kde_synopsis'].split(', ', 2)[2]} "
-                       "FROM kde_synopsis WHERE cols = '{x}'")
+        # same synopses, in its layout), plus one of a table dropped before the update, which the update must
+        # remove.
+        stored = old_format(current)
+        gone = dict(next(r for r in stored["kde_synopsis"] if r["cols"] == ["x"]), relid="gone", cols=["v"])
+        for table, rows in stored.items():
+            for row in rows + ([gone] if table == "kde_synopsis" else []):
+                if old == "0.3.0":
+                    insert(legacy, "kde_catalog", HEADER_0_3_0, row)
+                    insert(legacy, table, PAYLOAD_0_3_0[table], row)
+                else:
+                    insert(legacy, table, COLUMNS[old][table], row)
+            if old != "0.1.0":  # as the old version's refresh stored it: the relation's own oid
+                legacy.execute(f"UPDATE {'kde_catalog' if old == '0.3.0' else table} SET built_relid = relid::oid")
         legacy.execute("DROP TABLE gone")
         # The orphan included; 0.2.0 and later remove it at the DROP already (event triggers).
         orphans = 1 if old == "0.1.0" else 0

@@ -326,17 +326,18 @@ def test_sequential_and_reference_stop_promptly(rng):
 # ------------------------------------------------------------------------------ synopsis smoothing
 
 
-def test_grid_density_sliced_equals_unsliced(rng):
+def test_kde_at_sliced_equals_unsliced(rng, monkeypatch):
+    monkeypatch.setattr(synopsis.cells, "KDE_SLICE_TERMS", 1 << 16)  # read where kde_at lives
     points = np.sort(rng.uniform(-3.0, 5.0, 3000))
-    weights = rng.uniform(0.0, 10.0, points.shape[0])
-    plain = synopsis.grid_density(points, weights, 0.05)
+    sample = rng.normal(1.0, 2.0, 3000)
+    plain = synopsis.kde_at(points, sample, 0.05, -3.0, 5.0)
     check = Counter()
-    sliced = synopsis.grid_density(points, weights, 0.05, interrupt=check)
-    assert check.calls >= math.ceil(3000 * 9000 / synopsis.GRID_SLICE_TERMS)
+    sliced = synopsis.kde_at(points, sample, 0.05, -3.0, 5.0, interrupt=check)
+    assert check.calls >= math.ceil(3000 * 9000 / (1 << 16))
     np.testing.assert_allclose(sliced, plain, rtol=1e-12)
     check = Counter(raise_at=2)
     with pytest.raises(Stop):
-        synopsis.grid_density(points, weights, 0.05, interrupt=check)
+        synopsis.kde_at(points, sample, 0.05, -3.0, 5.0, interrupt=check)
     assert check.calls == 2
 
 
@@ -359,9 +360,9 @@ def test_smooth_masses_2d_sliced_equals_unsliced(shape, H, monkeypatch, rng):
         synopsis.smooth_masses_2d(weights, (1.0, 1.0), H, interrupt=check)
 
 
-def test_grid_density_on_65536_points_stops_promptly(rng):
-    points = np.sort(rng.uniform(0.0, 1.0, 65_536))  # 65536 × 196608 kernel values: minutes in full
-    weights = rng.uniform(0.0, 10.0, points.shape[0])
-    total, late = CancelAfter(0.3).run(lambda check: synopsis.grid_density(points, weights, 1e-4, interrupt=check))
+def test_kde_at_on_65536_points_stops_promptly(rng):
+    points = np.sort(rng.uniform(0.0, 1.0, 65_536))  # 65536 × 24576 kernel values: seconds in full
+    sample = rng.uniform(0.0, 1.0, 100_000)
+    total, late = CancelAfter(0.3).run(lambda check: synopsis.kde_at(points, sample, 1e-4, 0.0, 1.0, interrupt=check))
     assert late < 0.5, f"the exception came {late:.3f} s after the cancel request"
     assert total < 1.5

@@ -8,7 +8,7 @@ from pg_kde.synopsis import (
     Atoms,
     atom_candidates,
     cell_prefix,
-    point_weights,
+    kde_at,
     scale_bandwidth,
 )
 
@@ -22,18 +22,17 @@ def test_linear_binning_keeps_count_and_mean(rng):
     assert np.all(w >= 0)
 
 
-def test_grid_density_follows_the_data_and_reflects_at_the_edges(rng):
-    from pg_kde.synopsis import grid_density
-
+def test_kde_at_follows_the_data_and_reflects_at_the_edges(rng):
     x = rng.exponential(1.0, 20000)
     points = np.quantile(x, np.linspace(0, 1, 257))
     points[0], points[-1] = x.min(), x.max()
-    weights = linear_binning_on(points, x)
-    d = grid_density(points, weights, 0.05)
+    d = kde_at(points, x, 0.05, x.min(), x.max())
     inner = (points > 0.2) & (points < 3)
     ratio = d[inner] / np.exp(-points[inner])
-    assert ratio.std() / ratio.mean() < 0.15  # proportional to the true density exp(-x)
+    assert ratio.mean() == pytest.approx(1.0, rel=0.1) and ratio.std() < 0.1  # the true density exp(-x)
     assert d[0] > 0.8 * d[3]  # reflection keeps the density up at the hard edge 0
+    grid = np.linspace(x.min(), x.max(), 20001)
+    assert np.trapezoid(kde_at(grid, x, 0.05, x.min(), x.max()), grid) == pytest.approx(1.0, rel=1e-3)
 
 
 def linear_binning_on(points, x):
@@ -43,15 +42,7 @@ def linear_binning_on(points, x):
     return np.bincount(k, 1 - t, len(points)) + np.bincount(k + 1, t, len(points))
 
 
-def test_point_weights_from_cell_aggregates_are_linear_binning(rng):
-    x = rng.uniform(0, 3, 5000)
-    lo, hi, m = 0.0, 3.0, 61
-    p = (x - lo) / (hi - lo) * (m - 1)
-    cell = np.minimum(np.floor(p).astype(int), m - 2)
-    rows = np.bincount(cell, minlength=m - 1).astype(float)
-    offsets = np.bincount(cell, weights=p - cell, minlength=m - 1)
-    expected = linear_binning_on(np.linspace(lo, hi, m), x)
-    np.testing.assert_allclose(point_weights(rows, offsets), expected, rtol=1e-12, atol=1e-9)
+def test_cell_prefix():
     assert cell_prefix(np.array([2.0, 3.0])) == [0.0, 2.0, 5.0]
 
 
@@ -64,6 +55,8 @@ def test_atoms_and_candidates(rng):
     count, total = atoms.cumulative()
     assert count == [500, 540] and total == [1500, 1780]
     assert atoms.rows == 540
+    top = Atoms.from_counts([1.0, 2.0, 3.0, 4.0], [5, 9, 9, 1]).largest(2)
+    np.testing.assert_array_equal(top.values, [2.0, 3.0])
 
 
 def test_bandwidth_rates():
@@ -76,18 +69,6 @@ def test_plugin_cdf_on_normal_data_is_near_the_amise_value():
     x = np.random.default_rng(21).standard_normal(20000)
     # For N(0, 1): R(f') = 1/(4√π), so h_F = (4/n)^{1/3}.
     assert bandwidth.plugin_cdf(x, backend="native").h == pytest.approx((4 / 20000) ** (1 / 3), rel=0.05)
-
-
-def test_grid_layout_and_discreteness():
-    from pg_kde.synopsis import grid_layout, is_discrete
-
-    assert grid_layout(0.0, 1.0, False, 2048) == (0.0, 1.0, 2048)
-    lo, hi, m = grid_layout(3.0, 2402.0, True, 2048)  # one cell per integer value
-    assert (lo, hi, m) == (2.5, 2402.5, 2401)
-    lo, hi, m = grid_layout(0.0, 99999.0, True, 2048)  # too many values: a whole step of 49
-    assert (hi - lo) / (m - 1) == 49 and lo == -0.5 and hi >= 99999.5 and m <= 2048
-    assert is_discrete(np.round(np.linspace(0, 1, 500), 2), 0.05)  # 5 possible values per cell
-    assert not is_discrete(np.linspace(0, 1, 500) ** 2, 0.05)
 
 
 def test_quantile_grid_and_positions(rng):

@@ -10,6 +10,7 @@ import pytest
 from pg_kde import sql_entry
 from pg_kde._errors import UserError
 from pg_kde.synopsis.catalog import HEADER_COLUMNS, split_row
+from pg_kde.synopsis.cells import ATOM_BYTES, BOUNDARY_BYTES, DEFAULT_BUDGET_1D, ROW_BYTES_1D, cells_for_budget
 from pg_kde.synopsis import (
     CATALOG_TYPES,
     ArrayTableReader,
@@ -21,10 +22,10 @@ from pg_kde.synopsis import (
     select_bandwidth,
 )
 
-ROWS_1D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued",
-           "atom_values", "atom_cum_count", "atom_cum_sum", "kde_rows", "grid", "lattice", "grid_size",
-           "cell_cum_count", "cell_cum_sum", "cell_cum_offset", "kde_mass", "cell_discrete", "build_seconds",
-           "backend", "attnums", "coltypes", "built_relid", "mod_count", "storage_id", "pages", "requested", "kind"]
+ROWS_1D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "step", "atom_values",
+           "atom_cum_count", "atom_cum_sum", "kde_rows", "grid", "cell_cum_count", "cell_cum_sum", "density",
+           "shape_var", "grid_size", "build_seconds", "backend", "attnums", "coltypes", "built_relid", "mod_count",
+           "storage_id", "pages", "requested", "kind"]
 ROWS_2D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued", "grid1",
            "grid2", "lattice1", "lattice2", "grid_size", "sat_count", "sat_sum", "kde_sat", "build_seconds",
            "backend", "attnums", "coltypes", "built_relid", "mod_count", "storage_id", "pages", "requested", "kind"]
@@ -39,8 +40,8 @@ def quiet_select(sample, method, backend, required=True, scale=None):
         return select_bandwidth(sample, method, backend, required=required, scale=scale)
 
 
-def build(values, *, sample_size=50000, grid_size=1024, nulls=None, **kwargs):
-    requested = Requested("auto", sample_size, grid_size, "auto")
+def build(values, *, sample_size=50000, grid_size=None, budget=None, backend="auto", nulls=None, **kwargs):
+    requested = Requested("auto", sample_size, grid_size, backend, budget)
     return build_1d(ArrayTableReader((values,), nulls=nulls, **kwargs), requested, quiet_select), requested
 
 
@@ -54,6 +55,11 @@ def exact_cells(values, grid):
     return np.array(rows, dtype=np.float64), np.array(sums)
 
 
+def stored_bytes(built: Built1D) -> int:
+    """What the budget counts of a 1-D synopsis (its fixed part, cells and heavy values)."""
+    return ROW_BYTES_1D + BOUNDARY_BYTES * built.grid_size + ATOM_BYTES * len(built.atom_values)
+
+
 def check_1d(built: Built1D, values, nulls=0):
     """The invariants of a 1-D synopsis of ``values`` (no NULLs among them; ``nulls`` more rows NULL)."""
     assert built.n_rows == len(values) and built.n_null == nulls
@@ -63,22 +69,25 @@ def check_1d(built: Built1D, values, nulls=0):
         assert k == np.count_nonzero(values == v)
     np.testing.assert_allclose(built.atom_cum_sum, np.cumsum(counts * atoms), rtol=1e-12)
     assert built.heavy_rows + built.kde_rows == len(values)
+    assert stored_bytes(built) <= built.budget
     if built.kde_rows == 0:
         assert built.grid_size == 0 and built.grid == [] and built.cell_cum_count == []
         return
     rest = values[~np.isin(values, atoms)]
     grid = np.asarray(built.grid)
-    assert built.grid_size == len(grid) == len(built.kde_mass) == len(built.cell_cum_count)
+    assert built.grid_size == len(grid) == len(built.density) == len(built.cell_cum_count)
     assert np.all(np.diff(grid) > 0) and grid[0] <= rest.min() and grid[-1] >= rest.max()
     rows, sums = exact_cells(rest, grid)
     assert built.cell_cum_count[0] == 0 and built.cell_cum_count[-1] == built.kde_rows
     np.testing.assert_array_equal(np.diff(built.cell_cum_count), rows)  # counts exact, cell by cell
     np.testing.assert_allclose(np.diff(built.cell_cum_sum), sums, rtol=1e-9, atol=1e-9 * np.abs(rest).max())
-    offsets = np.diff(built.cell_cum_offset)
-    assert np.all(offsets >= 0) and np.all(offsets <= rows)
-    assert np.all(np.asarray(built.kde_mass) >= 0)
+    assert np.all(np.asarray(built.density) >= 0) and built.shape_var >= 0
+    if built.step > 0:  # boundaries on half-steps: no value on one
+        halves = grid / built.step - 0.5
+        np.testing.assert_allclose(halves, np.round(halves), atol=1e-6)
+        assert not np.isin(values, grid).any()
     typical = float(np.median(np.diff(grid)))
-    assert 0 < built.bandwidth <= typical * (1 + 1e-12)
+    assert 0 < built.bandwidth <= typical * (1 + 1e-2)
 
 
 def test_continuous_column(rng):
@@ -88,35 +97,35 @@ def test_continuous_column(rng):
     values = x[~np.isnan(x)]
     check_1d(built, values, nulls=int(np.isnan(x).sum()))
     assert built.method == "plugin_cdf" and built.scale == "minim" and built.sample_size == len(values)
-    assert not built.integer_valued and built.lattice == [] and built.atom_values == []
-    assert built.grid[0] == values.min() and built.grid[-1] == values.max() and built.grid_size == 1024
+    assert built.step == 0.0 and built.atom_values == [] and built.budget == DEFAULT_BUDGET_1D
+    assert built.grid[0] == values.min() and built.grid[-1] == values.max()
+    assert cells_for_budget(DEFAULT_BUDGET_1D, 0) - 3 <= built.grid_size - 1 <= cells_for_budget(DEFAULT_BUDGET_1D, 0)
 
     row = built.catalog_row(16384, ["x"], IDENTITY, requested)
     assert list(row) == ROWS_1D and row["bandwidth"] == [built.bandwidth]
-    # requested keeps the request as given, apart from what was built
-    assert json.loads(row["requested"]) == {"method": "auto", "sample_size": 50000, "grid_size": 1024,
-                                            "backend": "auto"}
+    # requested keeps the request as given (no grid_size, no budget), apart from what was built
+    assert json.loads(row["requested"]) == {"method": "auto", "sample_size": 50000, "backend": "auto"}
     header, payload = split_row(row)
     assert list(header) == list(HEADER_COLUMNS) and header["kind"] == "1d"
     assert set(payload) == {"relid", "cols"} | (set(row) - set(HEADER_COLUMNS))
     assert set(row) <= set(built.catalog_types()) and built.catalog_types()["grid_size"] == "int4"
-    assert built.catalog_types()["integer_valued"] == "bool"
+    assert built.catalog_types()["density"] == "float4[]" and built.catalog_types()["step"] == "float8"
     summary = built.summary('"t"', "x")
     assert list(summary) == ["relation", "column", "rows", "nulls", "heavy_values", "heavy_rows", "kde_rows",
-                             "integer_valued", "method", "bandwidth", "sample_size", "backend", "scale",
-                             "discrete", "grid_size", "seconds"]
+                             "step", "method", "bandwidth", "sample_size", "backend", "scale", "grid_size",
+                             "budget", "seconds"]
     assert summary["rows"] == len(values) and summary["heavy_values"] == 0
 
 
-def test_integer_column_gets_one_cell_per_value(rng):
+def test_integer_column_on_its_lattice(rng):
     x = rng.integers(-1000, 4000, 20000).astype(np.float64)
     built, requested = build(x, grid_size=64)
     check_1d(built, x)
-    grid = np.asarray(built.grid)
-    assert built.integer_valued and built.cell_discrete
-    assert grid[0] == x.min() - 0.5 and grid[-1] == x.max() + 0.5 and np.all(np.diff(grid) == 1.0)
-    assert built.grid_size == int(x.max() - x.min()) + 2  # raised from the requested 64
+    assert built.step == 1.0 and built.atom_values == [] and built.grid_size <= 64
+    assert built.grid[0] == x.min() - 0.5 and built.grid[-1] == x.max() + 0.5
     assert json.loads(built.catalog_row(1, ["x"], IDENTITY, requested)["requested"])["grid_size"] == 64  # as asked
+    few, _ = build(rng.integers(0, 40, 5000).astype(np.float64) * 1000.0 + 5000.0)
+    assert few.step == 1000.0 or few.kde_rows == 0  # multiples of 1000 (or all exact)
 
 
 def test_few_distinct_values_are_all_atoms(rng):
@@ -128,8 +137,11 @@ def test_few_distinct_values_are_all_atoms(rng):
     assert built.atom_values == [-3.0, 1.5, 2.25, 7.0] and built.kde_rows == 0
     assert (built.method, built.backend, built.sample_size, built.bandwidth) == ("exact", "none", 0, 0.0)
     row = built.catalog_row(1, ["x"], IDENTITY, requested)
-    assert row["grid_size"] == 0 and json.loads(row["requested"])["grid_size"] == 1024  # as requested
+    assert row["grid_size"] == 0 and "grid_size" not in json.loads(row["requested"])
     assert "scale" not in built.summary("t", "x")
+    # as many distinct values as the budget holds are still exact; more are not
+    many = rng.integers(0, 300, 20000) * 0.37
+    assert build(many)[0].kde_rows == 0 and build(many, budget=4096)[0].kde_rows > 0
 
 
 def test_heavy_values_and_a_continuous_rest(rng):
@@ -140,21 +152,48 @@ def test_heavy_values_and_a_continuous_rest(rng):
     x[(kind >= 0.3) & (kind < 0.35)] = 100.0
     built, _ = build(x, sample_size=5000)
     check_1d(built, x)
-    assert built.atom_values == [0.0, 100.0]
-    assert built.atom_cum_count == [float(np.count_nonzero(x == 0.0)), float(np.count_nonzero(x <= 100.0) -
-                                                                           np.count_nonzero((x > 0) & (x < 100)))]
+    assert built.step == 0.0 and built.atom_values == [0.0, 100.0]
     assert built.kde_rows == np.count_nonzero((x != 0.0) & (x != 100.0))
     assert built.sample_size < 5000  # chosen on the sample's rows off the heavy values
 
 
-def test_cents_get_a_lattice(rng):
-    x = np.round(rng.normal(20.0, 3.0, 20000), 2)  # a few thousand distinct values
-    built, _ = build(x, grid_size=256)
+def test_cents_get_their_lattice_and_heavy_values_their_own_cells(rng):
+    x = np.round(rng.lognormal(3.0, 1.0, 40000), 2)
+    x[:4000] = 19.99  # a price point
+    built, _ = build(x)
     check_1d(built, x)
-    lattice, grid = np.asarray(built.lattice), np.asarray(built.grid)
-    assert len(lattice) > 1024 and built.cell_discrete and not built.integer_valued
-    assert not np.isin(lattice, grid).any()  # no value on a cell edge
-    assert set(np.unique(x[~np.isin(x, built.atom_values)])) <= set(lattice)
+    assert built.step == 0.01 and built.atom_values == []
+    grid = np.asarray(built.grid)
+    k = np.searchsorted(grid, 19.99)
+    assert grid[k - 1] == pytest.approx(19.985) and grid[k] == pytest.approx(19.995)  # a cell of its own
+    assert built.cell_cum_count[k] - built.cell_cum_count[k - 1] == np.count_nonzero(x == 19.99)
+
+
+def test_a_lattice_the_table_breaks_off_the_sample_is_not_kept(rng):
+    x = np.round(rng.normal(50.0, 5.0, 200000), 2)
+    x[-3:] = [50.001, 49.9995, 51.0001]  # off the cent lattice, past the sampled rows
+    built, _ = build(x, sample_size=1000)
+    assert built.step == 0.0  # the scan saw them: the cells are those of a continuous column
+    check_1d(built, x)
+
+
+@pytest.mark.parametrize("budget", [1024, 2048, 4096, 16384, 65536])
+def test_the_budget_bounds_the_size(rng, budget):
+    x = np.round(rng.lognormal(2.0, 1.0, 30000), 2)
+    built, requested = build(x, budget=budget)
+    check_1d(built, x)
+    assert built.budget == budget and stored_bytes(built) > 0.9 * budget  # used, not wasted
+    assert json.loads(built.catalog_row(1, ["x"], IDENTITY, requested)["requested"])["budget"] == budget
+
+
+def test_refreshes_repeat_bit_for_bit_whatever_the_backend(rng):
+    x = np.round(rng.gamma(2.0, 30.0, 30000), 2)
+    first, _ = build(x, backend="native")
+    again, _ = build(x, backend="native")
+    reference, _ = build(x, backend="reference", sample_size=4000)
+    native, _ = build(x, backend="native", sample_size=4000)
+    assert first.payload() == again.payload() and first.bandwidth == again.bandwidth
+    assert reference.payload() == native.payload() and reference.bandwidth == native.bandwidth
 
 
 def test_values_near_the_ends_of_float8_are_scanned_scaled(rng):
@@ -293,8 +332,12 @@ def test_array_reader_answers_as_the_sql_queries_do():
     values, counts = reader.counts_of(np.array([2.0, 9.0]))
     assert values.tolist() == [2.0] and counts.tolist() == [2.0]
     # width_bucket(v, points) - 1 clamped to the cells: 3.0 (= the last point) goes to the last cell
-    rows, sums, offsets = reader.cells_1d(np.array([1.0, 2.0, 3.0]), np.array([2.5]))
-    assert rows.tolist() == [1.0, 3.0] and sums.tolist() == [1.0, 7.0] and offsets.tolist() == [0.0, 1.0]
+    cells = reader.cells_1d(np.array([1.0, 2.0, 3.0]), np.array([2.5]), 0.0)
+    assert cells.rows.tolist() == [1.0, 3.0] and cells.sums.tolist() == [1.0, 7.0] and cells.off_lattice == 0
+    assert (cells.lo, cells.hi) == (1.0, 3.0)
+    cells = reader.cells_1d(np.array([0.25, 2.25, 3.25]), np.array([]), 0.5)  # 2.5 is on the half lattice
+    assert cells.rows.tolist() == [3.0, 2.0] and cells.sums.tolist() == [5.0, 5.5] and cells.off_lattice == 0
+    assert ArrayTableReader((np.array([0.5, 0.7]),)).cells_1d(np.array([0.0, 1.0]), np.array([]), 0.5).off_lattice == 1
     scaled = reader.scaled([0.5])
     assert scaled.sample(10, 7)[:, 0].tolist() == [1.5, 0.5, 1.0, 1.0, 1.25] and scaled.stats() == stats
     assert reader.row_count() == 7 and len(reader.sample(2, 7)) <= 2

@@ -1,0 +1,339 @@
+"""The cells of a 1-D synopsis (format 2, pg_kde 0.4.0): where they go, and the shape rows take inside one.
+
+A 1-D synopsis answers a range from two parts that add up: exact heavy values (:mod:`.maths`, ``Atoms``)
+and cells, each with its exact row count and sum. A range takes whole cells exactly; only the (at most
+two) cells it cuts are estimated, from a shape of the rows inside the cell:
+
+- **The value lattice.** Most real columns hold values on a lattice: integers, cents, whole seconds, days.
+  :func:`lattice_step` finds the step q (the refresh checks it on every row); each value v then owns
+  [v − q/2, v + q/2], cell boundaries sit on half-steps (a value's rows never straddle one) and a query's
+  bounds move to the half-step just outside the values they include. A bound on a value counts all of
+  that value's rows, a point query ``lo = hi`` estimates that value's rows, and a range whose bounds fall
+  on cell boundaries is exact.
+- **Equal-depth cells within a byte budget** (:func:`cells_for_budget`, :func:`depth_grid`,
+  :func:`lattice_grid`): cells hold similar shares of the rows wherever the data are dense.
+- **The shape inside a cell** (:func:`cell_shape`): a cubic density that keeps the cell's exact row count
+  and exact mean, and meets the KDE's density at both of its ends (:func:`kde_at`, the reflection KDE of the
+  sample with the selected bandwidth). Where that cubic would go negative, the linear density with the
+  exact mean (format 1's shape) stands in.
+
+docs/math.md §7 gives the formulas; sql/src/30_query_1d.sql evaluates them at query time and
+:mod:`pg_kde.synopsis.query` is their float64 reference.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import numpy as np
+
+from .._slices import Interrupt
+
+#: Lattice steps tried, largest first: decimal steps and the clock's (minutes, hours, days in seconds).
+STEP_CANDIDATES = tuple(sorted({10.0**k for k in range(-9, 10)} | {60.0, 3600.0, 86400.0}, reverse=True))
+#: How far v / q may be from a whole number, in ulps of the larger of |v / q| and 1, for v to be on the lattice.
+LATTICE_ULPS = 8
+#: A step is only used while values stay within this many steps of 0 (so v / q is exact enough to round).
+STEP_RANGE = 2.0**40
+
+#: Share of a grid's cells placed at equal widths over the column's range (the rest at quantiles): ranges in a
+#: sparse tail then fall on whole cells, most of them empty or nearly, not inside one wide tail cell.
+WIDTH_SHARE = 0.25
+#: Share of the tail-weighted scale in the quantile levels of the cells (see levels).
+TAIL_WEIGHT = 0.3
+#: Default byte budgets: a 1-D synopsis, a 2-D one (header and payload rows, as pg_column_size counts them).
+DEFAULT_BUDGET_1D = 8192
+DEFAULT_BUDGET_2D = 65536
+#: Smallest and largest budgets accepted: room for the rows' fixed parts and a few cells; 64 MB.
+MIN_BUDGET = 1024
+MAX_BUDGET = 1 << 26
+#: Bytes of the header row and the payload row's fixed part (measured: docs/benchmarks.md, budgets), with room.
+ROW_BYTES_1D = 640
+#: The same for a 2-D synopsis, and its bytes per grid point (counts, KDE masses, two sums: float8 each).
+ROW_BYTES_2D = 1000
+POINT_BYTES_2D = 32
+#: Bytes per cell boundary (grid, cum count, cum sum as float8; density as float4) and per heavy value.
+BOUNDARY_BYTES = 28
+ATOM_BYTES = 24
+#: Largest rate of an exponential shape (a mean within 1/500 of a cell's end): e^500 stays finite.
+RATE_LIMIT = 500.0
+#: Sampled values the KDE at the boundaries is evaluated from (an evenly spaced subset of the sorted sample).
+KDE_POINTS = 8192
+#: Kernel values kde_at computes between two interrupt checks (about 30 ms of NumPy here).
+KDE_SLICE_TERMS = 1 << 20
+
+
+def lattice_step(sample: np.ndarray) -> float:
+    """The largest of :data:`STEP_CANDIDATES` that every sampled value is a whole multiple of; 0 when none
+    is (a continuous column) or the sample holds fewer than two distinct values."""
+    x = np.unique(np.asarray(sample, dtype=np.float64))
+    if len(x) < 2:
+        return 0.0
+    top = float(np.max(np.abs(x)))
+    for q in STEP_CANDIDATES:
+        if top / q > STEP_RANGE:
+            break
+        if np.all(on_lattice(x, q)):
+            return q
+    return 0.0
+
+
+def on_lattice(values: np.ndarray, step: float) -> np.ndarray:
+    """Which values are whole multiples of ``step`` (as :func:`lattice_step` judges)."""
+    r = np.asarray(values, dtype=np.float64) / step
+    # v / q carries a relative rounding error of a few ulps: allow that, never a fraction of a step.
+    return np.abs(r - np.round(r)) <= LATTICE_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(r), 1.0)
+
+
+def lattice_sums(steps, step: float) -> np.ndarray:
+    """Sums of values from sums of whole steps (exact integers): k·q for steps of 1 and more, k / (1/q)
+    below, as :func:`pg_kde.synopsis.query.lattice_value` reads a value."""
+    k = np.asarray([float(x) for x in steps], dtype=np.float64)
+    return k * step if step >= 1 else k / round(1 / step)
+
+
+def cells_for_budget(budget: int, atoms: int) -> int:
+    """How many cells fit in ``budget`` bytes beside ``atoms`` heavy values (at least 1; the caller checks
+    the budget is at least :data:`MIN_BUDGET`)."""
+    return max(1, (int(budget) - ROW_BYTES_1D - ATOM_BYTES * atoms) // BOUNDARY_BYTES - 1)
+
+
+def grid_size_2d(budget: int) -> int:
+    """Grid points per axis of a 2-D synopsis within ``budget`` bytes: four float8 summed-area tables of
+    m × m points (counts, the KDE's masses, two columns' sums) and two axes of m points, beside the rows'
+    fixed parts."""
+    room = max(0, int(budget) - ROW_BYTES_2D)
+    m = math.isqrt(room // POINT_BYTES_2D)
+    # (an axis may get two points more than asked: its ends, at the table's min and max)
+    while m > 2 and POINT_BYTES_2D * (m + 2) ** 2 + 16 * (m + 2) > room:
+        m -= 1
+    return max(2, m)
+
+
+def levels(cells: int) -> np.ndarray:
+    """The quantile levels of the inner boundaries of ``cells`` cells: equal steps of
+    k(p) = (1 − w) p + w (asin(2p − 1) / π + ½), w = :data:`TAIL_WEIGHT`. The asin part (t-digest's scale)
+    gives the tails cells of ~p^½ / cells rows instead of 1 / cells, so ranges in a sparse tail are cut
+    finely; the middle cells grow by 1 / (1 − w + 2w / π)."""
+    k = np.linspace(0.0, 1.0, cells + 1)[1:-1]
+    p = k.copy()
+    for _ in range(60):  # Newton on k(p) = k, k monotone and smooth inside (0, 1)
+        s = np.sqrt(np.clip(p * (1 - p), 1e-300, None))
+        f = (1 - TAIL_WEIGHT) * p + TAIL_WEIGHT * (np.arcsin(2 * p - 1) / np.pi + 0.5) - k
+        p = np.clip(p - f / ((1 - TAIL_WEIGHT) + TAIL_WEIGHT / (np.pi * s)), 1e-15, 1 - 1e-15)
+    return p
+
+
+def depth_grid(sample: np.ndarray, lo: float, hi: float, cells: int) -> np.ndarray:
+    """Boundaries of at most ``cells`` cells over [lo, hi] (a continuous column): the sample's quantiles at
+    :func:`levels`, with the ends at the table's min and max. Strictly increasing, at least 2 points."""
+    wide = int(cells * WIDTH_SHARE)
+    deep = cells - wide
+    inner = np.quantile(sample, levels(deep)) if deep > 1 and len(sample) else np.array([])
+    inner = np.concatenate([np.asarray(inner, dtype=np.float64), np.linspace(lo, hi, wide + 1)[1:-1]])
+    points = np.unique(np.concatenate([[lo], inner[(inner > lo) & (inner < hi)], [hi]]))
+    return points if len(points) >= 2 else np.array([lo, hi if hi > lo else lo + 1.0])
+
+
+def lattice_grid(sample: np.ndarray, lo: float, hi: float, step: float, cells: int,
+                 heavy: np.ndarray = np.empty(0)) -> np.ndarray:
+    """Boundaries of at most ``cells`` cells over the values lo .. hi of a lattice of ``step``, on half-steps:
+    one cell per value when they fit; otherwise a cell of its own for each ``heavy`` value (exact for any
+    range, and no hole in a neighbour's shape) and the rest at the sample's quantile :func:`levels`, each
+    boundary just above the value nearest a quantile."""
+    k_lo, k_hi = round(lo / step), round(hi / step)
+    if k_hi - k_lo + 1 <= cells:
+        halves = np.arange(k_lo, k_hi + 2, dtype=np.float64) - 0.5
+    else:
+        k_heavy = np.round(np.asarray(heavy, dtype=np.float64) / step)
+        forced = np.unique(np.concatenate([k_heavy - 0.5, k_heavy + 0.5]))
+        free = max(1, cells - len(forced))
+        wide = int(free * WIDTH_SHARE)
+        deep = free - wide
+        light = sample[~np.isin(sample, heavy)]
+        light = light if len(light) else sample
+        inner = np.quantile(light, levels(deep)) if len(light) and deep > 1 else np.array([])
+        inner = np.round(np.asarray(inner) / step) + 0.5
+        even = np.round(np.linspace(k_lo, k_hi, wide + 1)[1:-1]) + 0.5
+        inner = np.concatenate([inner, even, forced])
+        inner = inner[(inner > k_lo) & (inner < k_hi)]
+        halves = np.unique(np.concatenate([[k_lo - 0.5], inner, [k_hi + 0.5]]))
+    return halves * step
+
+
+def trim_ends(points: np.ndarray, lo: Optional[float], hi: Optional[float], step: float) -> np.ndarray:
+    """The grid with its first and last points moved in to the scanned rows' min and max (half a step out
+    on a lattice), when those lie inside the outer cells: each row stays in its cell."""
+    if lo is None or len(points) < 2:
+        return points
+    points = np.array(points, dtype=np.float64)
+    if step > 0:  # the half-steps as lattice_grid computes them
+        lo, hi = (round(lo / step) - 0.5) * step, (round(hi / step) + 0.5) * step
+    if points[0] < lo < points[1]:
+        points[0] = lo
+    if points[-2] < hi < points[-1]:
+        points[-1] = hi
+    return points
+
+
+def kde_at(points: np.ndarray, sample: np.ndarray, h: float, lo: float, hi: float, *,
+           interrupt: Interrupt = None) -> np.ndarray:
+    """The reflection KDE of ``sample`` (a density on [lo, hi], integrating to 1) at ``points``, bandwidth h:
+    (1 / (n h)) Σᵢ [φ((p − xᵢ)/h) + φ((p − (2lo − xᵢ))/h) + φ((p − (2hi − xᵢ))/h)].
+
+    A sample larger than :data:`KDE_POINTS` is thinned to evenly spaced order statistics (deterministic).
+    With ``interrupt``, it is called before each slice of about :data:`KDE_SLICE_TERMS` kernel values."""
+    x = np.sort(np.asarray(sample, dtype=np.float64))
+    if len(x) > KDE_POINTS:
+        x = x[np.linspace(0, len(x) - 1, KDE_POINTS).round().astype(np.int64)]
+    sources = np.concatenate([x, 2 * lo - x, 2 * hi - x])
+    out = np.zeros(len(points))
+    rows = max(1, KDE_SLICE_TERMS // len(sources))
+    for start in range(0, len(points), rows):
+        if interrupt is not None:
+            interrupt()
+        u = (np.asarray(points[start : start + rows])[:, None] - sources[None, :]) / h
+        out[start : start + rows] = np.exp(-0.5 * u * u).sum(axis=1)
+    return out / (len(x) * h * math.sqrt(2 * math.pi))
+
+
+def repeatable_bandwidth(h: float) -> float:
+    """h to three significant digits: backends and thread counts that differ in the last bits of h give the
+    same synopsis (a KDE's bandwidth carries no more precision than that)."""
+    return float(f"{h:.3g}") if h > 0 and math.isfinite(h) else h
+
+
+# ------------------------------------------------------------------------------------ the shape in a cell
+def cubic(d0: float, d1: float, mean: float) -> Tuple[float, float, float, float]:
+    """Coefficients (a, b, c, e) of f(t) = a + b t + c t² + e t³ on [0, 1] with f(0) = d0, f(1) = d1,
+    ∫f = 1 and ∫t f = mean (docs/math.md §7)."""
+    return (d0, -9 * d0 + 3 * d1 - 60 * mean + 36, 18 * d0 - 12 * d1 + 180 * mean - 96,
+            -10 * d0 + 10 * d1 - 120 * mean + 60)
+
+
+def cubic_is_density(a: float, b: float, c: float, e: float) -> bool:
+    """Whether a cubic with non-negative ends (the caller's d0, d1) is non-negative on [0, 1]: at the roots
+    of f' inside (what _kde_cut checks in SQL, the same way)."""
+    def f(t):
+        return a + t * (b + t * (c + t * e))
+    roots = []
+    if abs(e) > 1e-12:
+        disc = 4 * c * c - 12 * e * b
+        if disc >= 0:
+            s = math.sqrt(disc)
+            roots = [(-2 * c + s) / (6 * e), (-2 * c - s) / (6 * e)]
+    elif abs(c) > 1e-12:
+        roots = [-b / (2 * c)]
+    return all(not (0 < t < 1 and f(t) < 0) for t in roots)
+
+
+def linear(mean: float) -> Tuple[float, float, float, float]:
+    """The linear density with the given mean, its slope 12 (mean − ½) kept within ±2 (non-negative)."""
+    slope = max(-2.0, min(2.0, 12 * (mean - 0.5)))
+    return (1 - slope / 2, slope, 0.0, 0.0)
+
+
+def exponential_rate(mean: float) -> float:
+    """λ of the density λ e^{−λt} / (1 − e^{−λ}) on [0, 1] with the given mean (λ < 0 when the mean is past
+    ½: the mass at the right end): Newton's method on m(λ) = 1/λ − 1/(e^λ − 1) from λ = 1/m, 30 steps
+    until a step changes λ by at most 1e-12 of it (what _kde_smooth does in SQL, step for step). Used for
+    |mean − ½| > ⅙ only, where λ > 2.5 and each step is well conditioned."""
+    m = min(max(mean, 1e-6), 1 - 1e-6)
+    flip = m > 0.5
+    if flip:
+        m = 1 - m
+    lam = min(RATE_LIMIT, 1.0 / m)  # m(λ) ≈ 1/λ for large λ; m(λ) falls from ½ at λ = 0
+    for _ in range(30):
+        e = math.exp(-lam)
+        f = 1 / lam - e / (1 - e) - m
+        d = -1 / (lam * lam) + e / ((1 - e) ** 2)
+        new = min(RATE_LIMIT, max(1e-6, lam - f / d))
+        if abs(new - lam) <= 1e-12 * lam:
+            lam = new
+            break
+        lam = new
+    return -lam if flip else lam
+
+
+def cell_shape(d0: Optional[float], d1: Optional[float], mean: float) -> Tuple[Tuple[float, ...], str]:
+    """The shape of a cell's rows and its kind: the KDE's cubic ("cubic", coefficients a, b, c, e); where
+    that goes negative and the mean is far from the middle (a tail cell: its rows crowd one end), the
+    exponential density with that mean ("exp", (λ,)); otherwise the linear density with that mean
+    ("linear"). d0, d1 are the KDE's density at the ends relative to the cell's mean density (None: not
+    known)."""
+    if d0 is not None and d1 is not None and d0 >= 0 and d1 >= 0:
+        coef = cubic(d0, d1, mean)
+        if cubic_is_density(*coef):
+            return coef, "cubic"
+    if abs(mean - 0.5) > 1 / 6:
+        return (exponential_rate(mean),), "exp"
+    return linear(mean), "linear"
+
+
+def mass(coef, t: float) -> float:
+    """∫₀ᵗ f of a shape's coefficients (cubic or linear: four; exponential: one, λ)."""
+    if len(coef) == 1:
+        lam = coef[0]
+        return (math.exp(-lam * t) - 1) / (math.exp(-lam) - 1)
+    a, b, c, e = coef
+    return t * (a + t * (b / 2 + t * (c / 3 + t * e / 4)))
+
+
+def moment(coef, t: float) -> float:
+    """∫₀ᵗ s f(s) ds."""
+    if len(coef) == 1:
+        lam = coef[0]
+        return (1 - math.exp(-lam * t) * (1 + lam * t)) / (lam * (1 - math.exp(-lam)))
+    a, b, c, e = coef
+    return t * t * (a / 2 + t * (b / 3 + t * (c / 4 + t * e / 5)))
+
+
+def edge_densities(density, c: int, n: float, w: float, kde_rows: float, half_range: float):
+    """The KDE's densities at cell c's ends relative to the cell's mean density, from the stored ones
+    (relative to the grid's mean density, kde_rows / range): density · (w / R) · (kde_rows / n), w and R half the
+    cell's width and half the grid's range (halves: no difference of values near the ends of float8
+    overflows). As _kde_range in SQL."""
+    scale = (w / half_range) * (kde_rows / n)
+    return density[c] * scale, density[c + 1] * scale
+
+
+def shape_variance(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: np.ndarray, sample: np.ndarray,
+                   step: float, population: bool) -> float:
+    """τ², the variance of the shape's error in a cell's share at a cut, per unit of 4 s (1 − s) (s the share
+    below the cut), estimated from the sample: at cuts a quarter, half and three quarters into each cell
+    holding at least 20 sampled values, the squared gap between the sample's share below the cut and the
+    shape's, less the sample's own binomial variance (none when the sample is the whole table,
+    ``population``), pooled over cells, less twice that noise's own spread. 0 when the shapes fit within the
+    sample's resolution.
+
+    Queries add n² τ² 4 s (1 − s) to a cut cell's binomial variance n s (1 − s) (docs/math.md §7): where rows
+    cluster on a few values per cell, or the shape misses the data's, intervals widen by what the sample saw."""
+    x = np.sort(np.asarray(sample, dtype=np.float64))
+    excess, weight, jitter = 0.0, 0.0, 0.0
+    for c in range(len(points) - 1):
+        g0, g1, n = points[c], points[c + 1], rows[c]
+        lo_i, hi_i = np.searchsorted(x, g0, "left"), np.searchsorted(x, g1, "left")
+        k = hi_i - lo_i
+        if k < 20 or n <= 0:
+            continue
+        w = g1 - g0
+        mean = (sums[c] / n - g0) / w
+        mean = min(1.0, max(0.0, mean)) if math.isfinite(mean) else 0.5
+        coef, _ = cell_shape(*edge_densities(density, c, n, w / 2, rows.sum(), points[-1] / 2 - points[0] / 2), mean)
+        for frac in (0.25, 0.5, 0.75):
+            cut = g0 + frac * w
+            if step > 0:  # queries cut a lattice cell at half-steps
+                cut = (math.floor(cut / step) + 0.5) * step
+            t = (cut - g0) / w
+            if not 0 < t < 1:
+                continue
+            share = min(1.0, max(0.0, mass(coef, t)))
+            seen = (np.searchsorted(x, cut, "left") - lo_i) / k
+            noise = 0.0 if population else share * (1 - share) / k * max(0.0, 1 - k / n)
+            excess += (seen - share) ** 2 - noise
+            weight += 4 * share * (1 - share)
+            jitter += 2 * noise * noise
+    # The sample's own noise makes the excess jitter by about √jitter: only an excess well past that (twice)
+    # says the shape misses the data; below it, τ² is 0 and the binomial variance stands alone.
+    return max(0.0, excess - 2 * math.sqrt(jitter)) / weight if weight > 0 else 0.0

