@@ -392,7 +392,8 @@ def main(argv=None) -> int:
             stage["fetch + exact"] = time.perf_counter() - t0
             shares = loads["data"][2] / len(values)
             facts[name] = {"rows": len(values), "data shares": (float(shares.min()), float(shares.max())),
-                           "uniform": len(loads["uniform"][0])}
+                           "uniform": len(loads["uniform"][0]),
+                           "single-valued": int((loads["data"][0] == loads["data"][1]).sum())}
             log(start, f"{name}: {len(values):,} rows, data shares {shares.min():.2%}–{shares.max():.2%}, "
                        f"{len(loads['uniform'][0])} uniform ranges")
             for method in METHODS:
@@ -526,7 +527,9 @@ def summarise(rows, facts, timings, args) -> str:
         fact = facts.get(name, {})
         lines += ["", f"## {name}", "",
                   f"{fact.get('rows', 0):,} non-NULL rows; data ranges hold {fact['data shares'][0]:.2%}–"
-                  f"{fact['data shares'][1]:.2%} of them; {fact.get('uniform', 0)} uniform ranges."
+                  f"{fact['data shares'][1]:.2%} of them, and {fact['single-valued']} of the {args.queries} have "
+                  f"lo = hi (one value holds the target share: a point query to the t-digest and the sample); "
+                  f"{fact.get('uniform', 0)} uniform ranges."
                   if fact else "not measured"]
         for workload in WORKLOADS:
             subset = [r for r in rows if r["column"] == name and r["workload"] == workload]
