@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 # -P: never import the source tree from the working directory; the installed build is the one under test.
 RUN := $(PY) -P
 
-.PHONY: all install test demo bench bench-quick bench-aqp gpu-check gpu-sanitize clean system-deps python-deps \
+.PHONY: all install test demo bench bench-quick bench-deps bench-aqp bench-budget gpu-check gpu-sanitize clean system-deps python-deps \
 	server-stop docker-deps docker-image docker-test
 
 all: test
@@ -63,11 +63,17 @@ bench: install
 bench-quick: install
 	$(RUN) benchmarks/bandwidth.py --quick
 
-bench-aqp: install
+# What the comparisons with other estimators need: the tdigest extension and the bench extra.
+bench-deps: install
 	@ls /usr/share/postgresql/*/extension/tdigest.control >/dev/null 2>&1 || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15-tdigest)
 	$(PY) -m pip install -q '.[bench]'
+
+bench-aqp: bench-deps
 	$(RUN) benchmarks/aqp.py
+
+bench-budget: bench-deps
+	$(RUN) benchmarks/budget.py
 
 # On a machine with a CUDA device whose Python already has numpy, scipy, CuPy, pytest, pybind11 and
 # scikit-build-core (no network needed): build pg_kde into a venv that sees them, then the gpu tests,
