@@ -14,10 +14,11 @@ sales of --rows rows (seeded with setseed, built by generate_series and random()
 Workloads per column, from a numpy generator seeded by --seed and the column's place in the list; exact
 answers from the column fetched once into a sorted float64 array (timestamps as epoch seconds), counted
 with searchsorted over inclusive bounds, as SQL's BETWEEN counts:
-  data     --queries ranges whose bounds are values of the column: a target share s drawn LOG-UNIFORMLY
-           in [0.1%, 50%] of the non-NULL rows, lo the value of a random row (among those that leave
-           room for s), hi the value at rank(lo) + s*n - 1; ties can make a range hold more than s
-           (a share above 50% for qty, whose value 1 holds over half the rows);
+  data     --queries ranges whose bounds are values of the column: a target share s drawn UNIFORMLY in
+           [0.1%, 50%] of the non-NULL rows (the workload of pg_kde's accuracy targets), lo the value of a
+           random row (among those that leave room for s), hi the value at rank(lo) + s*n - 1; ties can make
+           a range hold more than s (a share above 50% for qty, whose value 1 holds over half the rows);
+  data-log the same with s drawn LOG-UNIFORMLY in [0.1%, 50%] (small ranges weigh as much as large ones);
   uniform  --queries ranges with lo < hi drawn uniformly over [min, max] (rounded to the column's
            resolution: cents, integers, whole seconds), kept when they hold at least one row;
   point    --points point queries lo = hi = the value of a random row (pg_kde and the planner only).
@@ -26,8 +27,9 @@ Methods and sizes (bytes), each estimate's relative error |est - exact| / exact:
            parameter, grid_size => G for G in --grid-sizes instead); approx_count(tbl, col, lo, hi) with
            bounds of the column's type (float8 and numeric as float8, integer as integer, timestamptz as
            timestamptz); size: the header and payload rows, pg_column_size(kde_catalog) +
-           pg_column_size(kde_synopsis). Also approx_count_ci's 95% interval: its coverage, and the
-           zero-width intervals that miss the exact answer. An error on a column (a type pg_kde does not
+           pg_column_size(kde_synopsis). Also approx_count_ci's 95% interval: its coverage (of all
+           queries, and of those whose interval is not exact), the zero-width intervals that miss the
+           exact answer, and the hard bounds' misses (pg_kde.synopsis.query on the stored row: must be 0). An error on a column (a type pg_kde does not
            take, say) is reported as n/a for it.
   planner  SET STATISTICS t for t in 100, 1000, 10000 and ANALYZE tbl (col); the Plan Rows of
            EXPLAIN SELECT * FROM tbl WHERE col BETWEEN lo AND hi, bounds of the column's own type
@@ -57,9 +59,11 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
+from psycopg.rows import dict_row
 
 from pg_kde import admin, server
 from pg_kde.demo.datasets import load_nycflights
+from pg_kde.synopsis.query import range_1d
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # aqp.py's helpers, under python -P as well
 from aqp import pct, timed  # noqa: E402
@@ -81,8 +85,8 @@ FALLBACK_GRID_SIZES = (64, 128, 256, 512, 1024, 2048)
 PLANNER_TARGETS = (100, 1000, 10000)
 TDIGEST_COMPRESSIONS = (25, 50, 100, 200, 500, 1000)
 BRACKETS = ((2048, "≤ 2 KB"), (8192, "≤ 8 KB"), (65536, "≤ 64 KB"))
-SHARES = (0.001, 0.5)  # the data workload's target shares, drawn log-uniformly between these
-WORKLOADS = ("data", "uniform", "point")
+SHARES = (0.001, 0.5)  # the data workloads' target shares, drawn uniformly (data) or log-uniformly (data-log)
+WORKLOADS = ("data", "data-log", "uniform", "point")
 METHODS = ("pg_kde", "planner", "tdigest", "sample")
 RANGE_ONLY = ("tdigest", "sample")  # methods with no meaningful answer to a point query
 
@@ -178,12 +182,13 @@ def make_workloads(values: np.ndarray, kind: str, rng, n_ranges: int, n_points: 
     """{workload: (lo, hi, exact)} as float64 arrays (see the module's docstring)."""
     n = len(values)
     out = {}
-    shares = np.exp(rng.uniform(np.log(SHARES[0]), np.log(SHARES[1]), n_ranges))
-    ks = np.maximum(1, np.round(shares * n).astype(np.int64))
-    starts = rng.integers(0, n - ks + 1)  # a row whose value leaves room for k rows from its rank on
-    lo = values[starts]
-    hi = values[np.minimum(np.searchsorted(values, lo, side="left") + ks - 1, n - 1)]
-    out["data"] = (lo, hi, count_between(values, lo, hi))
+    for workload, shares in (("data", rng.uniform(SHARES[0], SHARES[1], n_ranges)),
+                             ("data-log", np.exp(rng.uniform(np.log(SHARES[0]), np.log(SHARES[1]), n_ranges)))):
+        ks = np.maximum(1, np.round(shares * n).astype(np.int64))
+        starts = rng.integers(0, n - ks + 1)  # a row whose value leaves room for k rows from its rank on
+        lo = values[starts]
+        hi = values[np.minimum(np.searchsorted(values, lo, side="left") + ks - 1, n - 1)]
+        out[workload] = (lo, hi, count_between(values, lo, hi))
     lo_u, hi_u = [], []
     vmin, vmax = float(values[0]), float(values[-1])
     for _ in range(100 * n_ranges):
@@ -205,9 +210,11 @@ def errors(est, exact) -> np.ndarray:
     return np.abs(est - exact) / exact
 
 
-def result(name, workload, method, setting, size, errs, build_s=None, coverage=None, zero_width=None, note=""):
+def result(name, workload, method, setting, size, errs, build_s=None, coverage=None, zero_width=None, note="",
+           coverage_cut=None, cut=None, hard_misses=None):
     row = {"column": name, "workload": workload, "method": method, "setting": setting, "bytes": size,
            "median": None, "p95": None, "n": 0, "coverage": coverage, "zero_width_inexact": zero_width,
+           "coverage_cut": coverage_cut, "cut": cut, "hard_misses": hard_misses,
            "build_s": None if build_s is None else round(build_s, 3), "note": note}
     if errs is not None and len(errs):
         row.update(median=float(np.median(errs)), p95=float(np.percentile(errs, 95)), n=len(errs))
@@ -234,10 +241,12 @@ def run_pg_kde(conn, table, col, kind, loads, settings, start) -> list:
             size = conn.execute(
                 "SELECT pg_column_size(k.*) + pg_column_size(p.*) FROM kde_catalog k JOIN kde_synopsis p "
                 "USING (relid, cols) WHERE k.relid = %s::regclass AND k.cols = ARRAY[%s]", (table, col)).fetchone()[0]
+            stored = stored_payload(conn, table, col)
             rows = []
             for workload, (lo, hi, exact) in loads.items():
-                est, covered, zero_width = [], 0, 0
+                est, covered, zero_width, cut, cut_covered, hard_misses = [], 0, 0, 0, 0, 0
                 for a, b, x in zip(lo, hi, exact):
+                    hard = range_1d(stored, float(a), float(b), 0) if stored else None  # epoch seconds for time
                     a, b = bound_for_kde(kind, a), bound_for_kde(kind, b)
                     (e,) = conn.execute("SELECT approx_count(%s, %s, %s, %s)", (table, col, a, b)).fetchone()
                     _, low, high = conn.execute("SELECT * FROM approx_count_ci(%s, %s, %s, %s)",
@@ -245,9 +254,16 @@ def run_pg_kde(conn, table, col, kind, loads, settings, start) -> list:
                     est.append(e)
                     covered += bool(low <= x <= high)
                     zero_width += bool(low == high and abs(e - x) > 1e-9 * x)
+                    if high > low:
+                        cut += 1
+                        cut_covered += bool(low <= x <= high)
+                    if hard is not None:
+                        hard_misses += not (hard.low - 1e-9 * x <= x <= hard.high + 1e-9 * x)
                 errs = errors(est, exact)
                 rows.append(result(name, workload, "pg_kde", setting, size, errs, ms / 1e3,
-                                   coverage=covered / len(exact), zero_width=zero_width))
+                                   coverage=covered / len(exact), zero_width=zero_width,
+                                   coverage_cut=cut_covered / cut if cut else None, cut=cut,
+                                   hard_misses=hard_misses if stored else None))
         except psycopg.Error as exc:
             message = str(exc).splitlines()[0]
             log(start, f"{name} pg_kde {setting}: n/a ({message})")
@@ -257,6 +273,21 @@ def run_pg_kde(conn, table, col, kind, loads, settings, start) -> list:
         log(start, f"{name} pg_kde {setting}: {size:,} B, refresh {ms / 1e3:.1f} s, "
                    + ", ".join(f"{r['workload']} {pct(r['median'])} / {pct(r['p95'])}" for r in rows))
     return out
+
+
+def stored_payload(conn, table, col):
+    """The synopsis' catalog row for pg_kde.synopsis.query (format 2), float4 densities as the server reads
+    them; None before 0.4.0."""
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute("SELECT * FROM kde_synopsis WHERE relid = %s::regclass AND cols = ARRAY[%s]",
+                              (table, col)).fetchone()
+    except psycopg.Error:
+        return None
+    if row is None or "density" not in row:
+        return None
+    row["density"] = np.asarray(row["density"], dtype=np.float32).astype(np.float64).tolist()
+    return row
 
 
 def run_planner(conn, table, col, kind, loads, start) -> list:
@@ -484,10 +515,13 @@ def summarise(rows, facts, timings, args) -> str:
         f"{', '.join(map(str, TDIGEST_COMPRESSIONS))}; bytes = the stored digest. Sample: ⌈B/8⌉ values for B in "
         f"{', '.join(map(str, args.budgets))}; bytes = 8 per value, counting the values only. Relative error "
         "|est − exact| / exact, median and p95 (0: exact to float64 rounding). Data ranges: a share drawn "
-        f"log-uniformly in {SHARES[0]:.1%}–{SHARES[1]:.0%} of the rows (ties can make it larger); uniform ranges: "
+        f"uniformly (data) or log-uniformly (data-log) in {SHARES[0]:.1%}–{SHARES[1]:.0%} of the rows (ties can "
+        "make it larger); uniform ranges: "
         "bounds uniform over [min, max]; point queries: BETWEEN v AND v (pg_kde and the planner only). "
-        "pg_kde's coverage: the share of queries whose exact count lies in approx_count_ci's 95% interval; "
-        "zero-width misses: intervals of width 0 that do not hold the exact count. Size brackets are cumulative "
+        "pg_kde's coverage: the share of queries whose exact count lies in approx_count_ci's 95% interval, of "
+        "all queries and (in brackets) of those whose interval is not exact; zero-width misses: intervals of "
+        "width 0 that do not hold the exact count; hard misses: exact counts outside the hard bounds "
+        "(pg_kde.synopsis.query on the stored row). Size brackets are cumulative "
         "(≤ 8 KB includes the smaller configurations).",
         "",
         "## Lowest error per size bracket",
@@ -541,8 +575,11 @@ def summarise(rows, facts, timings, args) -> str:
                 if r["median"] is None:
                     lines.append(f"| {r['method']} | {r['setting']} | | n/a | n/a | 0 | {r['note']} |")
                     continue
-                cov = "" if r["coverage"] is None else (f"{r['coverage']:.0%}" + (
-                    f" ({r['zero_width_inexact']} zero-width misses)" if r["zero_width_inexact"] else ""))
+                cov = "" if r["coverage"] is None else (
+                    f"{r['coverage']:.0%}"
+                    + (f" ({r['coverage_cut']:.1%} of {r['cut']} inexact)" if r.get("cut") else "")
+                    + (f", {r['zero_width_inexact']} zero-width misses" if r["zero_width_inexact"] else "")
+                    + (f", {r['hard_misses']} hard misses" if r.get("hard_misses") is not None else ""))
                 lines.append(f"| {r['method']} | {r['setting']} | {kb(r['bytes'])} | {pct(r['median'])} | "
                              f"{pct(r['p95'])} | {r['n']} | {cov} |")
             lines += ["", bracket_line(subset)]
