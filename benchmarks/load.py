@@ -1,12 +1,14 @@
 """Query load through pgbench: approx_count calls per second and latency, 1 and many clients, on the current
-SQL version and, in the same run, on the previous one (0.2.0) holding the same synopsis.
+SQL version's default synopsis and, in the same run, on the previous version (0.3.0) holding its default.
 
     python benchmarks/load.py [--dsn DSN] [--seconds 10] [--clients 1,32] [--rows 1000000]
 
 Without --dsn (or $PG_KDE_DSN) it starts the embedded local server of the current directory. It works in
 two databases of its own (pg_kde_load, pg_kde_load_old; dropped and recreated): a table of --rows rows
-(log-normal amounts rounded to cents), its synopsis built by the current version, and the same catalog row
-copied into a 0.2.0 install (0.2.0's refresh needs its own package; its query functions are SQL). Each
+(log-normal amounts rounded to cents), its synopsis built by the current version at its default size (8 KB),
+and in a 0.3.0 install a synopsis of 0.3.0's default grid (2048 points, ~80 KB: built by the current version
+with grid_size => 2048 and written in 0.3.0's layout, pg_kde.synopsis.catalog.format1; 0.3.0's refresh
+needs its own package, its query functions are SQL). Each
 pgbench run calls approx_count on a seeded random range; the median latency comes from pgbench's
 per-transaction log. Writes benchmarks/results/load.md and prints it.
 """
@@ -27,17 +29,19 @@ from pathlib import Path
 import numpy as np
 
 from pg_kde import __version__, admin, server
+from pg_kde.synopsis.catalog import format1
 
-PREVIOUS = "0.2.0"
+PREVIOUS = "0.3.0"
+PREVIOUS_GRID = 2048  # 0.3.0's default grid_size
 SCRIPT = """\\set lo random(1, 400)
 \\set w random(1, 200)
 SELECT approx_count('load_t', 'amount', :lo, :lo + :w);
 """
-# 0.2.0's 1-D catalog table; 0.3.0 holds the same columns in its header (options as requested) and payload.
-SHARED_COLUMNS = ("relid, cols, method, bandwidth, sample_size, n_rows, n_null, integer_valued, atom_values, "
-                  "atom_cum_count, atom_cum_sum, kde_rows, grid, lattice, grid_size, cell_cum_count, cell_cum_sum, "
-                  "cell_cum_offset, kde_mass, cell_discrete, built_at, build_seconds, backend, mod_count, options, "
-                  "attnums, coltypes, built_relid, storage_id, pages")
+# 0.3.0's header and 1-D payload tables.
+HEADER = ("relid, cols, kind, attnums, coltypes, built_relid, requested, method, backend, bandwidth, sample_size, "
+          "n_rows, n_null, built_at, build_seconds, mod_count, storage_id, pages")
+PAYLOAD = ("relid, cols, integer_valued, atom_values, atom_cum_count, atom_cum_sum, kde_rows, grid, lattice, grid_size, "
+           "cell_cum_count, cell_cum_sum, cell_cum_offset, kde_mass, cell_discrete")
 
 
 def pgbench() -> str:
@@ -108,6 +112,8 @@ def run(dsn: str, clients: int, seconds: int) -> dict:
 
 def main() -> None:
     import psycopg
+    from psycopg.rows import dict_row
+    from psycopg.types.json import Jsonb
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", default=os.environ.get("PG_KDE_DSN"))
@@ -124,13 +130,19 @@ def main() -> None:
     with psycopg.connect(current, autocommit=True) as a, psycopg.connect(previous, autocommit=True) as b:
         load_table(a, args.rows)
         load_table(b, args.rows)
-        a.execute("SELECT kde_refresh('load_t', 'amount')")
-        payload = SHARED_COLUMNS.split(", ", 1)[1].replace("options", "requested::text")
-        row = a.execute(f"SELECT relid::text, {payload} FROM kde_catalog JOIN kde_synopsis USING (relid, cols)").fetchone()
-        b.execute(f"INSERT INTO kde_synopsis ({SHARED_COLUMNS}) VALUES ({', '.join(['%s'] * len(row))})", row)
-        b.execute("UPDATE kde_synopsis SET built_relid = relid::oid")  # as its own refresh would have stored
-        check = "SELECT approx_count('load_t', 'amount', 10, 90)"
-        assert a.execute(check).fetchone() == b.execute(check).fetchone(), "the two installs answer differently"
+        a.execute("SELECT kde_refresh('load_t', 'amount', grid_size => %s)", (PREVIOUS_GRID,))
+        with a.cursor(row_factory=dict_row) as cur:
+            row = format1(cur.execute("SELECT k.*, p.*, k.relid::text AS relid FROM kde_catalog k "
+                                      "JOIN kde_synopsis p USING (relid, cols)").fetchone())
+        for table, columns in (("kde_catalog", HEADER), ("kde_synopsis", PAYLOAD)):
+            names = columns.split(", ")
+            b.execute(f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(names))})",
+                      [Jsonb(row[c]) if c == "requested" else row[c] for c in names])
+        b.execute("UPDATE kde_catalog SET built_relid = relid::oid")  # as its own refresh would have stored
+        a.execute("SELECT kde_refresh('load_t', 'amount')")  # the current default
+        sizes = {v: c.execute("SELECT bytes FROM kde_synopses").fetchone()[0] for v, c in ((PREVIOUS, b), (__version__, a))}
+        check = "SELECT approx_count('load_t', 'amount', 10, 90), (SELECT count(*) FROM load_t WHERE amount BETWEEN 10 AND 90)"
+        answers = {v: c.execute(check).fetchone() for v, c in ((PREVIOUS, b), (__version__, a))}
 
     # One client, inside one statement (no round trip per call): the cost of the call itself.
     statement = in_statement_us({PREVIOUS: previous, __version__: current}, psycopg, repeats=9)
@@ -142,7 +154,10 @@ def main() -> None:
 
     lines = [f"# Query load (pgbench, approx_count), {dt.date.today()}", "",
              f"Machine: {platform.machine()}, {os.cpu_count()} cores ({platform.platform()}); {args.rows} rows; "
-             f"{args.seconds} s per run; the server on the same machine.", "",
+             f"{args.seconds} s per run; the server on the same machine. Synopsis sizes: "
+             + ", ".join(f"{v} {sizes[v]:,} bytes" for v in sizes)
+             + "; approx_count(10, 90) (exact): " + ", ".join(f"{v} {answers[v][0]:.1f} ({answers[v][1]})" for v in answers)
+             + ".", "",
              "| clients | version | calls/s | p50 ms | p95 ms | calls | failed |", "|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['clients']} | {r['version']} | {r['calls_per_s']:.0f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | "

@@ -447,3 +447,67 @@ COMMENT ON FUNCTION kde_bandwidth(regclass, text[], text, text, integer) IS
 
 COMMENT ON FUNCTION approx_count_ci(regclass, text, float8, float8, float8) IS
     'approx_count with an interval: heavy values and whole cells are exact; only the cells the range cuts are uncertain (estimate ± z·sd at the given confidence, within hard bounds that always hold the answer as of the build)';
+
+CREATE FUNCTION approx_avg(tbl regclass, avg_col text, pred_col text, lo float8, hi float8) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN c > 0 THEN s / c END
+    FROM (SELECT @extschema@.approx_sum(tbl, avg_col, pred_col, lo, hi) AS s,
+                 @extschema@.approx_count(tbl, pred_col, lo, hi, avg_col, NULL, NULL) AS c) q
+$$;
+COMMENT ON FUNCTION approx_avg(regclass, text, text, float8, float8) IS
+    'Approximate average of avg_col over rows with lo <= pred_col <= hi (NULL when none), from the pair''s 2-D synopsis';
+
+CREATE FUNCTION approx_count(tbl regclass, col1 text, lo1 timestamptz, hi1 timestamptz, col2 text, lo2 float8, hi2 float8)
+RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_count(tbl, col1, t.a, t.b, col2, lo2, hi2) FROM @extschema@._kde_time_bounds(tbl, col1, lo1, hi1) t $$;
+COMMENT ON FUNCTION approx_count(regclass, text, timestamptz, timestamptz, text, float8, float8) IS
+    'approx_count of a box whose first column is a date, timestamp or timestamptz column';
+
+CREATE FUNCTION approx_count(tbl regclass, col1 text, lo1 text, hi1 text, col2 text, lo2 text, hi2 text) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@.approx_count(tbl, col1, @extschema@._kde_text_bound(tbl, col1, lo1),
+                                    @extschema@._kde_text_bound(tbl, col1, hi1), col2,
+                                    @extschema@._kde_text_bound(tbl, col2, lo2), @extschema@._kde_text_bound(tbl, col2, hi2))
+$$;
+COMMENT ON FUNCTION approx_count(regclass, text, text, text, text, text, text) IS
+    'approx_count of a box with bounds given as text (untyped literals), read as each column''s own type';
+
+CREATE FUNCTION approx_sum(tbl regclass, sum_col text, pred_col text, lo timestamptz, hi timestamptz) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_sum(tbl, sum_col, pred_col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, pred_col, lo, hi) t $$;
+COMMENT ON FUNCTION approx_sum(regclass, text, text, timestamptz, timestamptz) IS
+    'approx_sum of sum_col over a time range of pred_col (a date, timestamp or timestamptz column)';
+
+CREATE FUNCTION approx_sum(tbl regclass, sum_col text, pred_col text, lo text, hi text) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@.approx_sum(tbl, sum_col, pred_col, @extschema@._kde_text_bound(tbl, pred_col, lo),
+                                  @extschema@._kde_text_bound(tbl, pred_col, hi))
+$$;
+COMMENT ON FUNCTION approx_sum(regclass, text, text, text, text) IS
+    'approx_sum with bounds given as text (untyped literals), read as pred_col''s own type';
+
+CREATE FUNCTION approx_avg(tbl regclass, avg_col text, pred_col text, lo timestamptz, hi timestamptz) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_avg(tbl, avg_col, pred_col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, pred_col, lo, hi) t $$;
+COMMENT ON FUNCTION approx_avg(regclass, text, text, timestamptz, timestamptz) IS
+    'approx_avg of avg_col over a time range of pred_col (a date, timestamp or timestamptz column)';
+
+CREATE FUNCTION approx_avg(tbl regclass, avg_col text, pred_col text, lo text, hi text) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@.approx_avg(tbl, avg_col, pred_col, @extschema@._kde_text_bound(tbl, pred_col, lo),
+                                  @extschema@._kde_text_bound(tbl, pred_col, hi))
+$$;
+COMMENT ON FUNCTION approx_avg(regclass, text, text, text, text) IS
+    'approx_avg with bounds given as text (untyped literals), read as pred_col''s own type';

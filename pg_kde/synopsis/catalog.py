@@ -177,3 +177,23 @@ class Built2D:
         return {"relation": relation, "columns": list(columns), "rows": self.n_rows, "nulls": self.n_null,
                 "method": self.method, "bandwidth": self.bandwidth, "sample_size": self.sample_size,
                 "backend": self.backend, "grid_size": self.grid_size, "seconds": round(self.seconds, 4)}
+
+
+def format1(row: dict) -> dict:
+    """A format-2 1-D catalog row (header and payload columns, as read from kde_catalog JOIN kde_synopsis)
+    with the payload columns 0.1.0 to 0.3.0 stored added: ``integer_valued`` (a lattice step of 1), no value
+    ``lattice``, each cell's ``cell_cum_offset`` (sums of (x − g₀)/w, from its exact sum), the KDE's
+    ``kde_mass`` at the grid points (density · kde_rows / range · h √(2π): a sum of kernels exp(−u²/2)), no
+    ``cell_discrete``. What the 0.3.0 → 0.4.0 update reads back: the update tests and the load benchmark
+    give an old install the same synopsis this way (an old refresh needs its own package)."""
+    import numpy as np
+
+    grid = np.asarray(row["grid"], dtype=np.float64)
+    out = dict(row, integer_valued=row["step"] == 1, lattice=[], cell_discrete=False, cell_cum_offset=[], kde_mass=[])
+    if len(grid):
+        counts, sums = np.diff(row["cell_cum_count"]), np.diff(row["cell_cum_sum"])
+        offsets = (sums - counts * grid[:-1]) / np.diff(grid)
+        out["cell_cum_offset"] = np.concatenate([[0.0], np.cumsum(offsets)]).tolist()
+        out["kde_mass"] = (np.asarray(row["density"], dtype=np.float64) * row["kde_rows"]
+                           / (2 * (grid[-1] / 2 - grid[0] / 2)) * row["bandwidth"][0] * np.sqrt(2 * np.pi)).tolist()
+    return out

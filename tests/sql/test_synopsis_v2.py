@@ -207,6 +207,25 @@ def test_time_columns(db, table):
             "to_timestamp(avg(extract(epoch FROM t))) FROM {} WHERE t BETWEEN '2024-02-01' AND '2024-05-01'").format(
                 ident(table)), (table,)).fetchone()
         assert abs((got - exact).total_seconds()) < 3600
+        # a time axis beside a numeric one in 2-D: sums and averages over a time range, boxes
+        db.execute("SELECT kde_refresh(%s, ARRAY['t', 'amount'])", (table,))
+        exact_sum, exact_n = db.execute(sql.SQL(
+            "SELECT sum(amount), count(*) FROM {} WHERE t BETWEEN '2024-03-01' AND '2024-06-01'").format(
+                ident(table))).fetchone()
+        got = db.execute("SELECT approx_sum(%s, 'amount', 't', '2024-03-01'::timestamptz, '2024-06-01'::timestamptz)",
+                         (table,)).fetchone()[0]
+        assert got == pytest.approx(float(exact_sum), rel=0.03)
+        assert db.execute("SELECT approx_sum(%s, 'amount', 't', '2024-03-01', '2024-06-01')", (table,)).fetchone()[0] == got
+        avg = db.execute("SELECT approx_avg(%s, 'amount', 't', '2024-03-01'::timestamptz, '2024-06-01'::timestamptz)",
+                         (table,)).fetchone()[0]
+        assert avg == pytest.approx(float(exact_sum) / exact_n, rel=0.03)
+        box = db.execute("SELECT approx_count(%s, 't', '2024-03-01', '2024-06-01', 'amount', '10', NULL)",
+                         (table,)).fetchone()[0]
+        exact_box = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE t BETWEEN '2024-03-01' AND '2024-06-01' "
+                                       "AND amount >= 10").format(ident(table))).fetchone()[0]
+        assert box == pytest.approx(exact_box, rel=0.03)
+        assert db.execute("SELECT approx_count(%s, 't', '2024-03-01'::timestamptz, '2024-06-01'::timestamptz, "
+                          "'amount', 10, NULL)", (table,)).fetchone()[0] == box
         # bounds of a time type on a numeric column are refused
         with pytest.raises(psycopg.errors.DatatypeMismatch, match="give bounds of that type"):
             db.execute("SELECT approx_count(%s, 'amount', now(), now())", (table,))

@@ -14,6 +14,7 @@ import pg_kde  # noqa: E402
 from pg_kde import admin  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
+from pg_kde.synopsis.catalog import format1  # noqa: E402
 from sqlhelpers import approx, load, refresh  # noqa: E402
 
 #: Every released version, oldest first; each ships an update script to the next.
@@ -73,25 +74,13 @@ PAYLOAD_0_3_0 = {
 
 def old_format(current) -> dict:
     """Each synopsis of ``current`` as the releases before 0.4.0 stored it: {table: [row dict, ...]} with every
-    column any of them had. A 1-D payload goes back to format 1 (what the update reads): integer_valued from
-    the lattice step (1), no value lattice, each cell's offset sum from its exact sum, the KDE's density back
-    to its mass at the grid points (density · kde_rows / range · h √(2π)), no discreteness flag."""
+    column any of them had (a 1-D payload back to format 1: pg_kde.synopsis.catalog.format1)."""
     rows = {}
     with current.cursor(row_factory=dict_row) as cur:
         for table in ("kde_synopsis", "kde_synopsis_2d"):
-            rows[table] = []
-            for r in cur.execute(f"SELECT k.*, p.*, k.relid::text AS relid, k.requested::text AS options "
-                                 f"FROM kde_catalog k JOIN {table} p USING (relid, cols)").fetchall():
-                if table == "kde_synopsis":
-                    grid = np.asarray(r["grid"], dtype=np.float64)
-                    counts, sums = np.diff(r["cell_cum_count"]), np.diff(r["cell_cum_sum"])
-                    offsets = (sums - counts * grid[:-1]) / np.diff(grid) if len(grid) else np.array([])
-                    r.update(integer_valued=r["step"] == 1, lattice=[], cell_discrete=False,
-                             cell_cum_offset=np.concatenate([[0.0], np.cumsum(offsets)]).tolist() if len(grid) else [],
-                             kde_mass=(np.asarray(r["density"], dtype=np.float64) * r["kde_rows"]
-                                       / (2 * (grid[-1] / 2 - grid[0] / 2)) * r["bandwidth"][0]
-                                       * np.sqrt(2 * np.pi)).tolist() if len(grid) else [])
-                rows[table].append(r)
+            found = cur.execute(f"SELECT k.*, p.*, k.relid::text AS relid, k.requested::text AS options "
+                                f"FROM kde_catalog k JOIN {table} p USING (relid, cols)").fetchall()
+            rows[table] = [format1(r) if table == "kde_synopsis" else r for r in found]
     return rows
 
 
