@@ -54,7 +54,7 @@ UPDATE kde_catalog SET requested = requested - 'grid_size'
 WHERE (kind = '1d' AND requested ->> 'grid_size' = '2048') OR (kind = '2d' AND requested ->> 'grid_size' = '256');
 
 CREATE FUNCTION _kde_cut(d0 float8, d1 float8, mean float8, t0 float8, t1 float8,
-                         OUT share float8, OUT pos float8)
+                         OUT share float8, OUT pos float8, OUT apart float8)
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -120,9 +120,12 @@ BEGIN
     END IF;
     share := least(1, greatest(0, share));
     pos := least(t1, greatest(t0, CASE WHEN share > 0 THEN pos / share ELSE (t0 + t1) / 2 END));
+    -- How far the straight line with the same mean would put the share (the shape's doubt).
+    x := greatest(-2, least(2, 12 * (mean - 0.5)));
+    apart := abs(share - (t1 * ((1 - x / 2) + t1 * x / 2) - t0 * ((1 - x / 2) + t0 * x / 2)));
 END
 $$;
-COMMENT ON FUNCTION _kde_cut(float8, float8, float8, float8, float8) IS 'pg_kde internal: the share of a cut cell in a range';
+COMMENT ON FUNCTION _kde_cut(float8, float8, float8, float8, float8) IS 'pg_kde internal: the share of a cut cell in a range, and how far the straight line would put it';
 
 CREATE FUNCTION _kde_range(s kde_synopsis, lo float8, hi float8, moment integer,
                            OUT estimate float8, OUT variance float8, OUT low float8, OUT high float8)
@@ -149,6 +152,7 @@ DECLARE
     t1 float8;
     n float8;
     cut record;
+    doubt float8 := 0;
     mean float8;
     half_range float8 := s.grid[s.grid_size] / 2 - s.grid[1] / 2;
     share float8;
@@ -236,6 +240,7 @@ BEGIN
         IF moment = 0 THEN
             estimate := estimate + n * share;
             variance := variance + spread;
+            doubt := doubt + n * cut.apart;
             high := high + n;
         ELSE
             pos := cut.pos;
@@ -243,10 +248,13 @@ BEGIN
             x := g0 * (1 - pos) + g1 * pos;
             estimate := estimate + n * share * x;
             variance := variance + spread * x * x;
+            doubt := doubt + n * cut.apart * abs(x);
             low := low + least(0, n * (g0 * (1 - t0) + g1 * t0));
             high := high + greatest(0, n * (g0 * (1 - t1) + g1 * t1));
         END IF;
     END LOOP;
+    -- The shape's own uncertainty: half of how far its shares are from the straight line's.
+    variance := variance + (0.5 * doubt) ^ 2;
 END
 $$;
 COMMENT ON FUNCTION _kde_range(kde_synopsis, float8, float8, integer) IS 'pg_kde internal: a moment over a range';

@@ -11,13 +11,17 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .cells import cell_shape, edge_densities, mass, moment
+from .cells import cell_shape, edge_densities, linear, mass, moment
+
+#: The share of the cut cells' disagreement with the straight line that counts as the shape's standard error.
+SHAPE_DOUBT = 0.5
 
 
 @dataclass
 class Range:
     """A moment over a range: the estimate, its variance (the cut cells' rows binomial around the shape's
-    share, plus the shape's own error, :func:`pg_kde.synopsis.cells.shape_variance`), and hard bounds."""
+    share, plus the shape's error the sample showed, :func:`pg_kde.synopsis.cells.shape_variance`, plus half
+    the shape's distance from the straight line, squared), and hard bounds."""
 
     estimate: float = 0.0
     variance: float = 0.0
@@ -76,6 +80,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
     ka = min(max(bisect.bisect_right(grid, A) - 1, 0), m - 2)
     kb = min(max(bisect.bisect_right(grid, B) - 1, 0), m - 2)
     continuous = s["step"] == 0
+    disagreement = 0.0
     if kb > ka + 1:
         whole = cells[kb] - cells[ka + 1]
         out.estimate += whole
@@ -102,6 +107,8 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
         d0, d1 = edge_densities(density, c, n, w, s["kde_rows"], grid[-1] / 2 - grid[0] / 2)
         coef, _ = cell_shape(d0, d1, mean)
         share = min(1.0, max(0.0, mass(coef, t1) - mass(coef, t0)))
+        lin = linear(mean)
+        apart = n * abs(share - (mass(lin, t1) - mass(lin, t0)))  # how far the straight line would put it
         # Binomial, plus the shape's error. A cut cell is never certain: its share counts as at least one
         # row's each side.
         f = min(max(share, 1 / (n + 1)), n / (n + 1))
@@ -109,6 +116,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
         if order == 0:
             out.estimate += n * share
             out.variance += spread
+            disagreement += apart
             out.high += n
         else:
             pos = (moment(coef, t1) - moment(coef, t0)) / share if share > 0 else (t0 + t1) / 2
@@ -116,8 +124,11 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
             x = g0 * (1 - pos) + g1 * pos
             out.estimate += n * share * x
             out.variance += spread * x * x
+            disagreement += apart * abs(x)
             out.low += min(0.0, n * (g0 * (1 - t0) + g1 * t0))
             out.high += max(0.0, n * (g0 * (1 - t1) + g1 * t1))
+    # The shape's own uncertainty: half of how far its shares are from the straight line's (docs/math.md §7).
+    out.variance += (SHAPE_DOUBT * disagreement) ** 2
     return out
 
 

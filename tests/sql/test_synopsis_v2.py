@@ -73,8 +73,9 @@ def test_sql_equals_the_reference_and_hard_bounds_hold(db, table):
             r = range_1d(s, lo, hi, 0)
             ref = interval(r, 0.95)
             assert est == pytest.approx(ref[0], rel=1e-9, abs=1e-9), (col, lo, hi)
-            # (the server's normal quantile is a rational approximation, relative error < 1.2e-9)
-            assert (low, high) == pytest.approx(ref[1:], rel=1e-8, abs=1e-8), (col, lo, hi)
+            # (the server's normal quantile is a rational approximation, relative error < 1.2e-9, and the
+            # shape's doubt is a difference of near shares: the interval's ends agree to 1e-6 of its width)
+            assert (low, high) == pytest.approx(ref[1:], abs=1e-6 * max(1.0, ref[2] - ref[1])), (col, lo, hi)
             assert total == pytest.approx(range_1d(s, lo, hi, 1).estimate, rel=1e-9, abs=1e-6)
             truth = np.count_nonzero((xs >= lo) & (xs <= hi))
             assert r.low <= truth <= r.high, (col, lo, hi, r, truth)
