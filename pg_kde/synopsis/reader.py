@@ -67,7 +67,8 @@ class TableReader(Protocol):
 
     def sample(self, size: int, rows: int) -> np.ndarray:
         """Up to ``size`` rows with every column non-NULL, as an (m, d) float64 array: a repeatable random
-        subset when ``rows`` (the relation's row count) exceeds ``size``, every such row otherwise."""
+        subset when ``rows`` (the relation's row count) exceeds ``size`` (the same whatever order the scan
+        returns rows in: :func:`thin`), every such row otherwise."""
 
     def value_counts(self, limit: int) -> Tuple[np.ndarray, np.ndarray]:
         """(values, counts) of the non-NULL values of a single column, for at most ``limit`` distinct
@@ -87,6 +88,16 @@ class TableReader(Protocol):
         """Per cell (i, j) of the grids' product (shape (len(grid1) − 1, len(grid2) − 1), clamped as in
         :meth:`cells_1d`), over the rows with both values non-NULL: (rows, sum of v1, sum of v2, sum of t1,
         sum of t2, sum of t1·t2), t being each value's offset within its cell."""
+
+
+def thin(rows: np.ndarray, size: int) -> np.ndarray:
+    """At most ``size`` of the (m, d) rows, the same whatever order they came in: sorted (by the first column,
+    then the next), then evenly spaced picks, kept in that order."""
+    if len(rows) <= size:
+        return rows
+    order = np.lexsort(rows.T[::-1])
+    picks = np.linspace(0, len(rows) - 1, int(size)).round().astype(np.int64)
+    return rows[order[picks]]
 
 
 def _cells(values: np.ndarray, points: np.ndarray):
@@ -149,7 +160,7 @@ class ArrayTableReader:
         if rows > size:  # Bernoulli sampling at 1.25 times the wanted share, as the SQL reader does
             rng = np.random.default_rng(self.seed)
             valid = valid & (rng.random(len(valid)) < min(1.0, 1.25 * size / rows))
-        return np.column_stack([self._scanned(k)[valid] for k in range(len(self.values))])[: int(size)]
+        return thin(np.column_stack([self._scanned(k)[valid] for k in range(len(self.values))]), size)
 
     def _column(self) -> np.ndarray:
         if len(self.values) != 1:

@@ -13,7 +13,7 @@ from typing import Any, Sequence, Tuple
 import numpy as np
 
 from .cells import lattice_sums
-from .reader import SAMPLE_SEED, Cells, TableStats
+from .reader import SAMPLE_SEED, Cells, TableStats, thin
 
 #: Relation kinds TABLESAMPLE can read (tables, partitioned tables, materialized views).
 _SAMPLEABLE = {"r", "p", "m"}
@@ -29,8 +29,10 @@ def _sample(plpy, rel: str, kind: str, columns: list, exprs: list, n_total: int,
             seed: int = SAMPLE_SEED) -> np.ndarray:
     """Up to ``size`` rows of the given float8 expressions with no NULLs, as an (m, len(exprs)) array.
 
-    Bernoulli sampling (repeatable) when the relation holds more rows than wanted; all rows otherwise. Only
-    the named columns are read (a view may grant no others), in chunks straight into one float64 array."""
+    Bernoulli sampling (repeatable) at 1.25 times the wanted share when the relation holds more rows than
+    wanted, all rows otherwise; then :func:`~pg_kde.synopsis.reader.thin` keeps ``size`` of them whatever
+    order the scan returned them in (a large table's scan may start mid-table: synchronized scans). Only the
+    named columns are read (a view may grant no others), in chunks."""
     select = ", ".join(f"({e})::float8" for e in exprs)
     not_null = " AND ".join(f"({e}) IS NOT NULL" for e in exprs)
     source = rel
@@ -40,19 +42,16 @@ def _sample(plpy, rel: str, kind: str, columns: list, exprs: list, n_total: int,
             source = f"{rel} TABLESAMPLE BERNOULLI ({percent!r}) REPEATABLE ({seed})"
         else:  # views and foreign tables: a random subset of the named columns only
             source = f"(SELECT {', '.join(columns)} FROM {rel} WHERE pg_catalog.random() < {percent / 100.0!r}) s"
-    query = f"SELECT ARRAY[{select}] AS r FROM {source} WHERE {not_null} LIMIT {int(size)}"
-    out = np.empty((min(int(size), max(int(n_total), 0)), len(exprs)), dtype=np.float64)
-    taken = 0
+    query = f"SELECT ARRAY[{select}] AS r FROM {source} WHERE {not_null}"
+    chunks = []
     cursor = plpy.cursor(query)
     while True:
         rows = cursor.fetch(_FETCH_ROWS)
         if not rows:
             break
-        chunk = np.array([r["r"] for r in rows], dtype=np.float64).reshape(len(rows), len(exprs))
-        out[taken : taken + len(chunk)] = chunk
-        taken += len(chunk)
+        chunks.append(np.array([r["r"] for r in rows], dtype=np.float64).reshape(len(rows), len(exprs)))
     cursor.close()
-    return out[:taken]
+    return thin(np.concatenate(chunks) if chunks else np.empty((0, len(exprs))), size)
 
 
 @dataclass(frozen=True)
