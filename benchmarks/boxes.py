@@ -64,7 +64,7 @@ from pg_kde.demo.datasets import load_nycflights
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmarks' helpers, under python -P too
 from aqp import pct, timed  # noqa: E402
-from budget import cpu_model, elapsed_ms, errors, log, parse_ints  # noqa: E402
+from budget import copy_float8, cpu_model, elapsed_ms, errors, log, parse_ints  # noqa: E402
 
 DATABASE = "pg_kde_boxes"
 PAIRS = [
@@ -107,20 +107,8 @@ MIXED_CALLS = [
 
 
 def fetch_pair(conn, table: str, a: str, b: str) -> np.ndarray:
-    """The pair's rows with both columns non-NULL, as an (n, 2) float64 array: one binary COPY."""
-    buf = bytearray()
-    query = f"COPY (SELECT {a}, {b} FROM {table} WHERE {a} IS NOT NULL AND {b} IS NOT NULL) TO STDOUT (FORMAT BINARY)"
-    with conn.cursor().copy(query) as cp:
-        for chunk in cp:
-            buf += chunk
-    header = 11 + 4 + 4  # signature, flags, header extension length (0)
-    if bytes(buf[:11]) != b"PGCOPY\n\xff\r\n\x00" or int.from_bytes(buf[15:19], "big") != 0:
-        raise RuntimeError("unexpected COPY BINARY header")
-    rows = np.frombuffer(memoryview(buf)[header:len(buf) - 2], dtype=np.dtype(
-        [("fields", ">i2"), ("s1", ">i4"), ("a", ">f8"), ("s2", ">i4"), ("b", ">f8")]))
-    if len(rows) and not ((rows["fields"] == 2).all() and (rows["s1"] == 8).all() and (rows["s2"] == 8).all()):
-        raise RuntimeError("unexpected COPY BINARY row layout")
-    return np.column_stack([rows["a"].astype(np.float64), rows["b"].astype(np.float64)])
+    """The pair's rows with both columns non-NULL, as an (n, 2) float64 array."""
+    return copy_float8(conn, f"SELECT {a}, {b} FROM {table} WHERE {a} IS NOT NULL AND {b} IS NOT NULL", 2)
 
 
 class BoxCounter:

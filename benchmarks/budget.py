@@ -132,21 +132,26 @@ def value_expr(col: str, kind: str) -> str:
     return col if kind == "float8" else f"{col}::float8"
 
 
-def fetch_sorted(conn, table: str, col: str, kind: str) -> np.ndarray:
-    """The column's non-NULL values, sorted, as float64: one binary COPY, parsed by numpy."""
+def copy_float8(conn, select: str, columns: int) -> np.ndarray:
+    """The rows of ``select`` (``columns`` float8 columns, no NULLs), as an (n, columns) float64 array: one
+    binary COPY, parsed by numpy."""
     buf = bytearray()
-    query = f"COPY (SELECT {value_expr(col, kind)} FROM {table} WHERE {col} IS NOT NULL) TO STDOUT (FORMAT BINARY)"
-    with conn.cursor().copy(query) as cp:
+    with conn.cursor().copy(f"COPY ({select}) TO STDOUT (FORMAT BINARY)") as cp:
         for chunk in cp:
             buf += chunk
     header = 11 + 4 + 4  # signature, flags, header extension length (0)
     if bytes(buf[:11]) != b"PGCOPY\n\xff\r\n\x00" or int.from_bytes(buf[15:19], "big") != 0:
         raise RuntimeError("unexpected COPY BINARY header")
-    rows = np.frombuffer(memoryview(buf)[header:len(buf) - 2], dtype=np.dtype([("fields", ">i2"), ("size", ">i4"),
-                                                                              ("value", ">f8")]))
-    if len(rows) and not ((rows["fields"] == 1).all() and (rows["size"] == 8).all()):
+    fields = [("fields", ">i2")] + [f for k in range(columns) for f in ((f"size{k}", ">i4"), (f"v{k}", ">f8"))]
+    rows = np.frombuffer(memoryview(buf)[header:len(buf) - 2], dtype=np.dtype(fields))
+    if len(rows) and not ((rows["fields"] == columns).all() and all((rows[f"size{k}"] == 8).all() for k in range(columns))):
         raise RuntimeError("unexpected COPY BINARY row layout")
-    return np.sort(rows["value"].astype(np.float64))
+    return np.column_stack([rows[f"v{k}"].astype(np.float64) for k in range(columns)])
+
+
+def fetch_sorted(conn, table: str, col: str, kind: str) -> np.ndarray:
+    """The column's non-NULL values, sorted, as float64."""
+    return np.sort(copy_float8(conn, f"SELECT {value_expr(col, kind)} FROM {table} WHERE {col} IS NOT NULL", 1)[:, 0])
 
 
 def snap(kind: str, x: float) -> float:
