@@ -22,8 +22,8 @@ from .cells import (
     ATOM_BYTES,
     ROW_BYTES_1D,
     cells_for_budget,
-    grid_size_2d,
     depth_grid,
+    grid_size_2d,
     kde_at,
     lattice_grid,
     lattice_step,
@@ -137,19 +137,20 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         values, counts = reader.value_counts(fits + 1)
         if len(values) <= fits:
             atoms = Atoms.from_counts(values, counts)
-    heavy = atom_candidates(sample, 1.0 / cells_for_budget(budget, 0))
+    most_cells = cells_for_budget(budget, 0)
+    heavy = atom_candidates(sample, 1.0 / most_cells)
     if atoms is None and step > 0:
         # On a lattice, heavy values (a cell's share of rows or more: spikes no shape follows) get cells of
-        # their own, at most half the budget's.
+        # their own, at most a quarter of the cells.
         atoms = Atoms.from_counts([], [])
         values, counts = np.unique(sample, return_counts=True)
         kept = np.isin(values, heavy)
-        heavy = Atoms.from_counts(values[kept], counts[kept]).largest(cells_for_budget(budget, 0) // 4).values
+        heavy = Atoms.from_counts(values[kept], counts[kept]).largest(most_cells // 4).values
     elif atoms is None:
         # A continuous column's heavy values (ties) are kept exactly beside the cells, at most a quarter of
         # the budget.
         values, counts = reader.counts_of(heavy)
-        atoms = Atoms.from_counts(values, counts, min_count=max(ATOM_SHARE, 1.0 / cells_for_budget(budget, 0)) * n)
+        atoms = Atoms.from_counts(values, counts, min_count=max(ATOM_SHARE, 1.0 / most_cells) * n)
         atoms = atoms.largest(max(0, (budget // 4) // ATOM_BYTES))
     kde_rows = n - atoms.rows
 

@@ -14,8 +14,9 @@ two) cells it cuts are estimated, from a shape of the rows inside the cell:
   :func:`lattice_grid`): cells hold similar shares of the rows wherever the data are dense.
 - **The shape inside a cell** (:func:`cell_shape`): a cubic density that keeps the cell's exact row count
   and exact mean, and meets the KDE's density at both of its ends (:func:`kde_at`, the reflection KDE of the
-  sample with the selected bandwidth). Where that cubic would go negative, the linear density with the
-  exact mean (format 1's shape) stands in.
+  sample with the selected bandwidth). Where that cubic would go negative, the exponential with the exact
+  mean stands in for a tail cell (rows crowding one end), the linear density with it (format 1's shape)
+  otherwise.
 
 docs/math.md §7 gives the formulas; sql/src/30_query_1d.sql evaluates them at query time and
 :mod:`pg_kde.synopsis.query` is their float64 reference.
@@ -237,7 +238,7 @@ def linear(mean: float) -> Tuple[float, float, float, float]:
 def exponential_rate(mean: float) -> float:
     """λ of the density λ e^{−λt} / (1 − e^{−λ}) on [0, 1] with the given mean (λ < 0 when the mean is past
     ½: the mass at the right end): Newton's method on m(λ) = 1/λ − 1/(e^λ − 1) from λ = 1/m, 30 steps
-    until a step changes λ by at most 1e-12 of it (what _kde_smooth does in SQL, step for step). Used for
+    until a step changes λ by at most 1e-12 of it (what _kde_cut does in SQL, step for step). Used for
     |mean − ½| > ⅙ only, where λ > 2.5 and each step is well conditioned."""
     m = min(max(mean, 1e-6), 1 - 1e-6)
     flip = m > 0.5
@@ -289,13 +290,20 @@ def moment(coef, t: float) -> float:
     return t * t * (a / 2 + t * (b / 3 + t * (c / 4 + t * e / 5)))
 
 
-def edge_densities(density, c: int, n: float, w: float, kde_rows: float, half_range: float):
-    """The KDE's densities at cell c's ends relative to the cell's mean density, from the stored ones
-    (relative to the grid's mean density, kde_rows / range): density · (w / R) · (kde_rows / n), w and R half the
-    cell's width and half the grid's range (halves: no difference of values near the ends of float8
-    overflows). As _kde_range in SQL."""
+def shape_of(g0: float, g1: float, n: float, cell_sum: float, dens0: float, dens1: float, kde_rows: float,
+             half_range: float):
+    """(coefficients, mean position) of the shape of cell [g0, g1) holding n rows that sum to ``cell_sum``, from
+    the stored densities at its ends (relative to the grid's mean density, kde_rows / range; ``half_range``
+    is half the grid's range): the cell's mean position ((S/n)/2 − g0/2)/w (½ where sums ran past float8's
+    range) and the KDE's densities relative to the cell's mean density, dens · (w / R) · (kde_rows / n), with
+    w and R halves (no difference of values near the ends of float8 overflows), into :func:`cell_shape`.
+    What a query reads of a cut cell (_kde_range in SQL, :func:`pg_kde.synopsis.query.smooth_1d`), and what
+    :func:`shape_variance` checks at the build."""
+    w = g1 / 2 - g0 / 2
+    mean = ((cell_sum / n) / 2 - g0 / 2) / w
+    mean = min(1.0, max(0.0, mean)) if math.isfinite(mean) else 0.5
     scale = (w / half_range) * (kde_rows / n)
-    return density[c] * scale, density[c + 1] * scale
+    return cell_shape(dens0 * scale, dens1 * scale, mean)[0], mean
 
 
 def shape_variance(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: np.ndarray, sample: np.ndarray,
@@ -310,6 +318,7 @@ def shape_variance(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, densi
     Queries add n² τ² 4 s (1 − s) to a cut cell's binomial variance n s (1 − s) (docs/math.md §7): where rows
     cluster on a few values per cell, or the shape misses the data's, intervals widen by what the sample saw."""
     x = np.sort(np.asarray(sample, dtype=np.float64))
+    kde_rows, half_range = float(rows.sum()), points[-1] / 2 - points[0] / 2
     excess, weight, jitter = 0.0, 0.0, 0.0
     for c in range(len(points) - 1):
         g0, g1, n = points[c], points[c + 1], rows[c]
@@ -318,9 +327,7 @@ def shape_variance(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, densi
         if k < 20 or n <= 0:
             continue
         w = g1 - g0
-        mean = (sums[c] / n - g0) / w
-        mean = min(1.0, max(0.0, mean)) if math.isfinite(mean) else 0.5
-        coef, _ = cell_shape(*edge_densities(density, c, n, w / 2, rows.sum(), points[-1] / 2 - points[0] / 2), mean)
+        coef, _ = shape_of(g0, g1, n, sums[c], density[c], density[c + 1], kde_rows, half_range)
         for frac in (0.25, 0.5, 0.75):
             cut = g0 + frac * w
             if step > 0:  # queries cut a lattice cell at half-steps

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .cells import cell_shape, edge_densities, linear, mass, moment
+from .cells import linear, mass, moment, shape_of
 
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard error.
 SHAPE_DOUBT = 0.5
@@ -71,6 +71,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
     sums, density = s["cell_cum_sum"], s["density"]
     cells = counts if order == 0 else sums
     m = len(grid)
+    half_range = grid[-1] / 2 - grid[0] / 2 if m else 0.0
     if s["kde_rows"] == 0 or m < 2:
         return out
     A, B = max(a, grid[0]), min(b, grid[-1])
@@ -101,11 +102,8 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
             out.low += whole
             out.high += whole
             continue
-        cell_sum = sums[c + 1] - sums[c]
-        mean = ((cell_sum / n) / 2 - g0 / 2) / w  # ½ where sums ran past float8's range
-        mean = min(1.0, max(0.0, mean)) if math.isfinite(mean) else 0.5
-        d0, d1 = edge_densities(density, c, n, w, s["kde_rows"], grid[-1] / 2 - grid[0] / 2)
-        coef, _ = cell_shape(d0, d1, mean)
+        coef, mean = shape_of(g0, g1, n, sums[c + 1] - sums[c], density[c], density[c + 1], s["kde_rows"],
+                              half_range)
         share = min(1.0, max(0.0, mass(coef, t1) - mass(coef, t0)))
         lin = linear(mean)
         apart = n * abs(share - (mass(lin, t1) - mass(lin, t0)))  # how far the straight line would put it
