@@ -119,15 +119,16 @@ def _columns(plpy, schema: str, relid: int, rel: str, cols) -> tuple:
     )
     kinds = {int(r["attnum"]): ("number" if r["category"] == "N" else "time" if r["name"] in TIME_TYPES else None)
              for r in categories}
-    exprs = []
+    names, exprs = [], []
     for name, attnum, type_ in zip(cols, ident["attnums"], ident["coltypes"]):
         kind = kinds.get(int(attnum))
-        if kind is None:
-            _fail(f"pg_kde: column {plpy.quote_ident(name)} of {rel} has type {type_}; synopses need a numeric, "
-                  "date, timestamp or timestamptz column", sqlstate="42804")
         quoted = plpy.quote_ident(name)
+        if kind is None:
+            _fail(f"pg_kde: column {quoted} of {rel} has type {type_}; synopses need a numeric, "
+                  "date, timestamp or timestamptz column", sqlstate="42804")
+        names.append(quoted)
         exprs.append(quoted if kind == "number" else f"extract(epoch from {quoted})")
-    return [plpy.quote_ident(c) for c in cols], exprs, list(ident["attnums"]), list(ident["coltypes"])
+    return names, exprs, list(ident["attnums"]), list(ident["coltypes"])
 
 
 def _extension_schema(plpy) -> str:
