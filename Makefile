@@ -1,5 +1,6 @@
 # pg_kde: `make test` and `make demo` do all the set-up on a fresh Debian 12 machine (root, Python 3.11):
-# they install what is missing from Debian (g++, python3-venv/-dev, postgresql-15 and its plpython3, and
+# they install what is missing from Debian (g++, python3-venv/-dev, postgresql-15, its plpython3 and its
+# server headers (pg-kde install compiles the extension's C library against them), and
 # R with its ks package, the outside oracle of tests/unit/test_ks_oracle.py), make a virtual environment
 # in .venv and build pg_kde into it with pip (scikit-build-core + pybind11 + CMake, fetched by pip when
 # absent). The SQL tests start their own throwaway local PostgreSQL.
@@ -30,6 +31,7 @@ system-deps: python-deps
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql-15"; \
 	ls /usr/lib/postgresql/*/lib/plpython3.so >/dev/null 2>&1 || missing="$$missing postgresql-plpython3-15"; \
+	ls /usr/include/postgresql/*/server/postgres.h >/dev/null 2>&1 || missing="$$missing postgresql-server-dev-15"; \
 	command -v pg_dump >/dev/null 2>&1 || missing="$$missing postgresql-client-15"; \
 	command -v Rscript >/dev/null 2>&1 || r_missing="r-base-core"; \
 	Rscript -e 'library(ks)' >/dev/null 2>&1 || r_missing="$$r_missing r-cran-ks"; \

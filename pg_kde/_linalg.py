@@ -10,7 +10,6 @@ small next to the O(n² d) pair sums.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import cholesky
 
 from ._validate import check_spread
 
@@ -33,6 +32,8 @@ def covariance(X: np.ndarray, *, name: str = "X"):
             f"the columns of {name} are collinear: the sample covariance is singular (smallest eigenvalue of "
             f"the correlation matrix {smallest:.3g}); drop or combine dependent columns"
         )
+    from scipy.linalg import cholesky  # imported when used: a refresh's first call imports less
+
     return mean, sigma, cholesky(sigma, lower=True)
 
 

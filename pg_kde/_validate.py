@@ -9,7 +9,6 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from scipy.linalg import cholesky
 
 DTYPES = ("float64", "float32")
 
@@ -99,6 +98,8 @@ def bandwidth_matrix(H, d: int, *, name: str = "H") -> np.ndarray:
     if not np.allclose(M, M.T, rtol=1e-10, atol=0.0):
         raise ValueError(f"{name} must be symmetric")
     try:
+        from scipy.linalg import cholesky  # imported when used: a refresh's first call imports less
+
         return cholesky(M, lower=True)
     except np.linalg.LinAlgError:
         raise ValueError(f"{name} must be positive definite") from None

@@ -10,9 +10,11 @@ Needs psycopg 3 (``pip install 'pg_kde[admin]'``).
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional
@@ -38,16 +40,52 @@ def extension_files() -> list:
     return files
 
 
+#: The C source of the extension's library ($libdir/pg_kde: the refresh's scan aggregate), compiled at install.
+LIBRARY_SOURCES = ("cells.c",)
+
+
+def _pg_config(pg_config: str, option: str) -> str:
+    return subprocess.run([pg_config, option], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def build_library(pg_config: str, dest: Path) -> Path:
+    """Compile the extension's library (``pg_kde.so``) against the server headers ``pg_config`` names, with
+    its compiler and flags, into ``dest``; returns the file written. The headers come with Debian's
+    ``postgresql-server-dev-NN`` (the server's major version)."""
+    include = Path(_pg_config(pg_config, "--includedir-server"))
+    if not (include / "postgres.h").is_file():
+        version = _pg_config(pg_config, "--version").split()[-1].split(".")[0]
+        raise FileNotFoundError(f"PostgreSQL's server headers are missing ({include}/postgres.h); install them, e.g. "
+                                f"apt-get install postgresql-server-dev-{version}")
+    cc = shlex.split(_pg_config(pg_config, "--cc")) or ["cc"]
+    flags = [*shlex.split(_pg_config(pg_config, "--cflags")), *shlex.split(_pg_config(pg_config, "--cflags_sl")),
+             *shlex.split(_pg_config(pg_config, "--cppflags")), f"-I{include}"]
+    out = dest / "pg_kde.so"
+    with tempfile.TemporaryDirectory() as tmp:
+        built = Path(tmp) / "pg_kde.so"
+        command = [*cc, *flags, "-shared", "-o", str(built), *(str(SQL_DIR / s) for s in LIBRARY_SOURCES),
+                   *shlex.split(_pg_config(pg_config, "--ldflags_sl"))]
+        run = subprocess.run(command, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"compiling pg_kde's library failed:\n{' '.join(command)}\n{run.stderr}")
+        # Replaced, not overwritten in place: a running server may have the old file mapped.
+        staged = dest / ".pg_kde.so.new"
+        shutil.copy2(built, staged)
+        staged.replace(out)
+    return out
+
+
 def install(pg_config: str = "pg_config") -> Path:
-    """Copy the extension files into the server found by ``pg_config`` (its SHAREDIR/extension).
+    """Copy the extension files into the server found by ``pg_config`` (its SHAREDIR/extension) and compile
+    its library into PKGLIBDIR (:func:`build_library`).
 
     The server's PL/Python must also import this package and numpy/scipy; see the README, "Install into
-    your server". Returns the directory written.
+    your server". Returns the directory the SQL files were written to.
     """
     if shutil.which(pg_config) is None and not Path(pg_config).exists():
         raise FileNotFoundError(f"pg_config not found ({pg_config!r}); pass --pg-config /path/to/pg_config")
-    out = subprocess.run([pg_config, "--sharedir"], capture_output=True, text=True, check=True)
-    dest = Path(out.stdout.strip()) / "extension"
+    build_library(pg_config, Path(_pg_config(pg_config, "--pkglibdir")))
+    dest = Path(_pg_config(pg_config, "--sharedir")) / "extension"
     for f in extension_files():
         shutil.copy2(f, dest / f.name)
     return dest

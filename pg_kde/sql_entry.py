@@ -119,7 +119,8 @@ def _columns(plpy, schema: str, relid: int, rel: str, cols) -> tuple:
     )
     kinds = {int(r["attnum"]): ("number" if r["category"] == "N" else "time" if r["name"] in TIME_TYPES else None)
              for r in categories}
-    names, exprs = [], []
+    typnames = {int(r["attnum"]): r["name"] for r in categories}
+    names, exprs, scans = [], [], []
     for name, attnum, type_ in zip(cols, ident["attnums"], ident["coltypes"]):
         kind = kinds.get(int(attnum))
         quoted = plpy.quote_ident(name)
@@ -128,7 +129,10 @@ def _columns(plpy, schema: str, relid: int, rel: str, cols) -> tuple:
                   "date, timestamp or timestamptz column", sqlstate="42804")
         names.append(quoted)
         exprs.append(quoted if kind == "number" else f"extract(epoch from {quoted})")
-    return names, exprs, list(ident["attnums"]), list(ident["coltypes"])
+        # The scan's aggregate takes float8, numeric and the time types as they are; other numbers as float8.
+        direct = kind == "time" or typnames[int(attnum)] in ("numeric", "float8")
+        scans.append(quoted if direct else f"({quoted})::float8")
+    return names, exprs, scans, list(ident["attnums"]), list(ident["coltypes"])
 
 
 def _extension_schema(plpy) -> str:
@@ -188,7 +192,7 @@ def _choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extve
     rel, kind, schema = _relation(plpy, relid)
     if sample_size is None or sample_size < 2:
         _fail("pg_kde: sample_size must be at least 2")
-    names, exprs, _, _ = _columns(plpy, schema, relid, rel, cols)
+    names, exprs, _, _, _ = _columns(plpy, schema, relid, rel, cols)
     _check_sample_size(plpy, sample_size, len(cols))
     try:
         chosen = bandwidth.resolve(method, len(cols)).name  # a density bandwidth: auto is plugin or lscv_H
@@ -218,15 +222,16 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
     pair = cols is not None and len(cols) == 2
     if cols is not None and not pair and len(cols) != 1:
         _fail("pg_kde: synopses cover one column or a pair of columns")
-    names, exprs, attnums, coltypes = _columns(plpy, schema, relid, rel, cols)
+    names, exprs, scans, attnums, coltypes = _columns(plpy, schema, relid, rel, cols)
     if pair and cols[0] == cols[1]:
         _fail("pg_kde: a 2-D synopsis needs two different columns")
     state = _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, budget,
                            (8, 1024) if pair else (16, 65536))
     requested = Requested(method, sample_size, grid_size, backend, budget)
+    reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
     built = (build_2d if pair else build_1d)(
-        SqlTableReader(plpy, rel, kind, names, exprs=exprs), requested, functools.partial(_select_bandwidth, plpy),
-        interrupt=interrupt_check(plpy), started=started)
+        reader, requested, functools.partial(_select_bandwidth, plpy), interrupt=interrupt_check(plpy),
+        started=started)
     _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, cols, _identity(state, attnums, coltypes), requested),
             built.catalog_types())
     return json.dumps(built.summary(rel, cols if pair else cols[0]))

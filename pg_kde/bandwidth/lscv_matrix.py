@@ -7,7 +7,6 @@ import warnings
 from typing import Optional
 
 import numpy as np
-from scipy.optimize import minimize, root
 
 from .._linalg import apply_inverse, log_det_chol, lower_inverse
 from .._slices import Interrupt
@@ -98,6 +97,8 @@ def _polish_stationary(objective_and_gradient, theta, value, dtype):
     # MINPACK differences the gradient to build its Jacobian, with a step of sqrt(eps) relative; the
     # float64 default would be lost in float32 rounding of the gradient, so float32 steps by ~1e-4.
     options = {"xtol": 1e-13} if dtype == "float64" else {"xtol": 1e-10, "eps": 1e-8}
+    from scipy.optimize import root  # imported when used: scipy.optimize costs ~0.3 s to import
+
     sol = root(lambda t: objective_and_gradient(t)[1], theta, method="hybr", options=options)
     new_value, new_grad = objective_and_gradient(sol.x)
     grad_max0, grad_max = float(np.max(np.abs(grad0))), float(np.max(np.abs(new_grad)))
@@ -235,6 +236,8 @@ def lscv_H(
 
     theta0 = np.zeros(p)
     f0 = min(start_values)
+    from scipy.optimize import minimize  # imported when used (see above)
+
     nm = minimize(
         objective,
         theta0,

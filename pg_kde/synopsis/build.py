@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
@@ -20,6 +21,7 @@ from .._slices import Interrupt
 from .catalog import Built1D, Built2D, Requested
 from .cells import (
     ATOM_BYTES,
+    KDE_POINTS,
     ROW_BYTES_1D,
     cells_for_budget,
     depth_grid,
@@ -27,6 +29,9 @@ from .cells import (
     kde_at,
     lattice_grid,
     lattice_step,
+    lattice_sums,
+    on_lattice,
+    order_statistics,
     repeatable_bandwidth,
     shape_variance,
     trim_ends,
@@ -45,7 +50,7 @@ from .maths import (
     smooth_masses_2d,
     summed_area,
 )
-from .reader import TableReader
+from .reader import Scan1D, TableReader, fine_quantum
 
 #: Beyond 2^53 every float8 is a whole number: such columns are not treated as integer-valued.
 INTEGRAL_LIMIT = 2.0**53
@@ -102,89 +107,190 @@ def _selection_unit(values: np.ndarray) -> float:
     return 1.0 if top < 2.0**500 else math.ldexp(1.0, math.frexp(top)[1])
 
 
+@dataclass(frozen=True)
+class _Plan1D:
+    """What the scan of a 1-D build counts, placed from the sample: the grid, the candidate heavy values
+    (counted apart), the quantum of the sums, and the lattice's step (0: none) with its heavy values."""
+
+    points: np.ndarray
+    candidates: np.ndarray
+    quantum: float
+    step: float
+    few: bool  # the candidates are every sampled value (the whole column may fit as a frequency table)
+    atoms_room: int  # heavy values the budget keeps beside the cells
+
+
+def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, step: float, cells: int,
+                 place) -> np.ndarray:
+    """The grid of a part of a table whose other parts share ``hint`` (the whole table's grid): the hint's
+    points inside the part's range, and the part's own grid (``place(values, lo, hi, cells)``) where the hint
+    does not reach, its cells in proportion to the sampled values there; at most ``cells`` cells."""
+    hint = np.asarray(hint, dtype=np.float64)
+    if step > 0:  # between the part's lattice values, as its own boundaries are
+        hint = np.unique((np.floor(hint / step) + 0.5) * step)
+        lo, hi = (round(lo / step) - 0.5) * step, (round(hi / step) + 0.5) * step
+    inner = hint[(hint > lo) & (hint < hi)]
+    pieces = [np.array([lo]), inner, np.array([hi])]
+    for seg, a, b in ((source[source < hint[0]], lo, min(hi, hint[0])), (source[source > hint[-1]], max(lo, hint[-1]), hi)):
+        if len(seg) and b > a:
+            pieces.append(place(seg, a, b, max(1, round(cells * len(seg) / max(len(source), 1)))))
+    points = np.unique(np.concatenate(pieces))
+    if len(points) - 1 > cells:  # more of the hint than the budget holds: evenly spaced among them
+        points = points[np.unique(np.linspace(0, len(points) - 1, cells + 1).round().astype(np.int64))]
+    return points
+
+
+def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: bool,
+             quantum: Optional[float], grid_hint: Optional[np.ndarray] = None) -> _Plan1D:
+    """Place the grid and choose the candidates from the sample (docs/math.md §7); with ``grid_hint``, on
+    that grid where it reaches (:func:`_hinted_grid`)."""
+    lo, hi = float(sample.min()), float(sample.max())
+    step = 0.0 if continuous else lattice_step(sample)
+    if not continuous and step == 0.0 and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT and np.all(sample == np.trunc(sample)):
+        step = 1.0  # whole numbers beyond what lattice_step tries (e.g. two values, 2^40 apart); the scan checks
+    distinct, counts = np.unique(sample, return_counts=True)
+    fits = max(0, (budget - ROW_BYTES_1D) // ATOM_BYTES)
+    most_cells = cells_for_budget(budget, 0)
+    heavy = atom_candidates(sample, 1.0 / most_cells)
+    few = len(distinct) <= fits
+    lattice_heavy = np.empty(0)
+    if step > 0:
+        # On a lattice, heavy values (a cell's share of rows or more: spikes no shape follows) get cells of
+        # their own, at most a quarter of the cells.
+        kept = np.isin(distinct, heavy)
+        lattice_heavy = Atoms.from_counts(distinct[kept], counts[kept]).largest(most_cells // 4).values
+        room = 0
+    else:  # a continuous column's heavy values (ties) are kept exactly beside the cells, in a quarter of the budget
+        room = min(len(distinct) if few else len(heavy), max(0, (budget // 4) // ATOM_BYTES))
+    candidates = distinct if few else (np.empty(0) if step > 0 else heavy)
+    rest = sample[~np.isin(sample, candidates)]
+    source = rest if len(rest) else sample
+    cells = requested.grid_size - 1 if requested.grid_size else cells_for_budget(budget, room)
+    if step > 0:
+        def place(values, a, b, k):
+            return lattice_grid(values, a, b, step, k, lattice_heavy)
+    else:
+        place = depth_grid
+    if grid_hint is not None and len(grid_hint) >= 2:
+        points = _hinted_grid(grid_hint, source, lo, hi, step, cells, place)
+    else:
+        points = place(source, lo, hi, cells)
+    quantum = quantum or (step if step > 0 else fine_quantum(lo, hi))
+    return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room)
+
+
+def _scan_errors(scan: Scan1D, rel: str, col: str) -> None:
+    if scan.non_null == 0:
+        raise UserError(f"pg_kde: column {col} of {rel} has no non-NULL values" if scan.rows else f"pg_kde: {rel} is empty")
+    if scan.non_finite:
+        raise UserError(f"pg_kde: column {col} of {rel} holds {scan.non_finite} NaN or infinite value(s); "
+                        "a synopsis needs finite values")
+
+
+def _fold(points: np.ndarray, rows: np.ndarray, quanta: list, values: np.ndarray, counts: np.ndarray,
+          quantum: float) -> None:
+    """Put candidates that are not kept as heavy values back into their cells (exactly: each one's rows hold
+    one value)."""
+    cells = np.clip(np.searchsorted(points, values, side="right") - 1, 0, len(points) - 2)
+    for c, v, k in zip(cells, values, counts):
+        rows[c] += k
+        quanta[c] += int(k) * int(np.rint(v / quantum))
+
+
 def build_1d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
-             interrupt: Interrupt = None, started: Optional[float] = None) -> Built1D:
+             interrupt: Interrupt = None, started: Optional[float] = None,
+             grid_hint: Optional[np.ndarray] = None) -> Built1D:
     """A 1-D synopsis of the reader's column within ``requested.budget`` bytes: exact heavy values (all
     values when they fit), and the other rows' exact cells, on the column's value lattice when it has one,
-    with the KDE's density at the cell boundaries (docs/math.md §7, :mod:`.cells`). ``started`` (a
-    :func:`time.perf_counter` reading) is where ``seconds`` counts from; the call by default."""
+    with the KDE's density at the cell boundaries (docs/math.md §7, :mod:`.cells`).
+
+    The table is read twice: a repeatable sample places the grid and chooses candidate heavy values, then
+    one scan (:meth:`TableReader.scan_1d`, a parallel aggregate in SQL) counts everything stored. A second
+    scan follows only when the scan contradicts the sample: values off the lattice the sample showed, or
+    values so far beyond the sample's range that they need another scale or quantum. ``started`` (a
+    :func:`time.perf_counter` reading) is where ``seconds`` counts from; the call by default. ``grid_hint``:
+    the grid of the table this one is a part of (a partition's parent), whose boundaries the part shares
+    where its values reach them, so that the parts' synopses merge exactly (:mod:`.merge`)."""
     started = time.perf_counter() if started is None else started
     chosen = counts_method(requested.method, 1)
     rel, (col,) = reader.relation, reader.columns
-    stats = reader.stats()
-    n_all, n = stats.rows, stats.non_null
-    if n == 0:
-        raise UserError(f"pg_kde: column {col} of {rel} has no non-NULL values" if n_all else f"pg_kde: {rel} is empty")
-    if stats.non_finite:
-        raise UserError(f"pg_kde: column {col} of {rel} holds {stats.non_finite} NaN or infinite value(s); "
-                        "a synopsis needs finite values")
     budget = requested.budget_1d
-    lo, hi = stats.lo[0], stats.hi[0]
-    # Values near the ends of float8: scan a power-of-two multiple (exact) so sums and differences stay
-    # finite; everything is stored in the column's units again at the end. (No lattice then.)
-    scale = _scan_scale(lo, hi)
-    lo, hi = lo * scale, hi * scale
-    reader = reader.scaled([scale])
-
-    sample = reader.sample(requested.sample_size, n_all)[:, 0]
-    step = lattice_step(sample) if scale == 1.0 else 0.0
-    if stats.integral[0] and step == 0.0 and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT:
-        step = 1.0  # whole numbers beyond what a sample shows (e.g. two values, 2^40 apart)
-    # Few distinct values: the whole column as an exact frequency table, when it fits in the budget.
-    fits = max(0, (budget - ROW_BYTES_1D) // ATOM_BYTES)
-    atoms = None
-    if len(np.unique(sample)) <= fits:
-        values, counts = reader.value_counts(fits + 1)
-        if len(values) <= fits:
-            atoms = Atoms.from_counts(values, counts)
-    most_cells = cells_for_budget(budget, 0)
-    heavy = atom_candidates(sample, 1.0 / most_cells)
-    if atoms is None and step > 0:
-        # On a lattice, heavy values (a cell's share of rows or more: spikes no shape follows) get cells of
-        # their own, at most a quarter of the cells.
-        atoms = Atoms.from_counts([], [])
-        values, counts = np.unique(sample, return_counts=True)
-        kept = np.isin(values, heavy)
-        heavy = Atoms.from_counts(values[kept], counts[kept]).largest(most_cells // 4).values
-    elif atoms is None:
-        # A continuous column's heavy values (ties) are kept exactly beside the cells, at most a quarter of
-        # the budget.
-        values, counts = reader.counts_of(heavy)
-        atoms = Atoms.from_counts(values, counts, min_count=max(ATOM_SHARE, 1.0 / most_cells) * n)
-        atoms = atoms.largest(max(0, (budget // 4) // ATOM_BYTES))
+    sample = reader.sample(requested.sample_size, reader.row_estimate())[:, 0]
+    if not np.isfinite(sample).any():
+        # Nothing finite sampled: the non-NULL values may be too sparse for the sample's share; take them all.
+        sample = reader.sample(requested.sample_size, 0)[:, 0]
+    sample = sample[np.isfinite(sample)]
+    if len(sample) == 0:  # the scan says what is wrong (empty, all NULL, not finite)
+        _scan_errors(reader.scan_1d(np.array([0.0, 1.0]), np.empty(0), 1.0), rel, col)
+        raise UserError(f"pg_kde: column {col} of {rel} has no finite values")
+    # Values near the ends of float8: scan a power-of-two multiple (exact) so the grid's widths and the
+    # KDE stay finite; everything is stored in the column's units again at the end. (No lattice then.)
+    scale, continuous, quantum = _scan_scale(float(sample.min()), float(sample.max())), False, None
+    for _ in range(4):
+        scanned = sample * scale
+        plan = _plan_1d(scanned, requested, budget, continuous or scale != 1.0, quantum,
+                        grid_hint if scale == 1.0 else None)
+        scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum)
+        _scan_errors(scan, rel, col)
+        true_scale = _scan_scale(scan.all_lo / scale, scan.all_hi / scale)
+        if true_scale != scale:  # a value far beyond the sample's range
+            scale = true_scale
+            continue
+        if plan.step > 0 and (scan.off_lattice or scan.overflow or not np.all(
+                on_lattice(plan.candidates[scan.candidate_rows > 0], plan.step))):
+            continuous = True  # the sample showed a lattice the table does not keep: a continuous column
+            continue
+        if scan.overflow:  # values past 2^63 quanta: the quantum of the scanned range
+            quantum = fine_quantum(scan.all_lo, scan.all_hi)
+            continue
+        break
+    else:
+        raise UserError(f"pg_kde: the scans of column {col} of {rel} kept disagreeing with its sample; "
+                        "is the table being written to?", sqlstate="40001")
+    n_all, n = scan.rows, scan.non_null
+    step, points, candidates = plan.step, plan.points, plan.candidates
+    rows_in, quanta = scan.cell_rows.copy(), list(scan.cell_quanta)
+    found = scan.candidate_rows > 0
+    lo, hi = scan.lo, scan.hi
+    if plan.few and rows_in.sum() == 0:  # every row on a sampled value: the whole column, exactly
+        atoms = Atoms.from_counts(candidates[found], scan.candidate_rows[found])
+    else:
+        if step > 0:
+            atoms = Atoms.from_counts([], [])
+        else:
+            most_cells = cells_for_budget(budget, 0)
+            atoms = Atoms.from_counts(candidates, scan.candidate_rows,
+                                      min_count=max(ATOM_SHARE, 1.0 / most_cells) * n).largest(plan.atoms_room)
+        back = found & ~np.isin(candidates, atoms.values)
+        if back.any():
+            _fold(points, rows_in, quanta, candidates[back], scan.candidate_rows[back], plan.quantum)
+            lo = min([v for v in (lo, float(candidates[back].min())) if v is not None])
+            hi = max([v for v in (hi, float(candidates[back].max())) if v is not None])
     kde_rows = n - atoms.rows
 
     h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None
     grid, cell_count, cell_sum, density, tau2 = [], [], [], [], 0.0
     if kde_rows > 0:
-        rest = sample[~np.isin(sample, atoms.values)]
-        cells = cells_for_budget(budget, len(atoms.values))
-        if requested.grid_size:  # an explicit grid size (points) overrides the budget
-            cells = requested.grid_size - 1
-        source = rest if len(rest) else sample
-        points = lattice_grid(source, lo, hi, step, cells, heavy) if step > 0 else depth_grid(source, lo, hi, cells)
-        scan = reader.cells_1d(points, atoms.values, step)
-        if scan.off_lattice:  # the sample showed a lattice the table does not keep: a continuous column
-            step = 0.0
-            points = depth_grid(source, lo, hi, cells)
-            scan = reader.cells_1d(points, atoms.values, 0.0)
-        # The outer cells end where the rows off the heavy values do (not over heavy values beyond them).
-        points = trim_ends(points, scan.lo, scan.hi, step)
-        rows_in, sums_in = scan.rows, scan.sums
+        rest = scanned[~np.isin(scanned, atoms.values)]
+        # The outer cells end where the rows off the heavy values do.
+        points = trim_ends(points, lo, hi, step)
+        sums_in = lattice_sums(quanta, plan.quantum)
         typical = float(np.median(np.diff(points)))  # a typical cell's width
         if len(rest) >= 50 and np.ptp(rest) > 0:
-            # Chosen on the sample, capped at a typical cell: the cells are exact, the KDE only says where
-            # rows sit inside a cell (docs/math.md §7). Rounded, so refreshes repeat bit for bit.
-            unit = _selection_unit(rest)
-            result = select_bandwidth(rest / unit, chosen, requested.backend, scale=SYNOPSIS_SCALE)
+            # Chosen on the points the KDE sums (the sample's order statistics, KDE_POINTS of them), capped
+            # at a typical cell: the cells are exact, the KDE only says where rows sit inside a cell
+            # (docs/math.md §7). Rounded, so refreshes repeat bit for bit.
+            chosen_points = order_statistics(rest, KDE_POINTS)
+            unit = _selection_unit(chosen_points)
+            result = select_bandwidth(chosen_points / unit, chosen, requested.backend, scale=SYNOPSIS_SCALE)
             h = repeatable_bandwidth(min(math.sqrt(result.H[0, 0]) * unit, typical))
-            used_method, used_backend, used_sample = result.method, result.backend, len(rest)
+            used_method, used_backend, used_sample = result.method, result.backend, len(chosen_points)
             used_scale = result.details.get("scale")
         else:  # too few rows off the heavy values to choose a bandwidth: the grid's own resolution
             h, used_method, used_sample = repeatable_bandwidth(typical), "grid", len(rest)
         # The KDE of lattice data spreads each value over its step: smooth at that scale too.
         h_eff = math.hypot(h, step / math.sqrt(12.0))
-        f = kde_at(points, rest if len(rest) else sample, h_eff, points[0], points[-1], interrupt=interrupt)
+        f = kde_at(points, rest if len(rest) else scanned, h_eff, points[0], points[-1], interrupt=interrupt)
         # Relative to the grid's mean density (f integrates to 1 over it): O(1) numbers, whatever the units.
         stored = (f * 2 * (points[-1] / 2 - points[0] / 2)).astype(np.float32).astype(np.float64)
         tau2 = shape_variance(points, rows_in, sums_in, stored, rest, step, population=len(sample) >= n)

@@ -164,18 +164,25 @@ def lattice_grid(sample: np.ndarray, lo: float, hi: float, step: float, cells: i
 
 
 def trim_ends(points: np.ndarray, lo: Optional[float], hi: Optional[float], step: float) -> np.ndarray:
-    """The grid with its first and last points moved in to the scanned rows' min and max (half a step out
-    on a lattice), when those lie inside the outer cells: each row stays in its cell."""
+    """The grid with its first and last points at the scanned rows' min and max (half a step out on a
+    lattice): moved in when those lie inside the outer cells, out when rows lie beyond the grid (the grid is
+    placed from a sample; the scan put those rows in the outer cells). Each row stays in its cell."""
     if lo is None or len(points) < 2:
         return points
     points = np.array(points, dtype=np.float64)
     if step > 0:  # the half-steps as lattice_grid computes them
         lo, hi = (round(lo / step) - 0.5) * step, (round(hi / step) + 0.5) * step
-    if points[0] < lo < points[1]:
+    if lo < points[1] and lo != points[0]:
         points[0] = lo
-    if points[-2] < hi < points[-1]:
+    if hi > points[-2] and hi != points[-1]:
         points[-1] = hi
     return points
+
+
+def order_statistics(sample: np.ndarray, k: int) -> np.ndarray:
+    """The sample sorted, thinned to ``k`` evenly spaced order statistics when larger (deterministic)."""
+    x = np.sort(np.asarray(sample, dtype=np.float64))
+    return x[np.linspace(0, len(x) - 1, k).round().astype(np.int64)] if len(x) > k else x
 
 
 def kde_at(points: np.ndarray, sample: np.ndarray, h: float, lo: float, hi: float, *,
@@ -185,9 +192,7 @@ def kde_at(points: np.ndarray, sample: np.ndarray, h: float, lo: float, hi: floa
 
     A sample larger than :data:`KDE_POINTS` is thinned to evenly spaced order statistics (deterministic).
     With ``interrupt``, it is called before each slice of about :data:`KDE_SLICE_TERMS` kernel values."""
-    x = np.sort(np.asarray(sample, dtype=np.float64))
-    if len(x) > KDE_POINTS:
-        x = x[np.linspace(0, len(x) - 1, KDE_POINTS).round().astype(np.int64)]
+    x = order_statistics(sample, KDE_POINTS)
     sources = np.concatenate([x, 2 * lo - x, 2 * hi - x])
     out = np.zeros(len(points))
     rows = max(1, KDE_SLICE_TERMS // len(sources))

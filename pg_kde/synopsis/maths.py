@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.signal import fftconvolve
 
 from .._slices import Interrupt
 from ..bandwidth import SELECTORS
@@ -116,6 +115,8 @@ def smooth_masses_2d(weights: np.ndarray, deltas, H: np.ndarray, *, interrupt: I
     inv = np.linalg.inv(H)
     kernel = np.exp(-0.5 * (inv[0, 0] * u * u + 2 * inv[0, 1] * u * v + inv[1, 1] * v * v))
     kernel /= kernel.sum()
+    from scipy.signal import fftconvolve  # imported when used: a 1-D refresh's first call never needs it
+
     mirrored = np.pad(weights, ((half1, half1), (half2, half2)), mode="reflect")
     if interrupt is None:
         smoothed = fftconvolve(mirrored, kernel, mode="same")[half1:-half1 or None, half2:-half2 or None]

@@ -10,27 +10,59 @@ only where both its values are non-NULL.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
-from .cells import lattice_sums, on_lattice
+from .cells import LATTICE_ULPS
 
 #: The seed of the repeatable sample (TABLESAMPLE ... REPEATABLE in SQL, the generator's seed here).
 SAMPLE_SEED = 20261122
 
 
-@dataclass(frozen=True)
-class Cells:
-    """What one scan says of a 1-D grid's cells: per cell, its rows and their sum; the rows off the value
-    lattice; the min and max of the values scanned (None when none were)."""
+#: Bits of a quantum's integer (int64): a value's quanta stay below 2^63 in magnitude.
+QUANTA_BITS = 62
 
-    rows: np.ndarray
-    sums: np.ndarray
+
+@dataclass(frozen=True)
+class Scan1D:
+    """What one scan of a column says (the refresh's aggregate ``_kde_cells``, extension/cells.c), for a grid
+    ``points``, sorted ``candidates`` (heavy values counted apart from the cells) and a ``quantum``.
+
+    ``rows``: all rows, NULLs included; ``non_null``: non-NULL values; ``non_finite``: NaN and ±Infinity among
+    them; ``non_integral``: finite values that are not whole numbers; ``off_lattice``: cell values that are
+    not whole multiples of the quantum (as :func:`~pg_kde.synopsis.cells.on_lattice` judges); ``overflow``:
+    cell values of 2^63 quanta or more (left out of the sums); ``lo``, ``hi``: min and max of the cells'
+    values, ``all_lo``, ``all_hi``: of all finite values (None when there are none); ``cell_rows`` per cell
+    (width_bucket's rule, values beyond the grid in the outer cells); ``cell_quanta`` per cell, the exact sum
+    of rint(v / quantum) (Python ints); ``candidate_rows`` per candidate."""
+
+    rows: int
+    non_null: int
+    non_finite: int
+    non_integral: int
     off_lattice: int
+    overflow: int
     lo: Optional[float]
     hi: Optional[float]
+    all_lo: Optional[float]
+    all_hi: Optional[float]
+    cell_rows: np.ndarray
+    cell_quanta: Tuple[int, ...]
+    candidate_rows: np.ndarray
+    quantum: float
+
+
+def fine_quantum(lo: float, hi: float) -> float:
+    """The quantum of a column with no lattice: a power of two such that values up to 2^10 times max(|lo|, |hi|)
+    (the sample's) stay within :data:`QUANTA_BITS` bits, about one float8 ulp of that magnitude (sums are
+    then exact to far below what float8 stores)."""
+    top = max(abs(lo), abs(hi))
+    if top == 0.0 or not math.isfinite(top):
+        return 1.0
+    return math.ldexp(1.0, max(math.frexp(top)[1] + 10 - QUANTA_BITS, -1074))
 
 
 @dataclass(frozen=True)
@@ -65,29 +97,24 @@ class TableReader(Protocol):
     def row_count(self) -> int:
         """How many rows the relation holds (NULLs included)."""
 
+    def row_estimate(self) -> int:
+        """About how many rows the relation holds, for the sample's share: the same for unchanged data."""
+
     def sample(self, size: int, rows: int) -> np.ndarray:
         """Up to ``size`` rows with every column non-NULL, as an (m, d) float64 array: a repeatable random
         subset when ``rows`` (the relation's row count) exceeds ``size`` (the same whatever order the scan
         returns rows in: :func:`thin`), every such row otherwise."""
 
-    def value_counts(self, limit: int) -> Tuple[np.ndarray, np.ndarray]:
-        """(values, counts) of the non-NULL values of a single column, for at most ``limit`` distinct
-        values (which ones, when there are more, is unspecified)."""
-
-    def counts_of(self, values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """(values, counts) of those of ``values`` that occur in a single column (absent ones left out)."""
-
-    def cells_1d(self, points: np.ndarray, exclude: np.ndarray, step: float) -> "Cells":
-        """Per cell of the grid ``points`` (len(points) − 1 cells; values below or above the grid go to the
-        first or last cell), over the non-NULL values not in ``exclude``: the rows and the sum of values;
-        how many of those values are not whole multiples of ``step`` (0 when step is 0); their min and
-        max. Sums are exact and independent of the scan's order: on a lattice, sums of whole steps;
-        otherwise numeric."""
+    def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float) -> Scan1D:
+        """One pass over a single column: :class:`Scan1D` for the grid ``points`` (two or more, ascending),
+        the sorted ``candidates`` and the ``quantum``. Counts and sums are exact integers, the same in any
+        scan order."""
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray) -> Tuple[np.ndarray, ...]:
         """Per cell (i, j) of the grids' product (shape (len(grid1) − 1, len(grid2) − 1), clamped as in
-        :meth:`cells_1d`), over the rows with both values non-NULL: (rows, sum of v1, sum of v2, sum of t1,
-        sum of t2, sum of t1·t2), t being each value's offset within its cell."""
+        its outer cells), over the rows with both values non-NULL: (rows, sum of v1, sum of v2, sum of t1,
+        sum of t2, sum of t1·t2), t being each value's offset within its cell (the cell as width_bucket
+        finds it, clamped to the grid)."""
 
 
 def thin(rows: np.ndarray, size: int) -> np.ndarray:
@@ -162,33 +189,37 @@ class ArrayTableReader:
             valid = valid & (rng.random(len(valid)) < min(1.0, 1.25 * size / rows))
         return thin(np.column_stack([self._scanned(k)[valid] for k in range(len(self.values))]), size)
 
-    def _column(self) -> np.ndarray:
+    def row_estimate(self) -> int:
+        return self.row_count()
+
+    def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float) -> Scan1D:
         if len(self.values) != 1:
-            raise ValueError("value counts and 1-D cells are of a single column")
-        return self._scanned(0)[~self.nulls[0]]
-
-    def value_counts(self, limit: int) -> Tuple[np.ndarray, np.ndarray]:
-        values, counts = np.unique(self._column(), return_counts=True)
-        return values[:limit], counts[:limit].astype(np.float64)
-
-    def counts_of(self, values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        v = self._column()
-        found, counts = np.unique(v[np.isin(v, values)], return_counts=True)
-        return found, counts.astype(np.float64)
-
-    def cells_1d(self, points: np.ndarray, exclude: np.ndarray, step: float):
-        v = self._column()
-        v = v[~np.isin(v, exclude)]
-        c, _ = _cells(v, points)
+            raise ValueError("a 1-D scan is of a single column")
+        v = self._scanned(0)[~self.nulls[0]]
+        finite = v[np.isfinite(v)]
+        candidates = np.asarray(candidates, dtype=np.float64)
+        at = np.clip(np.searchsorted(candidates, finite), 0, max(len(candidates) - 1, 0))
+        heavy = (candidates[at] == finite) if len(candidates) else np.zeros(len(finite), dtype=bool)
+        candidate_rows = np.bincount(at[heavy], minlength=len(candidates)).astype(np.float64)
+        rest = finite[~heavy]
+        c, _ = _cells(rest, np.asarray(points, dtype=np.float64))
         m = len(points) - 1
-        rows = np.bincount(c, minlength=m).astype(np.float64)
-        lo, hi = (float(v.min()), float(v.max())) if len(v) else (None, None)
-        if step > 0:
-            off = int((~on_lattice(v, step)).sum())
-            steps = np.zeros(m, dtype=np.int64)
-            np.add.at(steps, c, np.round(v / step).astype(np.int64))
-            return Cells(rows, lattice_sums(steps, step), off, lo, hi)
-        return Cells(rows, np.bincount(c, weights=v, minlength=m), 0, lo, hi)
+        t = rest / quantum
+        r = np.rint(t)
+        off = np.abs(t - r) > LATTICE_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(t), 1.0)
+        fits = np.abs(r) < 2.0**63
+        q = r[fits].astype(np.int64)
+        high, low = np.zeros(m, dtype=np.int64), np.zeros(m, dtype=np.int64)  # q = high·2^32 + low, each summed exactly
+        np.add.at(high, c[fits], q >> 32)
+        np.add.at(low, c[fits], q & 0xFFFFFFFF)
+        span = lambda a: (float(a.min()), float(a.max())) if len(a) else (None, None)  # noqa: E731
+        (lo, hi), (all_lo, all_hi) = span(rest), span(finite)
+        return Scan1D(rows=self.row_count(), non_null=len(v), non_finite=len(v) - len(finite),
+                      non_integral=int((finite != np.trunc(finite)).sum()), off_lattice=int(off.sum()),
+                      overflow=int((~fits).sum()), lo=lo, hi=hi, all_lo=all_lo, all_hi=all_hi,
+                      cell_rows=np.bincount(c, minlength=m).astype(np.float64),
+                      cell_quanta=tuple((int(a) << 32) + int(b) for a, b in zip(high, low)),
+                      candidate_rows=candidate_rows, quantum=float(quantum))
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray):
         if len(self.values) != 2:

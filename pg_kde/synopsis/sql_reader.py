@@ -7,13 +7,14 @@ Identifiers reach SQL text only quoted: the relation as ``format('%I.%I')`` wrot
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass, replace
-from typing import Any, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .cells import lattice_sums
-from .reader import SAMPLE_SEED, Cells, TableStats, thin
+from .reader import SAMPLE_SEED, Scan1D, TableStats, thin
 
 #: Relation kinds TABLESAMPLE can read (tables, partitioned tables, materialized views).
 _SAMPLEABLE = {"r", "p", "m"}
@@ -58,7 +59,9 @@ def _sample(plpy, rel: str, kind: str, columns: list, exprs: list, n_total: int,
 class SqlTableReader:
     """Reads one column or a pair of a relation. ``relation`` is its quoted name, ``kind`` its relkind,
     ``columns`` the quoted column names, ``exprs`` each column's value as float8 (the name itself by default;
-    a time column's epoch seconds), ``scales`` the scan's power-of-two factors (1 by default)."""
+    a time column's epoch seconds), ``scans`` what the aggregate ``_kde_cells`` (in the extension's quoted
+    ``schema``) reads of each (the name itself by default: the aggregate takes float8, numeric and time
+    types), ``scales`` the scan's power-of-two factors (1 by default)."""
 
     plpy: Any
     relation: str
@@ -66,10 +69,13 @@ class SqlTableReader:
     columns: Tuple[str, ...]
     scales: Tuple[float, ...] = ()
     exprs: Tuple[str, ...] = ()
+    scans: Tuple[str, ...] = ()
+    schema: str = "public"
 
     def __post_init__(self):
         object.__setattr__(self, "columns", tuple(self.columns))
         object.__setattr__(self, "exprs", tuple(self.exprs) or self.columns)
+        object.__setattr__(self, "scans", tuple(self.scans) or self.columns)
         if not self.scales:
             object.__setattr__(self, "scales", (1.0,) * len(self.columns))
 
@@ -112,58 +118,37 @@ class SqlTableReader:
         sample = _sample(self.plpy, self.relation, self.kind, list(self.columns), list(self.exprs), rows, size)
         return sample if all(s == 1.0 for s in self.scales) else sample * np.array(self.scales)
 
-    def _values_query(self) -> str:
-        (col,), (scale,) = self.exprs, self.scales
-        return f"SELECT {_scaled(col, scale)} AS v FROM {self.relation} WHERE {col} IS NOT NULL"
+    def row_estimate(self) -> int:
+        """Counted when the relation is small (16 MB or less) or cannot be block-sampled; otherwise read off
+        a repeatable sample of about :data:`ESTIMATE_PAGES` blocks, the same for unchanged data
+        (pg_class.reltuples is not: ANALYZE moves it)."""
+        plpy, rel = self.plpy, self.relation
+        if self.kind not in _SAMPLEABLE:
+            return self.row_count()
+        # A partitioned table's blocks are its partitions' (pg_partition_tree lists a plain table alone).
+        pages = int(plpy.execute(plpy.prepare(
+            "SELECT (greatest(pg_catalog.pg_relation_size($1::regclass), (SELECT coalesce(sum(pg_catalog.pg_relation_size("
+            "relid)), 0) FROM pg_catalog.pg_partition_tree($1::regclass))) / pg_catalog.current_setting('block_size')::int8"
+            ")::int8 AS p", ["text"]), [rel])[0]["p"])
+        if pages <= 2 * ESTIMATE_PAGES:
+            return self.row_count()
+        percent = 100.0 * ESTIMATE_PAGES / pages
+        seen = int(plpy.execute(f"SELECT count(*) AS n FROM {rel} TABLESAMPLE SYSTEM ({percent!r}) "
+                                f"REPEATABLE ({SAMPLE_SEED})")[0]["n"])
+        return max(1, round(seen * 100.0 / percent))
 
-    def value_counts(self, limit: int) -> Tuple[np.ndarray, np.ndarray]:
-        groups = self.plpy.execute(f"SELECT v, count(*) AS k FROM ({self._values_query()}) s GROUP BY v "
-                                   f"LIMIT {int(limit)}")
-        return _pairs(groups)
-
-    def counts_of(self, values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        plpy = self.plpy
-        counted = plpy.execute(
-            plpy.prepare(f"SELECT v, count(*) AS k FROM ({self._values_query()}) s WHERE v = ANY($1) GROUP BY v",
-                         ["float8[]"]),
-            [np.asarray(values, dtype=np.float64).tolist()],
-        )
-        return _pairs(counted)
-
-    def cells_1d(self, points: np.ndarray, exclude: np.ndarray, step: float):
-        plpy, grid_size = self.plpy, len(points)
-        # One scan: per grid cell, its rows and their exact sum (whole steps on a lattice, numeric
-        # otherwise: the same in any scan order, parallel or not), and the rows off the lattice.
-        if step > 0:
-            total = "sum(pg_catalog.round(v / $3)::int8)"
-            off = ("count(*) FILTER (WHERE abs(v / $3 - pg_catalog.round(v / $3)) > "
-                   "1.7763568394002505e-15 * greatest(abs(v / $3), 1))")  # cells.on_lattice
-        else:
-            total, off = "sum(v::numeric)", "0"
-        cells = plpy.execute(
-            plpy.prepare(
-                f"SELECT c, count(*) AS n, {total} AS s, {off} AS off, min(v) AS lo, max(v) AS hi "
-                f"FROM (SELECT v, least(greatest(width_bucket(v, $1) - 1, 0), {grid_size - 2}) AS c "
-                f"FROM ({self._values_query()}) s WHERE NOT (v = ANY($2))) q GROUP BY c",
-                ["float8[]", "float8[]", "float8"],
-            ),
-            [np.asarray(points).tolist(), np.asarray(exclude, dtype=np.float64).tolist(), float(step)],
-        )
-        rows_in = np.zeros(grid_size - 1)
-        steps = [0] * (grid_size - 1)
-        sums_in = np.zeros(grid_size - 1)
-        off_lattice, lo, hi = 0, None, None
-        for r in cells:  # the query clamps c to the cells 0 .. grid_size - 2
-            k = int(r["c"])
-            rows_in[k] += float(r["n"])
-            off_lattice += int(r["off"])
-            lo = float(r["lo"]) if lo is None else min(lo, float(r["lo"]))
-            hi = float(r["hi"]) if hi is None else max(hi, float(r["hi"]))
-            if step > 0:
-                steps[k] = int(r["s"])
-            else:
-                sums_in[k] = float(r["s"])
-        return Cells(rows_in, lattice_sums(steps, step) if step > 0 else sums_in, off_lattice, lo, hi)
+    def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float) -> Scan1D:
+        """One pass of the aggregate ``_kde_cells``, run by plpy.execute on the query's text (a prepared plan
+        never runs in parallel; the grid and candidates are float8 literals written by repr, which float8
+        reads back exactly)."""
+        (scan,), (scale,) = self.scans, self.scales
+        value = scan if scale == 1.0 else f"({scan})::float8 * {scale!r}::float8"
+        grid = float8_array(points)
+        heavy = float8_array(candidates)
+        row = self.plpy.execute(
+            f"SELECT count(*) AS n, {self.schema}._kde_cells({value}, {grid}, {heavy}, {float(quantum)!r}::float8) AS s "
+            f"FROM {self.relation}")[0]
+        return decode_cells(int(row["n"]), row["s"], len(points), len(candidates), quantum)
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray):
         plpy, rel, exprs = self.plpy, self.relation, self.exprs
@@ -195,11 +180,45 @@ class SqlTableReader:
         return rows_in, sum1, sum2, t1, t2, t12
 
 
+#: Blocks the row estimate samples (8 MB of 8 kB pages).
+ESTIMATE_PAGES = 1024
+#: The serialized state of _kde_cells: its header (struct CellsHeader in extension/cells.c).
+_HEADER = struct.Struct("=IIiid5q4d")
+_MAGIC, _VERSION = 0x4345444B, 1
+
+
+def float8_array(values) -> str:
+    """A float8[] literal of finite values (repr round-trips exactly through float8's input)."""
+    return "'{" + ",".join(repr(float(v)) for v in np.asarray(values, dtype=np.float64)) + "}'::float8[]"
+
+
+def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: float) -> Scan1D:
+    """The :class:`~pg_kde.synopsis.reader.Scan1D` of ``_kde_cells``'s final value (None: no non-NULL
+    values) over a grid of m points and k candidates, with ``rows`` the relation's rows."""
+    if state is None:
+        return Scan1D(rows=rows, non_null=0, non_finite=0, non_integral=0, off_lattice=0, overflow=0, lo=None,
+                      hi=None, all_lo=None, all_hi=None, cell_rows=np.zeros(m - 1), cell_quanta=(0,) * (m - 1),
+                      candidate_rows=np.zeros(k), quantum=float(quantum))
+    data = bytes(state)
+    (magic, version, m_, k_, quantum_, non_null, non_finite, off, non_integral, overflow,
+     lo, hi, all_lo, all_hi) = _HEADER.unpack_from(data)
+    if (magic, version, m_, k_) != (_MAGIC, _VERSION, m, k):
+        raise ValueError("pg_kde: the scan returned a state of another grid or version")
+    at = _HEADER.size + 8 * (m + k)
+    cell_rows = np.frombuffer(data, dtype=np.int64, count=m - 1, offset=at)
+    at += 8 * (m - 1)
+    halves = np.frombuffer(data, dtype=np.int64, count=2 * (m - 1), offset=at).reshape(m - 1, 2)
+    at += 16 * (m - 1)
+    candidate_rows = np.frombuffer(data, dtype=np.int64, count=k, offset=at)
+    quanta = tuple((int(high) << 64) + (int(low) & 0xFFFFFFFFFFFFFFFF) for low, high in halves)
+    number = lambda x: None if math.isnan(x) else float(x)  # noqa: E731
+    return Scan1D(rows=rows, non_null=non_null, non_finite=non_finite, non_integral=non_integral, off_lattice=off,
+                  overflow=overflow, lo=number(lo), hi=number(hi), all_lo=number(all_lo), all_hi=number(all_hi),
+                  cell_rows=cell_rows.astype(np.float64), cell_quanta=quanta,
+                  candidate_rows=candidate_rows.astype(np.float64), quantum=float(quantum_))
+
+
 def _float(value):
     return None if value is None else float(value)
 
 
-def _pairs(groups) -> Tuple[np.ndarray, np.ndarray]:
-    """(values, counts) of the rows of a ``SELECT v, count(*) AS k ... GROUP BY v``."""
-    return (np.asarray([g["v"] for g in groups], dtype=np.float64),
-            np.asarray([g["k"] for g in groups], dtype=np.float64))

@@ -18,12 +18,16 @@ from pg_kde.synopsis.catalog import format1  # noqa: E402
 from sqlhelpers import approx, load, refresh  # noqa: E402
 
 #: Every released version, oldest first; each ships an update script to the next.
-RELEASED = ["0.1.0", "0.2.0", "0.3.0"]
+RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0"]
 
 # Each object of the extension, described so that two installs can be compared.
 SCHEMA_QUERIES = {
     "functions": """
-        SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid), p.proacl::text, obj_description(p.oid, 'pg_proc')
+        SELECT p.oid::regprocedure::text,
+               CASE WHEN p.prokind = 'a' THEN (SELECT format('aggregate %s %s %s %s %s %s %s', a.aggtransfn, a.aggfinalfn,
+                   a.aggcombinefn, a.aggserialfn, a.aggdeserialfn, a.aggtranstype::regtype, p.proparallel)
+                   FROM pg_aggregate a WHERE a.aggfnoid = p.oid) ELSE pg_get_functiondef(p.oid) END,
+               p.proacl::text, obj_description(p.oid, 'pg_proc')
         FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
         JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'pg_kde' ORDER BY 1""",
     "relations": """
@@ -64,6 +68,9 @@ COLUMNS = {
 #: 0.3.0: the header table and each kind's payload (0.4.0 changes the 1-D payload: format 2).
 HEADER_0_3_0 = ("relid, cols, kind, attnums, coltypes, built_relid, requested, method, backend, bandwidth, sample_size, "
                 "n_rows, n_null, built_at, build_seconds, mod_count, storage_id, pages")
+#: 0.4.0: format 2 of the 1-D payload (the layout of 0.5.0 too).
+PAYLOAD_0_4_0 = "relid, cols, atom_values, atom_cum_count, atom_cum_sum, kde_rows, grid, grid_size, cell_cum_count, " \
+                "cell_cum_sum, step, density, shape_var"
 PAYLOAD_0_3_0 = {
     "kde_synopsis": "relid, cols, integer_valued, atom_values, atom_cum_count, atom_cum_sum, kde_rows, grid, lattice, "
                     "grid_size, cell_cum_count, cell_cum_sum, cell_cum_offset, kde_mass, cell_discrete",
@@ -72,15 +79,16 @@ PAYLOAD_0_3_0 = {
 }
 
 
-def old_format(current) -> dict:
+def old_format(current, format2: bool = False) -> dict:
     """Each synopsis of ``current`` as the releases before 0.4.0 stored it: {table: [row dict, ...]} with every
-    column any of them had (a 1-D payload back to format 1: pg_kde.synopsis.catalog.format1)."""
+    column any of them had (a 1-D payload back to format 1: pg_kde.synopsis.catalog.format1); with ``format2``,
+    as 0.4.0 stored it (its payloads unchanged)."""
     rows = {}
     with current.cursor(row_factory=dict_row) as cur:
         for table in ("kde_synopsis", "kde_synopsis_2d"):
             found = cur.execute(f"SELECT k.*, p.*, k.relid::text AS relid, k.requested::text AS options "
                                 f"FROM kde_catalog k JOIN {table} p USING (relid, cols)").fetchall()
-            rows[table] = [format1(r) if table == "kde_synopsis" else r for r in found]
+            rows[table] = [format1(r) if table == "kde_synopsis" and not format2 else r for r in found]
     return rows
 
 
@@ -149,17 +157,18 @@ def test_synopses_survive_the_update(scratch_db, old):
         # The synopses as the old version stored them (its refresh needs its own package: the rows are the
         # same synopses, in its layout), plus one of a table dropped before the update, which the update must
         # remove.
-        stored = old_format(current)
+        stored = old_format(current, format2=old == "0.4.0")
         gone = dict(next(r for r in stored["kde_synopsis"] if r["cols"] == ["x"]), relid="gone", cols=["v"])
         for table, rows in stored.items():
             for row in rows + ([gone] if table == "kde_synopsis" else []):
-                if old == "0.3.0":
+                if old in ("0.3.0", "0.4.0"):
                     insert(legacy, "kde_catalog", HEADER_0_3_0, row)
-                    insert(legacy, table, PAYLOAD_0_3_0[table], row)
+                    insert(legacy, table, PAYLOAD_0_4_0 if old == "0.4.0" and table == "kde_synopsis"
+                           else PAYLOAD_0_3_0[table], row)
                 else:
                     insert(legacy, table, COLUMNS[old][table], row)
             if old != "0.1.0":  # as the old version's refresh stored it: the relation's own oid
-                legacy.execute(f"UPDATE {'kde_catalog' if old == '0.3.0' else table} SET built_relid = relid::oid")
+                legacy.execute(f"UPDATE {'kde_catalog' if old in ('0.3.0', '0.4.0') else table} SET built_relid = relid::oid")
         legacy.execute("DROP TABLE gone")
         # The orphan included; 0.2.0 and later remove it at the DROP already (event triggers).
         orphans = 1 if old == "0.1.0" else 0

@@ -10,7 +10,8 @@ import pytest
 from pg_kde import sql_entry
 from pg_kde._errors import UserError
 from pg_kde.synopsis.catalog import HEADER_COLUMNS, split_row
-from pg_kde.synopsis.cells import ATOM_BYTES, BOUNDARY_BYTES, DEFAULT_BUDGET_1D, ROW_BYTES_1D, cells_for_budget
+from pg_kde.synopsis.cells import ATOM_BYTES, BOUNDARY_BYTES, DEFAULT_BUDGET_1D, KDE_POINTS, ROW_BYTES_1D, cells_for_budget
+from pg_kde.synopsis.reader import fine_quantum
 from pg_kde.synopsis import (
     CATALOG_TYPES,
     ArrayTableReader,
@@ -96,7 +97,8 @@ def test_continuous_column(rng):
     built, requested = build(x)
     values = x[~np.isnan(x)]
     check_1d(built, values, nulls=int(np.isnan(x).sum()))
-    assert built.method == "plugin_cdf" and built.scale == "minim" and built.sample_size == len(values)
+    # the bandwidth is chosen on the points the KDE sums: the sample's order statistics, at most KDE_POINTS
+    assert built.method == "plugin_cdf" and built.scale == "minim" and built.sample_size == min(len(values), KDE_POINTS)
     assert built.step == 0.0 and built.atom_values == [] and built.budget == DEFAULT_BUDGET_1D
     assert built.grid[0] == values.min() and built.grid[-1] == values.max()
     assert cells_for_budget(DEFAULT_BUDGET_1D, 0) - 3 <= built.grid_size - 1 <= cells_for_budget(DEFAULT_BUDGET_1D, 0)
@@ -327,17 +329,21 @@ def test_array_reader_answers_as_the_sql_queries_do():
     stats = reader.stats()
     assert (stats.rows, stats.non_null, stats.lo, stats.hi, stats.non_finite, stats.integral) == \
         (7, 5, (1.0,), (3.0,), 0, (False,))
-    values, counts = reader.value_counts(10)
-    assert values.tolist() == [1.0, 2.0, 2.5, 3.0] and counts.tolist() == [1.0, 2.0, 1.0, 1.0]
-    values, counts = reader.counts_of(np.array([2.0, 9.0]))
-    assert values.tolist() == [2.0] and counts.tolist() == [2.0]
-    # width_bucket(v, points) - 1 clamped to the cells: 3.0 (= the last point) goes to the last cell
-    cells = reader.cells_1d(np.array([1.0, 2.0, 3.0]), np.array([2.5]), 0.0)
-    assert cells.rows.tolist() == [1.0, 3.0] and cells.sums.tolist() == [1.0, 7.0] and cells.off_lattice == 0
-    assert (cells.lo, cells.hi) == (1.0, 3.0)
-    cells = reader.cells_1d(np.array([0.25, 2.25, 3.25]), np.array([]), 0.5)  # 2.5 is on the half lattice
-    assert cells.rows.tolist() == [3.0, 2.0] and cells.sums.tolist() == [5.0, 5.5] and cells.off_lattice == 0
-    assert ArrayTableReader((np.array([0.5, 0.7]),)).cells_1d(np.array([0.0, 1.0]), np.array([]), 0.5).off_lattice == 1
+    # width_bucket(v, points) - 1 clamped to the cells: 3.0 (= the last point) goes to the last cell; the
+    # candidate 2.5 is counted apart; sums in whole quanta
+    scan = reader.scan_1d(np.array([1.0, 2.0, 3.0]), np.array([2.5, 9.0]), 0.5)
+    assert (scan.rows, scan.non_null, scan.non_finite, scan.non_integral, scan.off_lattice, scan.overflow) == \
+        (7, 5, 0, 1, 0, 0)
+    assert scan.cell_rows.tolist() == [1.0, 3.0] and scan.cell_quanta == (2, 14) and scan.candidate_rows.tolist() == [1.0, 0.0]
+    assert (scan.lo, scan.hi, scan.all_lo, scan.all_hi) == (1.0, 3.0, 1.0, 3.0)
+    scan = reader.scan_1d(np.array([0.25, 2.25, 3.25]), np.array([]), 0.5)  # 2.5 is on the half lattice
+    assert scan.cell_rows.tolist() == [3.0, 2.0] and scan.cell_quanta == (10, 11) and scan.off_lattice == 0
+    assert ArrayTableReader((np.array([0.5, 0.7]),)).scan_1d(np.array([0.0, 1.0]), np.array([]), 0.5).off_lattice == 1
+    # values past 2^63 quanta are counted, not summed; NaN and infinities are counted apart
+    wide = ArrayTableReader((np.array([1.0, 2.0**70, np.inf, np.nan]),), nulls=(np.array([False, False, False, True]),))
+    scan = wide.scan_1d(np.array([0.0, 2.0]), np.array([]), 1.0)
+    assert (scan.non_null, scan.non_finite, scan.overflow, scan.cell_quanta, scan.all_hi) == (3, 1, 1, (1,), 2.0**70)
+    assert fine_quantum(-3.0, 1000.0) == 2.0**-42 and fine_quantum(0.0, 0.0) == 1.0
     scaled = reader.scaled([0.5])
     assert scaled.sample(10, 7)[:, 0].tolist() == [1.5, 0.5, 1.0, 1.0, 1.25] and scaled.stats() == stats
     assert reader.row_count() == 7 and len(reader.sample(2, 7)) <= 2

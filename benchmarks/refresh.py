@@ -1,0 +1,115 @@
+"""Refresh time of 1-D synopses against a count(*) of the same table (issue target: refresh <= 3 x count(*) + 1 s
+on 10⁷ rows), the first call's cost in a new backend (importing pg_kde into PL/Python), and whether refreshes of
+unchanged data repeat bit for bit.
+
+    python benchmarks/refresh.py [--dsn DSN] [--rows 10000000] [--repeats 3]
+
+Without --dsn (or $PG_KDE_DSN) it starts the embedded local server of the current directory. It works in a
+database of its own (pg_kde_refresh_bench; dropped and recreated) holding the generated sales table of
+benchmarks/budget.py (amount numeric(12,2) log-normal cents, qty Zipf-like integers, created_at timestamptz
+with a daily rhythm), after a VACUUM ANALYZE. Every timing is taken on a warm table (it is read once first)
+and reported as the median of --repeats runs; count(*) runs between refreshes, in the same session. Writes
+benchmarks/results/refresh.md and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+from budget import SALES_SQL, cpu_model
+
+from pg_kde import admin, server
+
+DATABASE = "pg_kde_refresh_bench"
+COLUMNS = ("amount", "qty", "created_at")
+
+
+def timed(conn, query: str, params=()) -> float:
+    start = time.perf_counter()
+    conn.execute(query, params).fetchall()
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    import psycopg
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dsn", default=os.environ.get("PG_KDE_DSN"))
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = parser.parse_args(argv)
+
+    dsn = args.dsn or server.start(".").dsn()
+    with admin.connect(dsn) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {DATABASE}")
+    bench_dsn = psycopg.conninfo.make_conninfo(dsn, dbname=DATABASE)
+    lines = []
+    with admin.connect(bench_dsn) as conn:
+        conn.execute("CREATE EXTENSION pg_kde CASCADE")
+        version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_kde'").fetchone()[0]
+        postgres = conn.execute("SHOW server_version").fetchone()[0]
+        workers = conn.execute("SHOW max_parallel_workers_per_gather").fetchone()[0]
+        t0 = time.perf_counter()
+        conn.execute("SELECT setseed(0.5)")
+        conn.execute(SALES_SQL.format(rows=int(args.rows)))
+        conn.execute("VACUUM ANALYZE sales")
+        conn.execute("CREATE TABLE tiny AS SELECT g::float8 AS x FROM generate_series(1, 1000) g")
+        load_s = time.perf_counter() - t0
+        size = conn.execute("SELECT pg_size_pretty(pg_relation_size('sales'))").fetchone()[0]
+        timed(conn, "SELECT count(*) FROM sales")  # warm the table
+        counts, refreshes, payloads = [], {c: [] for c in COLUMNS}, {c: set() for c in COLUMNS}
+        for _ in range(args.repeats):
+            counts.append(timed(conn, "SELECT count(*) FROM sales"))
+            for col in COLUMNS:
+                refreshes[col].append(timed(conn, "SELECT kde_refresh('sales', %s)", (col,)))
+                payloads[col].add(conn.execute(
+                    "SELECT md5(p::text) FROM kde_synopsis p WHERE relid = 'sales'::regclass AND cols = ARRAY[%s]",
+                    (col,)).fetchone()[0])
+        summaries = {c: conn.execute("SELECT kde_refresh('sales', %s)", (c,)).fetchone()[0] for c in COLUMNS}
+    # The first call in a new backend imports pg_kde (and numpy) into PL/Python; the second does not.
+    first, second = [], []
+    for _ in range(args.repeats):
+        with psycopg.connect(bench_dsn, autocommit=True) as conn:
+            first.append(timed(conn, "SELECT kde_refresh('tiny', 'x')"))
+            second.append(timed(conn, "SELECT kde_refresh('tiny', 'x')"))
+
+    count = statistics.median(counts)
+    target = 3 * count + 1.0
+    lines += [f"## Refresh time ({dt.date.today().isoformat()})", "",
+              f"`python benchmarks/refresh.py --rows {args.rows} --repeats {args.repeats}`: pg_kde {version}, "
+              f"PostgreSQL {postgres} (max_parallel_workers_per_gather {workers}), {cpu_model()} "
+              f"({os.cpu_count()} cores), {platform.system()} {platform.release()}. sales: {args.rows:,} rows, "
+              f"{size}, generated and VACUUM ANALYZEd in {load_s:.0f} s; warm (read once before timing). "
+              f"Medians of {args.repeats}.", "",
+              f"`SELECT count(*) FROM sales`: **{count:.3f} s**; target: refresh ≤ 3 × count(*) + 1 s = "
+              f"**{target:.2f} s**.", "",
+              "| column | type | refresh (median) | runs | ÷ count(*) | target met | repeatable (payload md5) | "
+              "grid | heavy values |", "|---|---|---|---|---|---|---|---|---|"]
+    types = {"amount": "numeric(12,2)", "qty": "integer", "created_at": "timestamptz"}
+    for col in COLUMNS:
+        med = statistics.median(refreshes[col])
+        s = summaries[col]
+        lines.append(f"| {col} | {types[col]} | **{med:.2f} s** | {', '.join(f'{t:.2f}' for t in refreshes[col])} | "
+                     f"{med / count:.1f}× | {'yes' if med <= target else 'no'} | "
+                     f"{'yes' if len(payloads[col]) == 1 else f'no ({len(payloads[col])} payloads)'} | "
+                     f"{s['grid_size']} points | {s['heavy_values']} |")
+    lines += ["", f"First call in a new backend (imports pg_kde into PL/Python), a 1,000-row table: "
+                  f"**{statistics.median(first) * 1e3:.0f} ms**; the same call again in that backend: "
+                  f"{statistics.median(second) * 1e3:.0f} ms.", ""]
+    text = "\n".join(lines)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "refresh.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

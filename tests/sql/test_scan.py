@@ -1,0 +1,128 @@
+"""The refresh's scan on the real server: the C aggregate _kde_cells (extension/cells.c) against its float64
+reference (ArrayTableReader.scan_1d) on the same rows; the same state in parallel and serial plans; numeric
+and time values read exactly as their casts read them; bad arguments refused."""
+
+import numpy as np
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg import sql  # noqa: E402
+
+from pg_kde.synopsis.reader import ArrayTableReader, fine_quantum  # noqa: E402
+from pg_kde.synopsis.sql_reader import decode_cells, float8_array  # noqa: E402
+from sqlhelpers import load  # noqa: E402
+
+PARALLEL = ("SET parallel_setup_cost = 0", "SET parallel_tuple_cost = 0", "SET min_parallel_table_scan_size = 0",
+            "SET max_parallel_workers_per_gather = 2")
+SERIAL = ("SET max_parallel_workers_per_gather = 0",)
+
+
+def scan(db, table, expr, points, candidates, quantum, settings=()):
+    for s in settings:
+        db.execute(s)
+    try:
+        query = (f"SELECT count(*) AS n, _kde_cells({expr}, {float8_array(points)}, {float8_array(candidates)}, "
+                 f"{float(quantum)!r}::float8) AS s FROM {sql.Identifier(table).as_string(db)}")
+        n, state = db.execute(query).fetchone()
+        plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + query).fetchall())
+    finally:
+        db.execute("RESET ALL")
+    return n, state, plan
+
+
+def same_scan(a, b):
+    for field in ("rows", "non_null", "non_finite", "non_integral", "off_lattice", "overflow", "lo", "hi", "all_lo",
+                  "all_hi", "cell_quanta", "quantum"):
+        assert getattr(a, field) == getattr(b, field), field
+    np.testing.assert_array_equal(a.cell_rows, b.cell_rows)
+    np.testing.assert_array_equal(a.candidate_rows, b.candidate_rows)
+
+
+@pytest.mark.parametrize("kind", ["cents", "continuous"])
+def test_the_aggregate_equals_its_reference_in_parallel_and_serial_plans(db, table, kind):
+    rng = np.random.default_rng(5)
+    n = 60000
+    x = np.round(rng.lognormal(3.0, 1.2, n), 2) if kind == "cents" else rng.standard_t(3, n) * 1e3
+    x[rng.random(n) < 0.03] = np.nan  # NULLs
+    x[:50] = 7.25  # a heavy value
+    x[50:53] = 1e6  # beyond the grid: the last cell
+    load(db, table, {"x": x}, {"x": "numeric(14,2)" if kind == "cents" else "float8"})
+    values = x[~np.isnan(x)]
+    points = np.quantile(values, np.linspace(0.05, 0.95, 40))
+    candidates = np.array([7.25, 12.5, 3.0e7])
+    quantum = 0.01 if kind == "cents" else fine_quantum(values.min(), values.max())
+    rows, state, plan = scan(db, table, "x", points, candidates, quantum, PARALLEL)
+    assert "Partial Aggregate" in plan and "Gather" in plan  # PostgreSQL's parallel query runs it
+    parallel = decode_cells(rows, state, len(points), len(candidates), quantum)
+    rows, serial_state, plan = scan(db, table, "x", points, candidates, quantum, SERIAL)
+    assert "Partial Aggregate" not in plan
+    assert bytes(serial_state) == bytes(state)  # integer counts and sums: the same in any order
+    # the column as the server's float8 cast reads it, through the reference
+    column = np.array([r[0] for r in db.execute(
+        sql.SQL("SELECT x::float8 FROM {}").format(sql.Identifier(table))).fetchall()], dtype=float)
+    reference = ArrayTableReader((column,)).scan_1d(points, candidates, quantum)
+    same_scan(parallel, reference)
+    assert parallel.candidate_rows[0] == (values == 7.25).sum() >= 50 and parallel.non_null == len(values)
+    assert parallel.rows == n
+    if kind == "cents":
+        assert parallel.off_lattice == 0 and parallel.non_integral > 0
+        heavy = sum(int(k) * int(round(v * 100)) for k, v in zip(parallel.candidate_rows, candidates))
+        assert sum(parallel.cell_quanta) + heavy == int(np.round(values * 100).astype(np.int64).sum())  # exact cents
+
+
+def test_numeric_values_are_read_as_the_cast_reads_them(db):
+    # Every value must equal its ::float8 exactly: with the values themselves as candidates, every row is a
+    # candidate's and none reaches the cells.
+    db.execute("""CREATE TEMP TABLE nums AS
+        SELECT round((sign * (random() * 10 ^ p))::numeric(60, 20), s) AS v
+        FROM generate_series(-25, 25) p, generate_series(0, 20) s, (VALUES (1), (-1)) g(sign),
+             generate_series(1, 20) r
+        UNION ALL SELECT v::numeric FROM (VALUES ('0'), ('1e300'), ('-1e-300'), ('123456789012345678901234567890.123'),
+             ('9007199254740993'), ('0.1'), ('1e-22'), ('1e23'), ('4.35'), ('0.0000000000000000000001')) t(v)""")
+    n_bad = db.execute("SELECT count(*) FROM nums WHERE _kde_float8(v) IS DISTINCT FROM v::float8").fetchone()[0]
+    assert n_bad == 0
+    special = db.execute("SELECT _kde_float8('NaN'), _kde_float8('Infinity'), _kde_float8('-Infinity'), "
+                         "_kde_float8(NULL)").fetchone()
+    assert np.isnan(special[0]) and special[1:] == (float("inf"), float("-inf"), None)
+    values = np.unique([r[0] for r in db.execute("SELECT v::float8 FROM nums").fetchall()])
+    state = db.execute(f"SELECT _kde_cells(v, '{{0,1}}'::float8[], {float8_array(values)}, 1) FROM nums").fetchone()[0]
+    total = db.execute("SELECT count(*) FROM nums").fetchone()[0]
+    decoded = decode_cells(total, state, 2, len(values), 1.0)
+    assert decoded.candidate_rows.sum() == total and decoded.cell_rows.sum() == 0
+
+
+@pytest.mark.parametrize("type_", ["timestamptz", "timestamp", "date"])
+def test_time_values_are_read_as_extract_epoch_reads_them(db, type_):
+    # microseconds past 2^53 (beyond about 2255 and before 1685) go through the decimal text
+    db.execute(f"""CREATE TEMP TABLE times AS
+        SELECT ('1970-01-01'::timestamp + make_interval(secs => (random() - 0.5) * 3e11))::{type_} AS t
+        FROM generate_series(1, 5000)
+        UNION ALL SELECT t::{type_} FROM (VALUES ('2024-03-01 12:34:56.789012'), ('1969-12-31 23:59:59.999999'),
+             ('2400-01-01 00:00:00.000001'), ('0044-03-15 12:00:00 BC'), ('1970-01-01')) v(t)""")
+    db.execute("SET TimeZone = 'America/St_Johns'")  # a half-hour offset: timestamptz is absolute, the others wall-clock
+    try:
+        values = np.unique([r[0] for r in db.execute("SELECT extract(epoch FROM t)::float8 FROM times").fetchall()])
+        state = db.execute(f"SELECT _kde_cells(t, '{{0,1}}'::float8[], {float8_array(values)}, 1) FROM times").fetchone()[0]
+    finally:
+        db.execute("RESET TimeZone")
+    decoded = decode_cells(5005, state, 2, len(values), 1.0)
+    assert decoded.candidate_rows.sum() == 5005 and decoded.cell_rows.sum() == 0
+    n_inf = db.execute(f"SELECT _kde_cells(t, '{{0,1}}'::float8[], '{{}}'::float8[], 1) FROM (VALUES "
+                       f"('infinity'::{type_}), ('-infinity'::{type_}), (NULL)) v(t)").fetchone()[0]
+    inf = decode_cells(3, n_inf, 2, 0, 1.0)
+    assert (inf.non_null, inf.non_finite) == (2, 2)
+
+
+@pytest.mark.parametrize("grid, candidates, quantum, message", [
+    ("'{1}'", "'{}'", "1", "the grid needs at least 2 values"),
+    ("'{2,1}'", "'{}'", "1", "the grid must be finite and ascending"),
+    ("'{0,NaN}'", "'{}'", "1", "the grid must be finite and ascending"),
+    ("'{0,1}'", "'{2,2}'", "1", "the candidates must be finite and ascending"),
+    ("'{0,1}'", "'{}'", "0", "the quantum must be positive and finite"),
+    ("'{0,1}'", "NULL", "1", "_kde_cells needs a grid, candidates and a quantum"),
+    ("'{{0,1},{2,3}}'", "'{}'", "1", "the grid must be a one-dimensional array without NULLs"),
+])
+def test_bad_arguments_are_refused(db, grid, candidates, quantum, message):
+    with pytest.raises(psycopg.Error, match=f"pg_kde: {message}"):
+        db.execute(f"SELECT _kde_cells(x, {grid}::float8[], {candidates}::float8[], {quantum}::float8) "
+                   "FROM (VALUES (1.0::float8)) v(x)")
