@@ -27,8 +27,9 @@ import numpy as np
 from . import __version__, bandwidth
 from ._errors import UserError
 from .synopsis import Requested, build_1d, build_2d
-from .synopsis.build import counts_method, select_bandwidth
-from .synopsis.catalog import split_row
+from .synopsis.build import counts_method, plan_grid, select_bandwidth
+from .synopsis.catalog import Built1D, split_row
+from .synopsis.merge import merge_1d
 from .synopsis.cells import MAX_BUDGET, MIN_BUDGET
 from .synopsis.sql_reader import SqlTableReader
 
@@ -229,12 +230,101 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
                            (8, 1024) if pair else (16, 65536))
     requested = Requested(method, sample_size, grid_size, backend, budget)
     reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
+    if kind == "p" and not pair:
+        built, facts = _build_partitioned(plpy, GD, schema, relid, reader, cols, requested, started)
+        _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, cols, _identity(state, attnums, coltypes),
+                                                             requested), built.catalog_types())
+        return json.dumps({**built.summary(rel, cols[0]), **facts})
+    hint = None if pair else _ancestor_grid(plpy, schema, relid, cols)
     built = (build_2d if pair else build_1d)(
         reader, requested, functools.partial(_select_bandwidth, plpy), interrupt=interrupt_check(plpy),
-        started=started)
+        started=started, **({} if pair else {"grid_hint": hint}))
     _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, cols, _identity(state, attnums, coltypes), requested),
             built.catalog_types())
     return json.dumps(built.summary(rel, cols if pair else cols[0]))
+
+
+def _ancestor_grid(plpy, schema: str, relid, cols):
+    """The grid of the nearest partitioned ancestor's synopsis of the same column, if any: a partition built
+    on it merges into the ancestor's synopsis exactly (:mod:`pg_kde.synopsis.merge`)."""
+    rows = plpy.execute(plpy.prepare(
+        f"SELECT p.grid FROM pg_catalog.pg_partition_ancestors($1::regclass) WITH ORDINALITY a(relid, level) "
+        f"JOIN {schema}.kde_synopsis p ON p.relid = a.relid AND p.cols = $2 "
+        f"WHERE a.relid <> $1::regclass AND cardinality(p.grid) >= 2 ORDER BY a.level LIMIT 1",
+        ["oid", "text[]"]), [relid, list(cols)])
+    return np.asarray(rows[0]["grid"], dtype=np.float64) if rows else None
+
+
+def _stored_1d(plpy, schema: str, relid, cols):
+    """The stored 1-D synopsis of a relation's columns as a :class:`~pg_kde.synopsis.catalog.Built1D`, with its
+    header's requested options and staleness facts (None when there is none)."""
+    rows = plpy.execute(plpy.prepare(
+        f"SELECT k.*, p.*, k.requested::text AS requested_text FROM {schema}.kde_catalog k "
+        f"JOIN {schema}.kde_synopsis p USING (relid, cols) WHERE k.relid = $1::regclass AND k.cols = $2",
+        ["oid", "text[]"]), [relid, list(cols)])
+    if not rows:
+        return None
+    r = rows[0]
+    built = Built1D(
+        method=r["method"], bandwidth=float(r["bandwidth"][0]), sample_size=int(r["sample_size"]), backend=r["backend"],
+        scale=None, n_rows=int(r["n_rows"]), n_null=int(r["n_null"]), step=float(r["step"]),
+        atom_values=list(r["atom_values"]), atom_cum_count=list(r["atom_cum_count"]), atom_cum_sum=list(r["atom_cum_sum"]),
+        heavy_rows=int(round(r["atom_cum_count"][-1])) if r["atom_cum_count"] else 0, kde_rows=int(r["kde_rows"]),
+        grid=list(r["grid"]), grid_size=int(r["grid_size"]), cell_cum_count=list(r["cell_cum_count"]),
+        cell_cum_sum=list(r["cell_cum_sum"]), density=[float(d) for d in r["density"]], shape_var=float(r["shape_var"]),
+        budget=int(json.loads(r["requested_text"]).get("budget") or 0), seconds=float(r["build_seconds"]))
+    facts = {k: r[k] for k in ("mod_count", "storage_id", "pages", "attnums", "requested_text")}
+    return built, facts
+
+
+def _build_partitioned(plpy, GD, schema: str, relid, parent: SqlTableReader, cols, requested: Requested, started):
+    """A partitioned table's 1-D synopsis: one synopsis per leaf partition (stored as that partition's own,
+    so approx_* reads each partition too), rebuilt only where the partition changed since its synopsis was
+    built with the same request, all on the parent's grid where they reach it, then merged
+    (:func:`pg_kde.synopsis.merge.merge_1d`). Returns the merged synopsis and the summary's extra facts."""
+    leaves = plpy.execute(plpy.prepare(
+        "SELECT p.relid::oid AS oid FROM pg_catalog.pg_partition_tree($1::regclass) p WHERE p.isleaf "
+        "ORDER BY p.relid::oid", ["oid"]), [relid])
+    if not leaves:
+        _fail(f"pg_kde: {parent.relation} has no partitions", sqlstate="42809")
+    current = _stored_1d(plpy, schema, relid, cols)
+    hint = np.asarray(current[0].grid, dtype=np.float64) if current and current[0].grid_size >= 2 else None
+    if hint is None:  # the first build: the parent's own grid, from a sample of the parent
+        hint = plan_grid(parent, requested)
+    select = functools.partial(_select_bandwidth, plpy)
+    parts, rebuilt, empty = [], 0, 0
+    for leaf in (int(r["oid"]) for r in leaves):
+        rel, kind, _ = _relation(plpy, leaf)
+        names, exprs, scans, attnums, coltypes = _columns(plpy, schema, leaf, rel, cols)
+        state = _refresh_start(plpy, schema, leaf, cols, requested.method, requested.sample_size,
+                               requested.grid_size, requested.budget, (16, 65536))
+        stored = _stored_1d(plpy, schema, leaf, cols)
+        if stored is not None:
+            built, facts = stored
+            same = (json.loads(facts["requested_text"]) == json.loads(requested.json())
+                    and list(facts["attnums"]) == list(attnums)
+                    and all(facts[k] == state[k] for k in ("mod_count", "storage_id", "pages")))
+            if same:
+                parts.append(built)
+                continue
+        leaf_started = time.perf_counter()
+        try:
+            built = build_1d(SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema),
+                             requested, select, interrupt=interrupt_check(plpy), started=leaf_started, grid_hint=hint)
+        except UserError as exc:
+            if "is empty" in exc.error["message"] or "no non-NULL values" in exc.error["message"]:
+                empty += 1  # nothing to describe: no synopsis of its own, nothing to merge
+                continue
+            raise
+        _upsert(plpy, schema, built.TABLE, built.catalog_row(leaf, list(cols), _identity(state, attnums, coltypes),
+                                                             requested), built.catalog_types())
+        parts.append(built)
+        rebuilt += 1
+    if not parts:
+        _fail(f"pg_kde: column {cols[0]} of {parent.relation} has no non-NULL values in any partition")
+    merged = merge_1d(parts, requested.budget_1d, time.perf_counter() - started)
+    return merged, {"partitions": len(leaves), "rebuilt": rebuilt, "reused": len(parts) - rebuilt,
+                    "empty_partitions": empty}
 
 
 def _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, budget, grid_range):

@@ -179,6 +179,17 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room)
 
 
+def plan_grid(reader: TableReader, requested: Requested) -> Optional[np.ndarray]:
+    """The grid a 1-D build of the reader's column would place from its sample (None when the sample holds
+    no finite value or the grid would sit at another scale): a partitioned table's partitions are built on
+    it (``grid_hint``), so that their synopses merge exactly."""
+    sample = reader.sample(requested.sample_size, reader.row_estimate())[:, 0]
+    sample = sample[np.isfinite(sample)]
+    if len(sample) == 0 or _scan_scale(float(sample.min()), float(sample.max())) != 1.0:
+        return None
+    return _plan_1d(sample, requested, requested.budget_1d, False, None).points
+
+
 def _scan_errors(scan: Scan1D, rel: str, col: str) -> None:
     if scan.non_null == 0:
         raise UserError(f"pg_kde: column {col} of {rel} has no non-NULL values" if scan.rows else f"pg_kde: {rel} is empty")

@@ -1,0 +1,137 @@
+"""The synopsis of a table made of parts (a partitioned table's partitions) from the parts' 1-D synopses:
+:func:`merge_1d` (docs/math.md §9).
+
+What stays exact: heavy values add up value by value; a cell boundary of the merge is kept only where every
+part's count and sum below it are known exactly (one of the part's own boundaries, or outside the part's
+range), so the merged cells' counts and sums are exact and the hard bounds of every query still hold. Parts
+on disjoint ranges (a table partitioned by the synopsis' column) keep all their boundaries; parts whose
+ranges overlap keep the boundaries they share, which is why a partitioned table's refresh builds its
+partitions on the parent's grid (:func:`pg_kde.synopsis.build.build_1d`'s ``grid_hint``). What is
+approximate: the shape inside a merged cell, from the parts' KDE densities at its ends (their mixture).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .catalog import Built1D
+from .cells import ATOM_BYTES, cells_for_budget, on_lattice
+from .maths import Atoms
+
+
+def merged_step(steps: Sequence[float]) -> float:
+    """The lattice every part's values lie on: the parts' common step, or the smallest when every other is a
+    whole multiple of it; 0 (none) when a part has none or they do not nest."""
+    steps = [float(s) for s in steps]
+    if not steps or min(steps) <= 0:
+        return 0.0
+    q = min(steps)
+    return q if all(on_lattice(np.array([s]), q)[0] for s in steps) else 0.0
+
+
+def _per_value(cum: Sequence[float]) -> np.ndarray:
+    c = np.asarray(cum, dtype=np.float64)
+    return np.diff(np.concatenate([[0.0], c])) if len(c) else c
+
+
+def _exact_at(x: float, grid: np.ndarray, step: float, last: float) -> bool:
+    """Whether a part's count and sum of values below x are known: x at or before its first boundary, past
+    its last, on one of its boundaries (its last only on a lattice, where no value sits on it), or the
+    merge's own last boundary (its last cell keeps the values on its right end)."""
+    if x <= grid[0] or x > grid[-1] or x == last:
+        return True
+    i = int(np.searchsorted(grid, x))
+    return i < len(grid) and grid[i] == x and (i < len(grid) - 1 or step > 0)
+
+
+def _below(x: float, grid: np.ndarray, cum: np.ndarray, last: float) -> float:
+    """A part's cumulative count (or sum) of values below x, at a point where it is exact."""
+    if x <= grid[0]:
+        return 0.0
+    if x > grid[-1] or x == last:
+        return float(cum[-1])
+    return float(cum[int(np.searchsorted(grid, x))])
+
+
+def _thin(points: np.ndarray, cum: np.ndarray, cells: int) -> np.ndarray:
+    """Indices of at most ``cells`` + 1 of the points, equal-depth by the cumulative counts: the ends, and
+    for each quantile of the rows the point nearest it."""
+    if len(points) - 1 <= cells:
+        return np.arange(len(points))
+    targets = cum[-1] * np.arange(1, cells) / cells
+    picks = np.clip(np.searchsorted(cum, targets), 1, len(points) - 2)
+    nearer = np.where(np.abs(cum[picks - 1] - targets) < np.abs(cum[picks] - targets), picks - 1, picks)
+    return np.unique(np.concatenate([[0], np.clip(nearer, 1, len(points) - 2), [len(points) - 1]]))
+
+
+def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Built1D:
+    """The 1-D synopsis of the union of ``parts`` (each built with :func:`pg_kde.synopsis.build.build_1d`)
+    within ``budget`` bytes."""
+    parts = [p for p in parts if p.n_rows > 0]
+    n_rows = sum(p.n_rows for p in parts)
+    n_null = sum(p.n_null for p in parts)
+    # Heavy values: summed value by value.
+    heavy: dict = {}
+    for p in parts:
+        for v, k, s in zip(p.atom_values, _per_value(p.atom_cum_count), _per_value(p.atom_cum_sum)):
+            old = heavy.get(v, (0.0, 0.0))
+            heavy[v] = (old[0] + k, old[1] + s)
+    celled = [p for p in parts if p.grid_size >= 2]
+    step = merged_step([p.step for p in celled]) if celled else 0.0
+    room = max(0, (budget // 4) // ATOM_BYTES) if celled else max(0, (budget - 640) // ATOM_BYTES)
+    values = np.array(sorted(heavy), dtype=np.float64)
+    counts = np.array([heavy[v][0] for v in values])
+    kept = Atoms.from_counts(values, counts).largest(room).values
+    demoted = [v for v in values if v not in set(kept.tolist())]
+
+    grids = [np.asarray(p.grid, dtype=np.float64) for p in celled]
+    ends = [g[0] for g in grids] + ([float(min(demoted))] if demoted else [])
+    tops = [g[-1] for g in grids] + ([float(max(demoted))] if demoted else [])
+    grid, cum_count, cum_sum, density, kde_rows = [], [], [], [], 0
+    if ends:
+        first, last = min(ends), max(tops)
+        if last == first:  # one value in all: a cell of width 1 around it
+            first, last = first - 0.5, last + 0.5
+        candidates = np.unique(np.concatenate(grids + [np.array([first, last])]))
+        candidates = candidates[(candidates >= first) & (candidates <= last)]
+        exact = np.array([all(_exact_at(x, g, p.step, last) for g, p in zip(grids, celled)) for x in candidates])
+        points = candidates[exact]
+        counts_below = np.zeros(len(points))
+        sums_below = np.zeros(len(points))
+        rows_density = np.zeros(len(points))  # rows per unit of the parts' KDEs, summed
+        for g, p in zip(grids, celled):
+            cc, cs = np.asarray(p.cell_cum_count), np.asarray(p.cell_cum_sum)
+            counts_below += [_below(x, g, cc, last) for x in points]
+            sums_below += [_below(x, g, cs, last) for x in points]
+            inside = (points >= g[0]) & (points <= g[-1])
+            at = np.searchsorted(g, points[inside])
+            width = 2 * (g[-1] / 2 - g[0] / 2)
+            rows_density[inside] += np.asarray(p.density, dtype=np.float64)[at] * (p.kde_rows / width)
+        for v in demoted:  # heavy values beyond the budget's room: back into the cell holding them, exactly
+            k, s = heavy[v]
+            after = points > v
+            after[-1] = True  # the last cell keeps the values on its right end
+            counts_below[after] += k
+            sums_below[after] += s
+        keep = _thin(points, counts_below, cells_for_budget(budget, len(kept)))
+        points, counts_below, sums_below, rows_density = (a[keep] for a in (points, counts_below, sums_below,
+                                                                             rows_density))
+        kde_rows = int(round(counts_below[-1]))
+        # Relative to the merged grid's mean density, as a part stores it.
+        mean = max(sum(p.kde_rows for p in celled), 1) / (2 * (points[-1] / 2 - points[0] / 2))
+        grid, cum_count, cum_sum = points.tolist(), counts_below.tolist(), sums_below.tolist()
+        density = (rows_density / mean).astype(np.float32).astype(np.float64).tolist()
+    atoms = Atoms(kept, np.array([heavy[v][0] for v in kept]))
+    atom_count = np.cumsum(atoms.counts).tolist()
+    atom_sum = np.cumsum([heavy[v][1] for v in kept]).tolist()
+    backends = sorted({p.backend for p in parts} - {"none"}) or ["none"]
+    return Built1D(
+        method="merge", bandwidth=max((p.bandwidth for p in parts), default=0.0),
+        sample_size=sum(p.sample_size for p in parts), backend="+".join(backends), scale=None, n_rows=n_rows,
+        n_null=n_null, step=step, atom_values=atoms.values.tolist(), atom_cum_count=atom_count,
+        atom_cum_sum=atom_sum, heavy_rows=atoms.rows, kde_rows=kde_rows, grid=grid, grid_size=len(grid),
+        cell_cum_count=cum_count, cell_cum_sum=cum_sum, density=density,
+        shape_var=max((p.shape_var for p in celled), default=0.0), budget=budget, seconds=seconds,
+    )

@@ -1,0 +1,122 @@
+"""Partitioned tables on the real server: kde_refresh on the parent builds one synopsis per partition (each
+partition's own, read by approx_* on it), on the parent's grid, and merges them into the parent's; its cells
+are exact and the hard bounds hold; only partitions that changed are rebuilt; new partitions and growth
+are followed; a role that may not read a partition cannot refresh the parent."""
+
+import numpy as np
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg.rows import dict_row  # noqa: E402
+
+from pg_kde.synopsis.query import range_1d  # noqa: E402
+
+MONTH = 30 * 86400.0
+START = 1.7e9
+
+
+@pytest.fixture
+def sales(db, table):
+    """A table partitioned by month on t (epoch seconds as float8), with cents in amount: 3 partitions."""
+    rng = np.random.default_rng(8)
+    n = 30000
+    t = np.floor(START + rng.uniform(0, 3 * MONTH, n))
+    amount = np.round(rng.lognormal(3.0, 1.0, n), 2)
+    db.execute(f'CREATE TABLE "{table}" (t float8, amount numeric(12,2)) PARTITION BY RANGE (t)')
+    for k in range(4):  # the fourth month stays empty
+        db.execute(f'CREATE TABLE "{table}_{k}" PARTITION OF "{table}" FOR VALUES FROM ({START + k * MONTH}) '
+                   f'TO ({START + (k + 1) * MONTH})')
+    with db.cursor().copy(f'COPY "{table}" (t, amount) FROM STDIN') as cp:
+        for a, b in zip(t, amount):
+            cp.write_row((float(a), float(b)))
+    db.execute(f'ANALYZE "{table}"')
+    return table
+
+
+def payload(db, relation, col):
+    with db.cursor(row_factory=dict_row) as cur:
+        return cur.execute("SELECT * FROM kde_synopsis WHERE relid = %s::regclass AND cols = ARRAY[%s]",
+                           (f'"{relation}"', col)).fetchone()
+
+
+def column(db, relation, col):
+    return np.array([r[0] for r in db.execute(f'SELECT {col}::float8 FROM "{relation}" WHERE {col} IS NOT NULL')],
+                    dtype=float)
+
+
+def check_exact_and_bounded(row, x, rng, queries=150):
+    rest = x[~np.isin(x, row["atom_values"])]
+    g = np.asarray(row["grid"])
+    c = np.clip(np.searchsorted(g, rest, side="right") - 1, 0, len(g) - 2)
+    np.testing.assert_array_equal(np.concatenate([[0], np.cumsum(np.bincount(c, minlength=len(g) - 1))]),
+                                  row["cell_cum_count"])
+    xs = np.sort(x)
+    for i in range(queries):
+        lo, hi = np.sort(rng.choice(xs, 2) if i % 2 else rng.uniform(xs[0], xs[-1], 2))
+        truth = int(((xs >= lo) & (xs <= hi)).sum())
+        r = range_1d(row, float(lo), float(hi), 0)
+        assert r.low - 1e-6 <= truth <= r.high + 1e-6, (lo, hi, truth, r)
+
+
+def refresh(db, relation, col):
+    return db.execute("SELECT kde_refresh(%s::regclass, %s)", (f'"{relation}"', col)).fetchone()[0]
+
+
+def test_parent_merges_its_partitions_and_rebuilds_only_what_changed(db, sales):
+    rng = np.random.default_rng(2)
+    for col in ("t", "amount"):  # the partition key (disjoint ranges) and a column across them
+        summary = refresh(db, sales, col)
+        assert (summary["partitions"], summary["rebuilt"], summary["reused"], summary["empty_partitions"]) == (4, 3, 0, 1)
+        assert summary["method"] == "merge" and summary["rows"] == 30000
+        row = payload(db, sales, col)
+        check_exact_and_bounded(row, column(db, sales, col), rng)
+        for k in range(3):  # each partition has its own synopsis, on the parent's grid where it reaches
+            part = payload(db, f"{sales}_{k}", col)
+            check_exact_and_bounded(part, column(db, f"{sales}_{k}", col), rng, 30)
+            inner = np.asarray(part["grid"][1:-1])
+            assert np.isin(inner, row["grid"]).mean() > 0.8
+        est = db.execute(f"SELECT approx_count('\"{sales}_1\"', %s, 10, 20)", (col,)).fetchone()[0]
+        assert est is not None
+    # nothing changed: every partition reused, the same synopsis
+    before = db.execute("SELECT md5(p::text) FROM kde_synopsis p WHERE relid = %s::regclass AND cols = '{amount}'",
+                        (f'"{sales}"',)).fetchone()[0]
+    summary = refresh(db, sales, "amount")
+    assert (summary["rebuilt"], summary["reused"]) == (0, 3)
+    assert db.execute("SELECT md5(p::text) FROM kde_synopsis p WHERE relid = %s::regclass AND cols = '{amount}'",
+                      (f'"{sales}"',)).fetchone()[0] == before
+    # growth into one month and a new month: the parent is stale, two partitions are rebuilt
+    db.execute(f'INSERT INTO "{sales}" SELECT t + 1, amount + 0.01 FROM "{sales}_1"')
+    db.execute(f'CREATE TABLE "{sales}_9" PARTITION OF "{sales}" FOR VALUES FROM ({START + 9 * MONTH}) '
+               f'TO ({START + 10 * MONTH})')
+    db.execute(f'INSERT INTO "{sales}" SELECT t + 9 * {MONTH}, amount * 2 FROM "{sales}_0" WHERE amount < 30')
+    stale = db.execute("SELECT stale FROM kde_synopses WHERE relid = %s::regclass AND cols = '{t}'",
+                       (f'"{sales}"',)).fetchone()[0]
+    assert stale
+    for col in ("t", "amount"):
+        summary = refresh(db, sales, col)
+        assert (summary["partitions"], summary["rebuilt"], summary["reused"]) == (5, 2, 2)
+        check_exact_and_bounded(payload(db, sales, col), column(db, sales, col), rng)
+    assert not db.execute("SELECT bool_or(stale) FROM kde_synopses WHERE relid = %s::regclass",
+                          (f'"{sales}"',)).fetchone()[0]
+
+
+def test_a_partition_refreshed_alone_keeps_the_parents_grid(db, sales):
+    refresh(db, sales, "amount")
+    parent = payload(db, sales, "amount")
+    db.execute(f'DELETE FROM "{sales}_2" WHERE amount > 100')
+    refresh(db, f"{sales}_2", "amount")
+    part = payload(db, f"{sales}_2", "amount")
+    assert np.isin(part["grid"][1:-1], parent["grid"]).mean() > 0.8
+    summary = refresh(db, sales, "amount")
+    assert (summary["rebuilt"], summary["reused"]) == (0, 3)
+    check_exact_and_bounded(payload(db, sales, "amount"), column(db, sales, "amount"), np.random.default_rng(4))
+
+
+def test_a_role_that_cannot_read_a_partition_cannot_refresh_the_parent(db, sales, login_role):
+    role, dsn = login_role()
+    db.execute(f'GRANT SELECT ON "{sales}" TO {role}')
+    db.execute(f"GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis TO {role}")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.Error, match="permission denied|privilege"):
+            refresh(conn, sales, "amount")
+    assert db.execute("SELECT count(*) FROM kde_catalog WHERE relid::text LIKE %s", (f"%{sales}%",)).fetchone()[0] == 0

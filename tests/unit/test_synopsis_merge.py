@@ -1,0 +1,117 @@
+"""Merging the 1-D synopses of a table's parts (pg_kde.synopsis.merge): the merged cells' counts and sums are
+exact, the hard bounds of every query hold, parts on disjoint ranges keep their boundaries, parts on
+overlapping ranges built on the whole table's grid keep it, and heavy values add up."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth
+from pg_kde.synopsis.cells import cells_for_budget
+from pg_kde.synopsis.merge import merge_1d, merged_step
+from pg_kde.synopsis.query import range_1d
+
+
+def quiet(sample, method, backend, required=True, scale=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return select_bandwidth(sample, method, backend, required, scale)
+
+
+def built(x, hint=None, budget=8192):
+    return build_1d(ArrayTableReader((np.asarray(x, dtype=float),)), Requested("auto", 20000, None, "auto", budget),
+                    quiet, grid_hint=hint)
+
+
+def exact_cells(s, x):
+    """The merged payload's cumulative counts and sums equal the rows' own, cell by cell."""
+    x = x[~np.isnan(x)]
+    rest = x[~np.isin(x, s.atom_values)]
+    g = np.asarray(s.grid)
+    c = np.clip(np.searchsorted(g, rest, side="right") - 1, 0, len(g) - 2)
+    np.testing.assert_array_equal(np.concatenate([[0], np.cumsum(np.bincount(c, minlength=len(g) - 1))]),
+                                  s.cell_cum_count)
+    sums = np.concatenate([[0.0], np.cumsum(np.bincount(c, weights=rest, minlength=len(g) - 1))])
+    np.testing.assert_allclose(s.cell_cum_sum, sums, rtol=1e-12, atol=1e-9 * np.abs(rest).sum())
+    assert g[0] <= rest.min() and rest.max() <= g[-1]
+
+
+def bounds_hold(s, x, rng, k=300):
+    x = np.sort(x[~np.isnan(x)])
+    values = np.unique(x)
+    errors = []
+    for i in range(k):
+        lo, hi = (np.sort(rng.choice(values, 2)) if i % 2 else np.sort(rng.uniform(x[0], x[-1], 2)))
+        for order in (0, 1):
+            inside = x[(x >= lo) & (x <= hi)]
+            truth = len(inside) if order == 0 else inside.sum()
+            r = range_1d(s.payload(), lo, hi, order)
+            slack = 1e-9 * max(1.0, abs(truth)) + (1e-9 * np.abs(x).sum() if order else 0)
+            assert r.low - slack <= truth <= r.high + slack, (lo, hi, order, truth, r)
+            if order == 0 and truth > 0:
+                errors.append(abs(r.estimate - truth) / truth)
+    return float(np.median(errors))
+
+
+def test_parts_on_disjoint_ranges_keep_every_boundary(rng):
+    x = np.round(rng.lognormal(3.0, 1.0, 60000), 2)  # cents, partitioned by value (like a time key)
+    cuts = np.quantile(x, [0.3, 0.8])
+    parts = [x[x < cuts[0]], x[(x >= cuts[0]) & (x < cuts[1])], x[x >= cuts[1]]]
+    pieces = [built(p) for p in parts]
+    merged = merge_1d(pieces, 8192 * 3)
+    exact_cells(merged, x)
+    assert merged.n_rows == len(x) and merged.step == 0.01
+    assert merged.grid_size - 1 >= sum(p.grid_size - 1 for p in pieces) - 3  # all kept (the gaps between parts)
+    assert bounds_hold(merged, x, rng) < 0.002
+    # within a smaller budget: thinned to fit, still exact
+    small = merge_1d(pieces, 8192)
+    assert small.grid_size - 1 <= cells_for_budget(8192, len(small.atom_values))
+    exact_cells(small, x)
+    bounds_hold(small, x, rng, 100)
+
+
+def test_parts_on_overlapping_ranges_share_the_whole_tables_grid(rng):
+    x = rng.gamma(2.0, 3.0, 80000)
+    x[rng.random(80000) < 0.1] = 5.0  # a heavy value in every part
+    part_of = rng.integers(0, 4, len(x))  # partitioned by something else (e.g. a date): ranges overlap
+    whole = built(x)
+    pieces = [built(x[part_of == k], hint=np.asarray(whole.grid)) for k in range(4)]
+    merged = merge_1d(pieces, 8192)
+    exact_cells(merged, x)
+    assert 5.0 in merged.atom_values and merged.heavy_rows == (x == 5.0).sum()
+    # the shared grid survives: most of the whole table's boundaries are the merge's
+    assert np.isin(whole.grid, merged.grid).mean() > 0.9
+    err_merged, err_whole = bounds_hold(merged, x, rng), bounds_hold(whole, x, np.random.default_rng(1))
+    assert err_merged < max(3 * err_whole, 0.003)
+    # without the hint the parts share no boundary: still exact, but coarse
+    alone = merge_1d([built(x[part_of == k]) for k in range(4)], 8192)
+    exact_cells(alone, x)
+    bounds_hold(alone, x, rng, 100)
+    assert alone.grid_size < merged.grid_size
+
+
+def test_frequency_tables_merge_and_overflow_into_cells(rng):
+    x = rng.integers(0, 40, 20000).astype(float)
+    pieces = [built(x[:10000]), built(x[10000:])]
+    assert all(p.grid_size == 0 for p in pieces)  # each an exact frequency table
+    merged = merge_1d(pieces, 8192)
+    assert merged.grid_size == 0 and merged.heavy_rows == len(x)
+    assert range_1d(merged.payload(), 3, 17, 0).estimate == ((x >= 3) & (x <= 17)).sum()
+    tight = merge_1d(pieces, 1024)  # 40 values do not fit in a quarter of 1 KB: the rest become cells
+    exact_cells(tight, x)
+    bounds_hold(tight, x, rng, 60)
+
+
+def test_merged_step():
+    assert merged_step([0.01, 0.01]) == 0.01 and merged_step([1.0, 0.01]) == 0.01
+    assert merged_step([0.01, 0.0]) == 0.0 and merged_step([60.0, 3600.0]) == 60.0 and merged_step([]) == 0.0
+    assert merged_step([0.25, 0.1]) == 0.0
+
+
+def test_empty_parts_are_left_out(rng):
+    x = rng.normal(size=5000)
+    merged = merge_1d([built(x)], 8192)
+    exact_cells(merged, x)
+    with pytest.raises(Exception):
+        built(np.array([np.nan, np.nan]))
