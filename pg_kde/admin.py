@@ -40,8 +40,9 @@ def extension_files() -> list:
     return files
 
 
-#: The C source of the extension's library ($libdir/pg_kde: the refresh's scan aggregate), compiled at install.
-LIBRARY_SOURCES = ("cells.c",)
+#: The C sources of the extension's library ($libdir/pg_kde: the refresh's scan aggregate, the tracking
+#: triggers' arithmetic), compiled at install.
+LIBRARY_SOURCES = ("cells.c", "track.c")
 
 
 def _pg_config(pg_config: str, option: str) -> str:

@@ -1,6 +1,7 @@
 -- ---------------------------------------------------------------------------------------------- staleness
--- Why a synopsis no longer describes its table (NULL while it does), from _kde_table_state now against the
--- same at the build: new storage files (TRUNCATE, a rewrite, partitions attached or detached, a restore);
+-- Why a synopsis no longer describes its table (NULL while it does): a write kde_track's triggers could not
+-- apply (60_track.sql), or from _kde_table_state now against the same at the build (or at the last tracked
+-- write): new storage files (TRUNCATE, a rewrite, partitions attached or detached, a restore);
 -- counters below their value at the build (statistics reset, e.g. by crash recovery: what happened since
 -- is unknown); at least 10% of the rows inserted, updated or deleted; the size in pages changed by more
 -- than 10% (what the counters miss once reset).
@@ -10,6 +11,7 @@ LANGUAGE sql STABLE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE
+        WHEN built_storage LIKE 'untracked: %' THEN 'tracking could not apply a write: ' || substr(built_storage, 12)
         WHEN st.storage_id IS DISTINCT FROM built_storage THEN 'truncated, rewritten, repartitioned or restored'
         WHEN st.mod_count < built_mod_count THEN 'activity statistics were reset since the build'
         WHEN st.mod_count - built_mod_count >= 0.1 * greatest(rows, 1) THEN 'at least 10% of the rows modified'
@@ -33,7 +35,9 @@ SELECT k.relid,
        k.backend,
        CASE WHEN st.mod_count >= k.mod_count THEN st.mod_count - k.mod_count END AS rows_modified,
        r.reason IS NOT NULL AS stale,
-       r.reason AS stale_reason
+       r.reason AS stale_reason,
+       k.kind = '1d' AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = k.relid AND t.tgname = 'kde_track_insert'
+                                 AND t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure) AS tracked
 FROM @extschema@.kde_catalog k
 LEFT JOIN @extschema@.kde_synopsis p1 ON k.kind = '1d' AND p1.relid = k.relid AND p1.cols = k.cols
 LEFT JOIN @extschema@.kde_synopsis_2d p2 ON k.kind = '2d' AND p2.relid = k.relid AND p2.cols = k.cols
@@ -41,7 +45,7 @@ CROSS JOIN LATERAL @extschema@._kde_table_state(k.relid) st
 CROSS JOIN LATERAL (SELECT @extschema@._kde_stale_reason(k.relid, k.n_rows + k.n_null, k.mod_count, k.storage_id,
                                                          k.pages) AS reason) r;
 COMMENT ON VIEW kde_synopses IS
-    'Every synopsis the current role may read, with its size, age, rows modified since its build (NULL when statistics were reset), a stale flag and its reason';
+    'Every synopsis the current role may read, with its size, age, rows modified since its build (NULL when statistics were reset), a stale flag and its reason, and whether kde_track keeps it up to date';
 GRANT SELECT ON kde_synopses TO PUBLIC;
 
 -- Each stale synopsis the current role may read is rebuilt on its own (a subtransaction each): one that

@@ -1,0 +1,120 @@
+"""kde_track on the real server: statement triggers keep a table's 1-D synopses exact through inserts,
+updates and deletes (cells and heavy values against a recount of the rows, hard bounds on queries); writes
+they cannot apply mark the synopsis stale with the reason until a refresh; writers need no catalog grant;
+only catalog writers may start tracking; kde_untrack stops it."""
+
+import numpy as np
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg import sql  # noqa: E402
+from psycopg.rows import dict_row  # noqa: E402
+
+from pg_kde.synopsis.query import range_1d  # noqa: E402
+from sqlhelpers import load, refresh  # noqa: E402
+
+
+def payload(db, table, col):
+    with db.cursor(row_factory=dict_row) as cur:
+        return cur.execute("SELECT * FROM kde_synopsis WHERE relid = %s::regclass AND cols = ARRAY[%s]",
+                           (sql.Identifier(table).as_string(db), col)).fetchone()
+
+
+def values(db, table, col):
+    return np.array([r[0] for r in db.execute(sql.SQL("SELECT {}::float8 FROM {} WHERE {} IS NOT NULL").format(
+        sql.Identifier(col), sql.Identifier(table), sql.Identifier(col)))], dtype=float)
+
+
+def state(db, table, col):
+    return db.execute("SELECT stale, stale_reason, tracked, n_rows FROM kde_synopses WHERE relid = %s::regclass "
+                      "AND cols = ARRAY[%s]", (sql.Identifier(table).as_string(db), col)).fetchone()
+
+
+def check_exact(row, x, rng, queries=100):
+    """The payload's heavy values, cells and sums are those of the rows x; hard bounds hold."""
+    atoms = np.asarray(row["atom_values"])
+    counts = np.array([(x == a).sum() for a in atoms])
+    np.testing.assert_array_equal(np.cumsum(counts), row["atom_cum_count"])
+    rest = x[~np.isin(x, atoms)]
+    if row["grid"]:
+        g = np.asarray(row["grid"])
+        assert g[0] <= rest.min() and rest.max() <= g[-1]
+        c = np.clip(np.searchsorted(g, rest, side="right") - 1, 0, len(g) - 2)
+        np.testing.assert_array_equal(np.concatenate([[0], np.cumsum(np.bincount(c, minlength=len(g) - 1))]),
+                                      row["cell_cum_count"])
+        sums = np.concatenate([[0.0], np.cumsum(np.bincount(c, weights=rest, minlength=len(g) - 1))])
+        np.testing.assert_allclose(row["cell_cum_sum"], sums, rtol=1e-9, atol=1e-6)
+        assert row["kde_rows"] == len(rest)
+    xs = np.sort(x)
+    for i in range(queries):
+        lo, hi = np.sort(rng.choice(xs, 2) if i % 2 else rng.uniform(xs[0] - 1, xs[-1] + 1, 2))
+        truth = int(((xs >= lo) & (xs <= hi)).sum())
+        r = range_1d(row, float(lo), float(hi), 0)
+        assert r.low - 1e-6 <= truth <= r.high + 1e-6, (lo, hi, truth, r)
+
+
+def test_tracking_keeps_synopses_exact_through_writes(db, table):
+    rng = np.random.default_rng(31)
+    n = 20000
+    cents = np.round(rng.lognormal(3.0, 1.0, n), 2)
+    ties = rng.gamma(2.0, 3.0, n)
+    ties[rng.random(n) < 0.2] = 5.0  # a heavy value: kept exactly beside the cells
+    load(db, table, {"amount": cents, "x": ties, "k": rng.integers(0, 30, n).astype(float)},
+         {"amount": "numeric", "k": "numeric(4,0)"})
+    for col in ("amount", "x", "k"):
+        refresh(db, table, col)
+    t = sql.Identifier(table).as_string(db)
+    assert db.execute("SELECT kde_track(%s::regclass)", (t,)).fetchone()[0] == 3
+    # appended rows, some beyond the built range; NULLs; an update moving rows; a delete
+    db.execute(f"INSERT INTO {t} SELECT round((exp(3 + random() * 2.5))::numeric, 2), "
+               f"CASE WHEN random() < 0.2 THEN 5.0 ELSE random() * 80 END, (random() * 29)::int "
+               f"FROM generate_series(1, 2000)")
+    db.execute(f"INSERT INTO {t} (amount, x, k) VALUES (NULL, NULL, NULL), (12.34, 5.0, 3)")
+    db.execute(f"UPDATE {t} SET amount = amount + 1.00, x = x * 1.5 WHERE k < 5")
+    db.execute(f"DELETE FROM {t} WHERE amount > 60")
+    for col in ("amount", "x", "k"):
+        stale, reason, tracked, n_rows = state(db, table, col)
+        assert (stale, reason, tracked) == (False, None, True)
+        x = values(db, table, col)
+        assert n_rows == len(x)
+        check_exact(payload(db, table, col), x, rng)
+    # the frequency table of k takes existing values exactly; a new value makes it stale
+    assert payload(db, table, "k")["grid"] == []
+    db.execute(f"INSERT INTO {t} (k) VALUES (1000)")
+    stale, reason, _, _ = state(db, table, "k")
+    assert stale and reason == "tracking could not apply a write: values the exact frequency table does not hold written"
+    # a value off the cents lattice, and a NaN
+    db.execute(f"INSERT INTO {t} (amount, x) VALUES (1.005, 'NaN')")
+    assert state(db, table, "amount")[1] == "tracking could not apply a write: values off the lattice (step 0.01) written"
+    assert state(db, table, "x")[1] == "tracking could not apply a write: NaN or infinite values written"
+    db.execute(f"DELETE FROM {t} WHERE amount = 1.005 OR k = 1000")
+    assert refresh(db, table, "amount")["rows"] == len(values(db, table, "amount"))
+    assert state(db, table, "amount")[:3] == (False, None, True)  # the refresh clears it; tracking goes on
+    db.execute(f"INSERT INTO {t} (amount) VALUES (7.77)")
+    check_exact(payload(db, table, "amount"), values(db, table, "amount"), rng, 20)
+    db.execute("SELECT kde_untrack(%s::regclass)", (t,))
+    assert state(db, table, "amount")[2] is False
+    db.execute(f"INSERT INTO {t} (amount) VALUES (7.77)")
+    assert payload(db, table, "amount")["kde_rows"] == len(values(db, table, "amount")) - 1
+
+
+def test_writers_need_no_catalog_grant_and_only_catalog_writers_track(db, table, login_role):
+    rng = np.random.default_rng(4)
+    load(db, table, {"v": rng.normal(size=5000)})
+    refresh(db, table, "v")
+    t = sql.Identifier(table).as_string(db)
+    writer, writer_dsn = login_role()
+    db.execute(f"GRANT SELECT, INSERT ON {t} TO {writer}")
+    with psycopg.connect(writer_dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.Error, match="it needs UPDATE on the catalog"):
+            conn.execute("SELECT kde_track(%s::regclass)", (t,))
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    with psycopg.connect(writer_dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {t} SELECT random() FROM generate_series(1, 100)")
+        with pytest.raises(psycopg.Error):  # the catalog itself stays closed to the writer
+            conn.execute("UPDATE kde_synopsis SET kde_rows = 0")
+    assert payload(db, table, "v")["kde_rows"] == 5100
+    with pytest.raises(psycopg.Error, match="is not a plain table"):
+        db.execute("CREATE VIEW kde_track_view AS SELECT 1 AS v")
+        db.execute("SELECT kde_track('kde_track_view')")
+    db.execute("DROP VIEW IF EXISTS kde_track_view")
