@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 RUN := $(PY) -P
 
 .PHONY: all install test demo bench bench-quick bench-deps bench-aqp bench-budget gpu-check gpu-sanitize clean system-deps python-deps \
-	server-stop docker-deps docker-image docker-test
+	server-stop docker-deps docker-image docker-test citus-test
 
 all: test
 
@@ -119,6 +119,19 @@ docker-image: docker-deps
 docker-test: docker-deps $(PY)
 	$(PY) -m pip install -q '.[docker]'
 	PY=$(PY) tools/docker-test $(PYTEST_ARGS)
+
+# A real Citus cluster (a coordinator and two workers on 127.0.0.1, data in CITUS_DIR) built from a Citus
+# source tree or git directory (CITUS_SRC, e.g. a clone of github.com/citusdata/citus; tag v13.0.5) by
+# CITUS_TOOL, then the tests marked citus against it; the cluster is stopped afterwards. Not part of make test.
+CITUS_TOOL ?= ../shared/tools/citus-cluster
+CITUS_DIR ?= /tmp/pg_kde-citus
+citus-test: install
+	@test -n "$(CITUS_SRC)" || { echo "set CITUS_SRC to a Citus source tree or git directory"; exit 2; }
+	$(CITUS_TOOL) build $(CITUS_SRC)
+	PG_ENV="PYTHONPATH=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+	  $(CITUS_TOOL) start $(CITUS_DIR)
+	PG_KDE_CITUS_DSN="host=127.0.0.1 port=$${PORT:-56001} user=postgres dbname=postgres" \
+	  $(VENV)/bin/pytest -m citus tests/sql/test_citus.py; rc=$$?; $(CITUS_TOOL) stop $(CITUS_DIR); exit $$rc
 
 server-stop:
 	-$(VENV)/bin/pg-kde server stop

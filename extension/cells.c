@@ -12,14 +12,16 @@
  *     cells' values.
  *
  * It is written in C because the scan is the refresh's cost: SQL expressions cost ~100 ns per row each,
- * this ~20 ns. The state has combine, serialize and deserialize functions, so PostgreSQL's parallel query
- * runs it on every core, and partial states of parts of a table (partitions, shards) merge with the same
- * combine: integer counts and sums, the same answer in any order.
+ * this ~20 ns. The state is a bytea with a combine function: PostgreSQL's parallel query runs the aggregate
+ * on every core, and Citus runs it on every shard (it distributes aggregates whose state has a real type
+ * and a combine function, not `internal`); partial states of parts of a table merge with the same combine:
+ * integer counts and sums, the same answer in any order.
  *
- * The serialized state (the final value too) is one bytea, read by pg_kde.synopsis.sql_reader:
- *   header (struct CellsHeader) | grid[m] float8 | candidates[k] float8 | cell rows[m-1] int64 |
- *   cell quanta[m-1] (int64 low, int64 high) | candidate rows[k] int64
- * in the server's byte order.
+ * The state (and the aggregate's value), read by pg_kde.synopsis.sql_reader, in the server's byte order:
+ *   4 bytes of padding | header (struct CellsHeader) | grid[m] float8 | candidates[k] float8 |
+ *   cell rows[m-1] int64 | cell quanta[m-1] (int64 low, int64 high) | candidate rows[k] int64
+ * (the padding puts the arrays on 8-byte boundaries after the 4-byte varlena header); the transition
+ * functions update it in place.
  */
 #include "postgres.h"
 
@@ -63,15 +65,18 @@ typedef struct CellsHeader
 	double		all_hi;
 } CellsHeader;
 
+/* Pointers into a state's bytea. */
 typedef struct CellsState
 {
-	CellsHeader h;
+	CellsHeader *h;
 	double	   *grid;
 	double	   *candidates;
 	int64	   *rows;
-	__int128   *quanta;
+	int64	   *quanta;			/* (low, high) pairs of int128 sums */
 	int64	   *candidate_rows;
 } CellsState;
+
+#define STATE_PAD 4
 
 PG_FUNCTION_INFO_V1(kde_float8);
 PG_FUNCTION_INFO_V1(kde_cells_step_float8);
@@ -79,20 +84,41 @@ PG_FUNCTION_INFO_V1(kde_cells_step_numeric);
 PG_FUNCTION_INFO_V1(kde_cells_step_timestamp);
 PG_FUNCTION_INFO_V1(kde_cells_step_date);
 PG_FUNCTION_INFO_V1(kde_cells_combine);
-PG_FUNCTION_INFO_V1(kde_cells_serialize);
-PG_FUNCTION_INFO_V1(kde_cells_deserialize);
-PG_FUNCTION_INFO_V1(kde_cells_final);
+
+static Size
+state_size(int m, int k)
+{
+	return VARHDRSZ + STATE_PAD + sizeof(CellsHeader) + sizeof(double) * (m + k) + 3 * sizeof(int64) * (m - 1) +
+		sizeof(int64) * k;
+}
+
+/* The pointers into a state whose bytes start 8-byte aligned (palloc'd by this file). */
+static void
+view(bytea *b, CellsState *s)
+{
+	char	   *p = (char *) b + VARHDRSZ + STATE_PAD;
+
+	s->h = (CellsHeader *) p;
+	p += sizeof(CellsHeader);
+	s->grid = (double *) p;
+	p += sizeof(double) * s->h->m;
+	s->candidates = (double *) p;
+	p += sizeof(double) * s->h->k;
+	s->rows = (int64 *) p;
+	p += sizeof(int64) * (s->h->m - 1);
+	s->quanta = (int64 *) p;
+	p += 2 * sizeof(int64) * (s->h->m - 1);
+	s->candidate_rows = (int64 *) p;
+}
 
 static void
-state_arrays(CellsState *s, MemoryContext context)
+add_quanta(int64 *pair, __int128 x)
 {
-	int			cells = s->h.m - 1;
+	__int128	v = ((__int128) pair[1] << 64) | (unsigned __int128) (uint64) pair[0];
 
-	s->grid = MemoryContextAlloc(context, sizeof(double) * s->h.m);
-	s->candidates = MemoryContextAlloc(context, sizeof(double) * Max(s->h.k, 1));
-	s->rows = MemoryContextAllocZero(context, sizeof(int64) * cells);
-	s->quanta = MemoryContextAllocZero(context, sizeof(__int128) * cells);
-	s->candidate_rows = MemoryContextAllocZero(context, sizeof(int64) * Max(s->h.k, 1));
+	v += x;
+	pair[0] = (int64) (uint64) v;
+	pair[1] = (int64) (v >> 64);
 }
 
 /* A float8[] argument's values: one dimension, no NULLs, finite, ascending (non-decreasing for the grid,
@@ -123,10 +149,11 @@ sorted_array(ArrayType *a, const char *what, int min_len, bool strict, int *len)
 	return v;
 }
 
-static CellsState *
+static bytea *
 state_new(FunctionCallInfo fcinfo, MemoryContext context)
 {
-	CellsState *s;
+	bytea	   *b;
+	CellsState	s;
 	double	   *grid,
 			   *candidates;
 	int			m,
@@ -142,18 +169,19 @@ state_new(FunctionCallInfo fcinfo, MemoryContext context)
 	if (!(quantum > 0) || !isfinite(quantum))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: the quantum must be positive and finite")));
-	s = MemoryContextAllocZero(context, sizeof(CellsState));
-	s->h.magic = CELLS_MAGIC;
-	s->h.version = CELLS_VERSION;
-	s->h.m = m;
-	s->h.k = k;
-	s->h.quantum = quantum;
-	s->h.lo = s->h.hi = s->h.all_lo = s->h.all_hi = get_float8_nan();
-	state_arrays(s, context);
-	memcpy(s->grid, grid, sizeof(double) * m);
+	b = MemoryContextAllocZero(context, state_size(m, k));
+	SET_VARSIZE(b, state_size(m, k));
+	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->m = m;
+	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->k = k;
+	view(b, &s);
+	s.h->magic = CELLS_MAGIC;
+	s.h->version = CELLS_VERSION;
+	s.h->quantum = quantum;
+	s.h->lo = s.h->hi = s.h->all_lo = s.h->all_hi = get_float8_nan();
+	memcpy(s.grid, grid, sizeof(double) * m);
 	if (k > 0)
-		memcpy(s->candidates, candidates, sizeof(double) * k);
-	return s;
+		memcpy(s.candidates, candidates, sizeof(double) * k);
+	return b;
 }
 
 static void
@@ -175,18 +203,18 @@ add_value(CellsState *s, double v)
 	double		t,
 				r;
 
-	s->h.non_null++;
+	s->h->non_null++;
 	if (!isfinite(v))
 	{
-		s->h.non_finite++;
+		s->h->non_finite++;
 		return;
 	}
-	widen(&s->h.all_lo, &s->h.all_hi, v);
+	widen(&s->h->all_lo, &s->h->all_hi, v);
 	if (v != trunc(v))
-		s->h.non_integral++;
+		s->h->non_integral++;
 	/* a candidate: binary search of the sorted candidates */
 	lo = 0;
-	hi = s->h.k;
+	hi = s->h->k;
 	while (lo < hi)
 	{
 		int			mid = (lo + hi) / 2;
@@ -196,14 +224,14 @@ add_value(CellsState *s, double v)
 		else
 			hi = mid;
 	}
-	if (lo < s->h.k && s->candidates[lo] == v)
+	if (lo < s->h->k && s->candidates[lo] == v)
 	{
 		s->candidate_rows[lo]++;
 		return;
 	}
 	/* its cell: the number of grid points <= v, less one, clamped to the cells */
 	lo = 0;
-	hi = s->h.m;
+	hi = s->h->m;
 	while (lo < hi)
 	{
 		int			mid = (lo + hi) / 2;
@@ -213,17 +241,17 @@ add_value(CellsState *s, double v)
 		else
 			hi = mid;
 	}
-	c = Min(Max(lo - 1, 0), s->h.m - 2);
+	c = Min(Max(lo - 1, 0), s->h->m - 2);
 	s->rows[c]++;
-	widen(&s->h.lo, &s->h.hi, v);
-	t = v / s->h.quantum;
+	widen(&s->h->lo, &s->h->hi, v);
+	t = v / s->h->quantum;
 	r = rint(t);
 	if (fabs(t - r) > LATTICE_TOLERANCE * Max(fabs(t), 1.0))
-		s->h.off_lattice++;
+		s->h->off_lattice++;
 	if (fabs(r) >= QUANTA_LIMIT)
-		s->h.overflow++;
+		s->h->overflow++;
 	else
-		s->quanta[c] += (__int128) (int64) r;
+		add_quanta(&s->quanta[2 * c], (__int128) (int64) r);
 }
 
 /*
@@ -314,34 +342,40 @@ kde_float8(PG_FUNCTION_ARGS)
 	PG_RETURN_FLOAT8(numeric_to_double(PG_GETARG_DATUM(0)));
 }
 
-static CellsState *
-step_state(FunctionCallInfo fcinfo)
+/* The state of a transition call, created at the first row. */
+static bytea *
+step_state(FunctionCallInfo fcinfo, CellsState *s)
 {
 	MemoryContext context;
+	bytea	   *b;
 
 	if (!AggCheckCallContext(fcinfo, &context))
 		elog(ERROR, "_kde_cells called in a non-aggregate context");
-	return PG_ARGISNULL(0) ? state_new(fcinfo, context) : (CellsState *) PG_GETARG_POINTER(0);
+	b = PG_ARGISNULL(0) ? state_new(fcinfo, context) : (bytea *) PG_GETARG_POINTER(0);
+	view(b, s);
+	return b;
 }
 
 Datum
 kde_cells_step_float8(PG_FUNCTION_ARGS)
 {
-	CellsState *s = step_state(fcinfo);
+	CellsState	s;
+	bytea	   *b = step_state(fcinfo, &s);
 
 	if (!PG_ARGISNULL(1))
-		add_value(s, PG_GETARG_FLOAT8(1));
-	PG_RETURN_POINTER(s);
+		add_value(&s, PG_GETARG_FLOAT8(1));
+	PG_RETURN_BYTEA_P(b);
 }
 
 Datum
 kde_cells_step_numeric(PG_FUNCTION_ARGS)
 {
-	CellsState *s = step_state(fcinfo);
+	CellsState	s;
+	bytea	   *b = step_state(fcinfo, &s);
 
 	if (!PG_ARGISNULL(1))
-		add_value(s, numeric_to_double(PG_GETARG_DATUM(1)));
-	PG_RETURN_POINTER(s);
+		add_value(&s, numeric_to_double(PG_GETARG_DATUM(1)));
+	PG_RETURN_BYTEA_P(b);
 }
 
 /* Epoch seconds of a timestamp or timestamptz, as extract(epoch from ...)::float8 reads them: the exact
@@ -371,172 +405,95 @@ epoch_seconds(Timestamp ts)
 Datum
 kde_cells_step_timestamp(PG_FUNCTION_ARGS)
 {
-	CellsState *s = step_state(fcinfo);
+	CellsState	s;
+	bytea	   *b = step_state(fcinfo, &s);
 
 	if (!PG_ARGISNULL(1))
-		add_value(s, epoch_seconds(PG_GETARG_TIMESTAMP(1)));
-	PG_RETURN_POINTER(s);
+		add_value(&s, epoch_seconds(PG_GETARG_TIMESTAMP(1)));
+	PG_RETURN_BYTEA_P(b);
 }
 
 Datum
 kde_cells_step_date(PG_FUNCTION_ARGS)
 {
-	CellsState *s = step_state(fcinfo);
+	CellsState	s;
+	bytea	   *b = step_state(fcinfo, &s);
 
 	if (!PG_ARGISNULL(1))
 	{
 		DateADT		d = PG_GETARG_DATEADT(1);
 
 		if (DATE_IS_NOBEGIN(d))
-			add_value(s, -get_float8_infinity());
+			add_value(&s, -get_float8_infinity());
 		else if (DATE_IS_NOEND(d))
-			add_value(s, get_float8_infinity());
+			add_value(&s, get_float8_infinity());
 		else
-			add_value(s, ((double) d + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)) * SECS_PER_DAY);
+			add_value(&s, ((double) d + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)) * SECS_PER_DAY);
 	}
-	PG_RETURN_POINTER(s);
+	PG_RETURN_BYTEA_P(b);
 }
 
-static CellsState *
-state_copy(const CellsState *from, MemoryContext context)
+/* A state from anywhere (a worker, a shard), checked and copied to 8-byte-aligned memory of the context. */
+static bytea *
+state_copy(bytea *from, MemoryContext context)
 {
-	CellsState *s = MemoryContextAlloc(context, sizeof(CellsState));
-	int			cells = from->h.m - 1,
-				k = Max(from->h.k, 1);
+	Size		size = VARSIZE_ANY_EXHDR(from);
+	bytea	   *b = MemoryContextAlloc(context, VARHDRSZ + size);
+	CellsHeader *h;
 
-	s->h = from->h;
-	state_arrays(s, context);
-	memcpy(s->grid, from->grid, sizeof(double) * from->h.m);
-	memcpy(s->candidates, from->candidates, sizeof(double) * k);
-	memcpy(s->rows, from->rows, sizeof(int64) * cells);
-	memcpy(s->quanta, from->quanta, sizeof(__int128) * cells);
-	memcpy(s->candidate_rows, from->candidate_rows, sizeof(int64) * k);
-	return s;
+	memcpy(VARDATA(b), VARDATA_ANY(from), size);
+	SET_VARSIZE(b, VARHDRSZ + size);
+	h = (CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD);
+	if (size < STATE_PAD + sizeof(CellsHeader) || h->magic != CELLS_MAGIC || h->version != CELLS_VERSION ||
+		h->m < 2 || h->k < 0 || VARHDRSZ + size != state_size(h->m, h->k))
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+						errmsg("pg_kde: not a _kde_cells state of this version")));
+	return b;
 }
 
 Datum
 kde_cells_combine(PG_FUNCTION_ARGS)
 {
 	MemoryContext context;
-	CellsState *a,
-			   *b;
+	bytea	   *a;
+	CellsState	sa,
+				sb;
 
 	if (!AggCheckCallContext(fcinfo, &context))
 		elog(ERROR, "_kde_cells combine called in a non-aggregate context");
 	if (PG_ARGISNULL(1))
 		PG_RETURN_DATUM(PG_ARGISNULL(0) ? (Datum) 0 : PG_GETARG_DATUM(0));
-	b = (CellsState *) PG_GETARG_POINTER(1);
 	if (PG_ARGISNULL(0))
-		PG_RETURN_POINTER(state_copy(b, context));
-	a = (CellsState *) PG_GETARG_POINTER(0);
-	if (a->h.m != b->h.m || a->h.k != b->h.k || a->h.quantum != b->h.quantum ||
-		memcmp(a->grid, b->grid, sizeof(double) * a->h.m) != 0 ||
-		(a->h.k > 0 && memcmp(a->candidates, b->candidates, sizeof(double) * a->h.k) != 0))
+		PG_RETURN_BYTEA_P(state_copy(PG_GETARG_BYTEA_PP(1), context));
+	/* Normally this function's own value (a state_copy); a state another planner handed over (Citus's
+	 * combine starts from a copy of the first partial state) is copied once into the aggregate's memory. */
+	a = PG_GETARG_BYTEA_P(0);
+	if ((Pointer) a != PG_GETARG_POINTER(0) || ((uintptr_t) a) % sizeof(int64) != 0 ||
+		VARSIZE(a) < VARHDRSZ + STATE_PAD + sizeof(CellsHeader) ||
+		((CellsHeader *) ((char *) a + VARHDRSZ + STATE_PAD))->magic != CELLS_MAGIC)
+		a = state_copy(a, context);
+	view(a, &sa);
+	view(state_copy(PG_GETARG_BYTEA_PP(1), CurrentMemoryContext), &sb);
+	if (sa.h->m != sb.h->m || sa.h->k != sb.h->k || sa.h->quantum != sb.h->quantum ||
+		memcmp(sa.grid, sb.grid, sizeof(double) * sa.h->m) != 0 ||
+		(sa.h->k > 0 && memcmp(sa.candidates, sb.candidates, sizeof(double) * sa.h->k) != 0))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: _kde_cells states of different grids, candidates or quanta do not combine")));
-	a->h.non_null += b->h.non_null;
-	a->h.non_finite += b->h.non_finite;
-	a->h.off_lattice += b->h.off_lattice;
-	a->h.non_integral += b->h.non_integral;
-	a->h.overflow += b->h.overflow;
-	if (!isnan(b->h.lo))
-		widen(&a->h.lo, &a->h.hi, b->h.lo), widen(&a->h.lo, &a->h.hi, b->h.hi);
-	if (!isnan(b->h.all_lo))
-		widen(&a->h.all_lo, &a->h.all_hi, b->h.all_lo), widen(&a->h.all_lo, &a->h.all_hi, b->h.all_hi);
-	for (int c = 0; c < a->h.m - 1; c++)
+	sa.h->non_null += sb.h->non_null;
+	sa.h->non_finite += sb.h->non_finite;
+	sa.h->off_lattice += sb.h->off_lattice;
+	sa.h->non_integral += sb.h->non_integral;
+	sa.h->overflow += sb.h->overflow;
+	if (!isnan(sb.h->lo))
+		widen(&sa.h->lo, &sa.h->hi, sb.h->lo), widen(&sa.h->lo, &sa.h->hi, sb.h->hi);
+	if (!isnan(sb.h->all_lo))
+		widen(&sa.h->all_lo, &sa.h->all_hi, sb.h->all_lo), widen(&sa.h->all_lo, &sa.h->all_hi, sb.h->all_hi);
+	for (int c = 0; c < sa.h->m - 1; c++)
 	{
-		a->rows[c] += b->rows[c];
-		a->quanta[c] += b->quanta[c];
+		sa.rows[c] += sb.rows[c];
+		add_quanta(&sa.quanta[2 * c], ((__int128) sb.quanta[2 * c + 1] << 64) | (unsigned __int128) (uint64) sb.quanta[2 * c]);
 	}
-	for (int i = 0; i < a->h.k; i++)
-		a->candidate_rows[i] += b->candidate_rows[i];
-	PG_RETURN_POINTER(a);
-}
-
-static bytea *
-serialize(const CellsState *s)
-{
-	int64		cells = s->h.m - 1;
-	Size		size = sizeof(CellsHeader) + sizeof(double) * (s->h.m + s->h.k) +
-		(sizeof(int64) + 2 * sizeof(int64)) * cells + sizeof(int64) * s->h.k;
-	bytea	   *out = palloc(VARHDRSZ + size);
-	char	   *p = VARDATA(out);
-
-	SET_VARSIZE(out, VARHDRSZ + size);
-	memcpy(p, &s->h, sizeof(CellsHeader));
-	p += sizeof(CellsHeader);
-	memcpy(p, s->grid, sizeof(double) * s->h.m);
-	p += sizeof(double) * s->h.m;
-	memcpy(p, s->candidates, sizeof(double) * s->h.k);
-	p += sizeof(double) * s->h.k;
-	memcpy(p, s->rows, sizeof(int64) * cells);
-	p += sizeof(int64) * cells;
-	for (int64 c = 0; c < cells; c++)
-	{
-		int64		lo_hi[2];
-
-		lo_hi[0] = (int64) (uint64) s->quanta[c];	/* low 64 bits */
-		lo_hi[1] = (int64) (s->quanta[c] >> 64);
-		memcpy(p, lo_hi, sizeof(lo_hi));
-		p += sizeof(lo_hi);
-	}
-	memcpy(p, s->candidate_rows, sizeof(int64) * s->h.k);
-	return out;
-}
-
-Datum
-kde_cells_serialize(PG_FUNCTION_ARGS)
-{
-	if (!AggCheckCallContext(fcinfo, NULL))
-		elog(ERROR, "_kde_cells serialize called in a non-aggregate context");
-	PG_RETURN_BYTEA_P(serialize((CellsState *) PG_GETARG_POINTER(0)));
-}
-
-Datum
-kde_cells_deserialize(PG_FUNCTION_ARGS)
-{
-	bytea	   *in = PG_GETARG_BYTEA_PP(0);
-	const char *p = VARDATA_ANY(in);
-	Size		size = VARSIZE_ANY_EXHDR(in);
-	CellsState *s;
-	int64		cells;
-
-	if (!AggCheckCallContext(fcinfo, NULL))
-		elog(ERROR, "_kde_cells deserialize called in a non-aggregate context");
-	s = palloc(sizeof(CellsState));
-	if (size < sizeof(CellsHeader))
-		elog(ERROR, "pg_kde: a _kde_cells state is too short");
-	memcpy(&s->h, p, sizeof(CellsHeader));
-	p += sizeof(CellsHeader);
-	if (s->h.magic != CELLS_MAGIC || s->h.version != CELLS_VERSION || s->h.m < 2 || s->h.k < 0)
-		elog(ERROR, "pg_kde: not a _kde_cells state of this version");
-	cells = s->h.m - 1;
-	if (size != sizeof(CellsHeader) + sizeof(double) * (s->h.m + s->h.k) + 3 * sizeof(int64) * cells +
-		sizeof(int64) * s->h.k)
-		elog(ERROR, "pg_kde: a _kde_cells state has the wrong length");
-	state_arrays(s, CurrentMemoryContext);
-	memcpy(s->grid, p, sizeof(double) * s->h.m);
-	p += sizeof(double) * s->h.m;
-	memcpy(s->candidates, p, sizeof(double) * s->h.k);
-	p += sizeof(double) * s->h.k;
-	memcpy(s->rows, p, sizeof(int64) * cells);
-	p += sizeof(int64) * cells;
-	for (int64 c = 0; c < cells; c++)
-	{
-		int64		lo_hi[2];
-
-		memcpy(lo_hi, p, sizeof(lo_hi));
-		p += sizeof(lo_hi);
-		s->quanta[c] = ((__int128) lo_hi[1] << 64) | (unsigned __int128) (uint64) lo_hi[0];
-	}
-	memcpy(s->candidate_rows, p, sizeof(int64) * s->h.k);
-	PG_RETURN_POINTER(s);
-}
-
-Datum
-kde_cells_final(PG_FUNCTION_ARGS)
-{
-	if (PG_ARGISNULL(0))
-		PG_RETURN_NULL();
-	PG_RETURN_BYTEA_P(serialize((CellsState *) PG_GETARG_POINTER(0)));
+	for (int i = 0; i < sa.h->k; i++)
+		sa.candidate_rows[i] += sb.candidate_rows[i];
+	PG_RETURN_BYTEA_P(a);
 }

@@ -277,28 +277,63 @@ def _stored_1d(plpy, schema: str, relid, cols):
     return built, facts
 
 
+def _union_sample(readers, size: int) -> np.ndarray:
+    """A sample of a partitioned table's column as its partitions' samples together, each its share of
+    ``size`` by its rows (TABLESAMPLE on the parent would read a foreign partition whole)."""
+    rows = [r.row_estimate() for r in readers]
+    total = max(sum(rows), 1)
+    pieces = [r.sample(max(1, round(size * k / total)), k)[:, 0] for r, k in zip(readers, rows) if k > 0]
+    return np.concatenate(pieces) if pieces else np.empty(0)
+
+
+def _note_pushdown(plpy, relid, rel: str) -> None:
+    """A NOTICE when a foreign table's server does not let postgres_fdw run pg_kde's functions remotely:
+    the scan then reads every row here instead of one aggregate there."""
+    rows = plpy.execute(plpy.prepare(
+        "SELECT s.srvname::text AS name, fdw.fdwname::text AS fdw, coalesce((SELECT o.option_value "
+        "FROM pg_catalog.pg_options_to_table(s.srvoptions) o WHERE o.option_name = 'extensions'), '') AS ext "
+        "FROM pg_catalog.pg_foreign_table t JOIN pg_catalog.pg_foreign_server s ON s.oid = t.ftserver "
+        "JOIN pg_catalog.pg_foreign_data_wrapper fdw ON fdw.oid = s.srvfdw WHERE t.ftrelid = $1", ["oid"]), [relid])
+    if rows and rows[0]["fdw"] == "postgres_fdw" and "pg_kde" not in [e.strip() for e in rows[0]["ext"].split(",")]:
+        plpy.notice(f"pg_kde: the rows of {rel} travel from server {rows[0]['name']} to be scanned here",
+                    hint=f"ALTER SERVER {plpy.quote_ident(rows[0]['name'])} OPTIONS (ADD extensions 'pg_kde') lets "
+                         "postgres_fdw run the scan there (pg_kde of the same version installed on that server).")
+
+
 def _build_partitioned(plpy, GD, schema: str, relid, parent: SqlTableReader, cols, requested: Requested, started):
     """A partitioned table's 1-D synopsis: one synopsis per leaf partition (stored as that partition's own,
     so approx_* reads each partition too), rebuilt only where the partition changed since its synopsis was
     built with the same request, all on the parent's grid where they reach it, then merged
-    (:func:`pg_kde.synopsis.merge.merge_1d`). Returns the merged synopsis and the summary's extra facts."""
+    (:func:`pg_kde.synopsis.merge.merge_1d`). Returns the merged synopsis and the summary's extra facts.
+
+    A leaf that is a foreign table (a shard on another server, through postgres_fdw) is read with two
+    queries that postgres_fdw runs there when its server lists pg_kde in ``extensions``: the sample's
+    order statistics and the scan's aggregate; only they travel. It is rebuilt at every refresh."""
     leaves = plpy.execute(plpy.prepare(
         "SELECT p.relid::oid AS oid FROM pg_catalog.pg_partition_tree($1::regclass) p WHERE p.isleaf "
         "ORDER BY p.relid::oid", ["oid"]), [relid])
     if not leaves:
         _fail(f"pg_kde: {parent.relation} has no partitions", sqlstate="42809")
-    current = _stored_1d(plpy, schema, relid, cols)
-    hint = np.asarray(current[0].grid, dtype=np.float64) if current and current[0].grid_size >= 2 else None
-    if hint is None:  # the first build: the parent's own grid, from a sample of the parent
-        hint = plan_grid(parent, requested)
-    select = functools.partial(_select_bandwidth, plpy)
-    parts, rebuilt, empty = [], 0, 0
-    for leaf in (int(r["oid"]) for r in leaves):
+    leaves = [int(r["oid"]) for r in leaves]
+    found = []
+    for leaf in leaves:
         rel, kind, _ = _relation(plpy, leaf)
         names, exprs, scans, attnums, coltypes = _columns(plpy, schema, leaf, rel, cols)
+        found.append((leaf, rel, kind, SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema),
+                      attnums, coltypes))
+    current = _stored_1d(plpy, schema, relid, cols)
+    hint = np.asarray(current[0].grid, dtype=np.float64) if current and current[0].grid_size >= 2 else None
+    if hint is None:  # the first build: the grid of a sample of the whole table
+        hint = plan_grid(_union_sample([f[3] for f in found], requested.sample_size), requested)
+    select = functools.partial(_select_bandwidth, plpy)
+    parts, rebuilt, empty = [], 0, 0
+    for leaf, rel, kind, reader, attnums, coltypes in found:
         state = _refresh_start(plpy, schema, leaf, cols, requested.method, requested.sample_size,
                                requested.grid_size, requested.budget, (16, 65536))
         stored = _stored_1d(plpy, schema, leaf, cols)
+        if kind == "f":  # a shard: its server's changes are not counted here, so it is always rebuilt
+            _note_pushdown(plpy, leaf, rel)
+            stored = None
         if stored is not None:
             built, facts = stored
             same = (json.loads(facts["requested_text"]) == json.loads(requested.json())
@@ -309,8 +344,8 @@ def _build_partitioned(plpy, GD, schema: str, relid, parent: SqlTableReader, col
                 continue
         leaf_started = time.perf_counter()
         try:
-            built = build_1d(SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema),
-                             requested, select, interrupt=interrupt_check(plpy), started=leaf_started, grid_hint=hint)
+            built = build_1d(reader, requested, select, interrupt=interrupt_check(plpy), started=leaf_started,
+                             grid_hint=hint)
         except UserError as exc:
             if "is empty" in exc.error["message"] or "no non-NULL values" in exc.error["message"]:
                 empty += 1  # nothing to describe: no synopsis of its own, nothing to merge

@@ -179,11 +179,11 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room)
 
 
-def plan_grid(reader: TableReader, requested: Requested) -> Optional[np.ndarray]:
-    """The grid a 1-D build of the reader's column would place from its sample (None when the sample holds
-    no finite value or the grid would sit at another scale): a partitioned table's partitions are built on
-    it (``grid_hint``), so that their synopses merge exactly."""
-    sample = reader.sample(requested.sample_size, reader.row_estimate())[:, 0]
+def plan_grid(sample: np.ndarray, requested: Requested) -> Optional[np.ndarray]:
+    """The grid a 1-D build would place from this sample of a column (None when it holds no finite value or
+    the grid would sit at another scale): a partitioned table's partitions are built on it
+    (``grid_hint``), so that their synopses merge exactly."""
+    sample = np.asarray(sample, dtype=np.float64)
     sample = sample[np.isfinite(sample)]
     if len(sample) == 0 or _scan_scale(float(sample.min()), float(sample.max())) != 1.0:
         return None

@@ -28,31 +28,58 @@ def _scaled(expr: str, scale: float) -> str:
 
 def _sample(plpy, rel: str, kind: str, columns: list, exprs: list, n_total: int, size: int,
             seed: int = SAMPLE_SEED) -> np.ndarray:
-    """Up to ``size`` rows of the given float8 expressions with no NULLs, as an (m, len(exprs)) array.
+    """Up to ``size`` rows of the given float8 expressions with no NULLs, as an (m, len(exprs)) array, the
+    same for unchanged data.
 
-    Bernoulli sampling (repeatable) at 1.25 times the wanted share when the relation holds more rows than
-    wanted, all rows otherwise; then :func:`~pg_kde.synopsis.reader.thin` keeps ``size`` of them whatever
-    order the scan returned them in (a large table's scan may start mid-table: synchronized scans). Only the
-    named columns are read (a view may grant no others), in chunks."""
+    Tables, partitioned tables and materialized views: Bernoulli sampling (repeatable) at 1.25 times the
+    wanted share when the relation holds more rows than wanted, all rows otherwise; then
+    :func:`~pg_kde.synopsis.reader.thin` keeps ``size`` of them whatever order the scan returned them in (a
+    large table's scan may start mid-table: synchronized scans). Views and foreign tables, which TABLESAMPLE
+    cannot read: :func:`_ordered_sample`. Only the named columns are read (a view may grant no others)."""
+    if kind not in _SAMPLEABLE:
+        return _ordered_sample(plpy, rel, exprs, size)
     select = ", ".join(f"({e})::float8" for e in exprs)
     not_null = " AND ".join(f"({e}) IS NOT NULL" for e in exprs)
     source = rel
     if n_total > size:
         percent = min(100.0, 100.0 * 1.25 * size / n_total)
-        if kind in _SAMPLEABLE:
-            source = f"{rel} TABLESAMPLE BERNOULLI ({percent!r}) REPEATABLE ({seed})"
-        else:  # views and foreign tables: a random subset of the named columns only
-            source = f"(SELECT {', '.join(columns)} FROM {rel} WHERE pg_catalog.random() < {percent / 100.0!r}) s"
-    query = f"SELECT ARRAY[{select}] AS r FROM {source} WHERE {not_null}"
+        source = f"{rel} TABLESAMPLE BERNOULLI ({percent!r}) REPEATABLE ({seed})"
+    return thin(_fetch(plpy, f"SELECT ARRAY[{select}] AS r FROM {source} WHERE {not_null}", len(exprs)), size)
+
+
+def _fetch(plpy, query: str, d: int) -> np.ndarray:
+    """The rows of ``query`` (one float8[] column ``r`` of d values), in chunks."""
     chunks = []
     cursor = plpy.cursor(query)
     while True:
         rows = cursor.fetch(_FETCH_ROWS)
         if not rows:
             break
-        chunks.append(np.array([r["r"] for r in rows], dtype=np.float64).reshape(len(rows), len(exprs)))
+        chunks.append(np.array([r["r"] for r in rows], dtype=np.float64).reshape(len(rows), d))
     cursor.close()
-    return thin(np.concatenate(chunks) if chunks else np.empty((0, len(exprs))), size)
+    return np.concatenate(chunks) if chunks else np.empty((0, d))
+
+
+def _ordered_sample(plpy, rel: str, exprs: list, size: int) -> np.ndarray:
+    """The sample of a view or foreign table: every row with no NULLs when there are at most ``size``,
+    otherwise ``size`` evenly spaced order statistics (what :func:`~pg_kde.synopsis.reader.thin` keeps of
+    all rows). One column: ``percentile_disc`` over evenly spaced fractions, an aggregate postgres_fdw runs
+    on the remote server, so only the sample travels; a pair: the rows at evenly spaced ranks."""
+    select = ", ".join(f"({e})::float8" for e in exprs)
+    not_null = " AND ".join(f"({e}) IS NOT NULL" for e in exprs)
+    n = int(plpy.execute(f"SELECT count(*) AS n FROM {rel} WHERE {not_null}")[0]["n"])
+    if n <= size:
+        return _fetch(plpy, f"SELECT ARRAY[{select}] AS r FROM {rel} WHERE {not_null}", len(exprs))
+    if len(exprs) == 1:
+        fractions = float8_array(np.linspace(0.0, 1.0, int(size)))
+        values = plpy.execute(f"SELECT percentile_disc({fractions}) WITHIN GROUP (ORDER BY {select}) AS v "
+                              f"FROM {rel}")[0]["v"]
+        return np.asarray(values, dtype=np.float64).reshape(-1, 1)
+    ranks = "{" + ",".join(str(int(k) + 1) for k in np.linspace(0, n - 1, int(size)).round().astype(np.int64)) + "}"
+    named = ", ".join(f"({e})::float8 AS v{i}" for i, e in enumerate(exprs))
+    values = ", ".join(f"v{i}" for i in range(len(exprs)))
+    return _fetch(plpy, f"SELECT ARRAY[{values}] AS r FROM (SELECT {named}, row_number() OVER (ORDER BY {select}) "
+                        f"AS rank FROM {rel} WHERE {not_null}) s WHERE rank = ANY('{ranks}'::int8[])", len(exprs))
 
 
 @dataclass(frozen=True)
@@ -182,7 +209,8 @@ class SqlTableReader:
 
 #: Blocks the row estimate samples (8 MB of 8 kB pages).
 ESTIMATE_PAGES = 1024
-#: The serialized state of _kde_cells: its header (struct CellsHeader in extension/cells.c).
+#: The state of _kde_cells: 4 bytes of padding, then its header (struct CellsHeader in extension/cells.c).
+_PAD = 4
 _HEADER = struct.Struct("=IIiid5q4d")
 _MAGIC, _VERSION = 0x4345444B, 1
 
@@ -201,10 +229,10 @@ def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: flo
                       candidate_rows=np.zeros(k), quantum=float(quantum))
     data = bytes(state)
     (magic, version, m_, k_, quantum_, non_null, non_finite, off, non_integral, overflow,
-     lo, hi, all_lo, all_hi) = _HEADER.unpack_from(data)
+     lo, hi, all_lo, all_hi) = _HEADER.unpack_from(data, _PAD)
     if (magic, version, m_, k_) != (_MAGIC, _VERSION, m, k):
         raise ValueError("pg_kde: the scan returned a state of another grid or version")
-    at = _HEADER.size + 8 * (m + k)
+    at = _PAD + _HEADER.size + 8 * (m + k)
     cell_rows = np.frombuffer(data, dtype=np.int64, count=m - 1, offset=at)
     at += 8 * (m - 1)
     halves = np.frombuffer(data, dtype=np.int64, count=2 * (m - 1), offset=at).reshape(m - 1, 2)

@@ -26,47 +26,36 @@ $$;
 COMMENT ON FUNCTION _kde_raise_if_error(jsonb) IS 'pg_kde internal: raise the error a PL/Python entry point returned';
 
 -- The refresh's one scan (extension/cells.c): per cell of a grid, its rows and the exact sum of its values in
--- whole quanta; per candidate heavy value, its rows; and the column's facts. Parallel safe with combine,
--- serialize and deserialize functions: PostgreSQL's parallel query runs it on every core, and the states of
--- parts of a table merge with the same combine. Time columns are read as epoch seconds, as
+-- whole quanta; per candidate heavy value, its rows; and the column's facts. Its state is a bytea with a
+-- combine function: PostgreSQL's parallel query runs it on every core, Citus on every shard, and the states
+-- of parts of a table merge with the same combine. Time columns are read as epoch seconds, as
 -- extract(epoch from ...)::float8 reads them (a timestamp's or a date's wall-clock time as UTC).
 -- A numeric column is read as _kde_float8 reads it: the same float8 as numeric's own cast, without its text.
 CREATE FUNCTION _kde_float8(numeric) RETURNS float8
 AS 'MODULE_PATHNAME', 'kde_float8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_float8(numeric) IS 'pg_kde internal: numeric to float8, as the cast, faster';
-CREATE FUNCTION _kde_cells_step(internal, float8, float8[], float8[], float8) RETURNS internal
+CREATE FUNCTION _kde_cells_step(bytea, float8, float8[], float8[], float8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_step_float8' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_step(internal, numeric, float8[], float8[], float8) RETURNS internal
+CREATE FUNCTION _kde_cells_step(bytea, numeric, float8[], float8[], float8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_step_numeric' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_step(internal, timestamptz, float8[], float8[], float8) RETURNS internal
+CREATE FUNCTION _kde_cells_step(bytea, timestamptz, float8[], float8[], float8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_step(internal, timestamp, float8[], float8[], float8) RETURNS internal
+CREATE FUNCTION _kde_cells_step(bytea, timestamp, float8[], float8[], float8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_step(internal, date, float8[], float8[], float8) RETURNS internal
+CREATE FUNCTION _kde_cells_step(bytea, date, float8[], float8[], float8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_step_date' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_combine(internal, internal) RETURNS internal
+CREATE FUNCTION _kde_cells_combine(bytea, bytea) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_combine' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_serialize(internal) RETURNS bytea
-AS 'MODULE_PATHNAME', 'kde_cells_serialize' LANGUAGE C STRICT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_deserialize(bytea, internal) RETURNS internal
-AS 'MODULE_PATHNAME', 'kde_cells_deserialize' LANGUAGE C STRICT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_final(internal) RETURNS bytea
-AS 'MODULE_PATHNAME', 'kde_cells_final' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
 CREATE AGGREGATE _kde_cells(float8, float8[], float8[], float8) (
-    SFUNC = _kde_cells_step, STYPE = internal, FINALFUNC = _kde_cells_final, COMBINEFUNC = _kde_cells_combine,
-    SERIALFUNC = _kde_cells_serialize, DESERIALFUNC = _kde_cells_deserialize, PARALLEL = SAFE);
+    SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
 CREATE AGGREGATE _kde_cells(numeric, float8[], float8[], float8) (
-    SFUNC = _kde_cells_step, STYPE = internal, FINALFUNC = _kde_cells_final, COMBINEFUNC = _kde_cells_combine,
-    SERIALFUNC = _kde_cells_serialize, DESERIALFUNC = _kde_cells_deserialize, PARALLEL = SAFE);
+    SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
 CREATE AGGREGATE _kde_cells(timestamptz, float8[], float8[], float8) (
-    SFUNC = _kde_cells_step, STYPE = internal, FINALFUNC = _kde_cells_final, COMBINEFUNC = _kde_cells_combine,
-    SERIALFUNC = _kde_cells_serialize, DESERIALFUNC = _kde_cells_deserialize, PARALLEL = SAFE);
+    SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
 CREATE AGGREGATE _kde_cells(timestamp, float8[], float8[], float8) (
-    SFUNC = _kde_cells_step, STYPE = internal, FINALFUNC = _kde_cells_final, COMBINEFUNC = _kde_cells_combine,
-    SERIALFUNC = _kde_cells_serialize, DESERIALFUNC = _kde_cells_deserialize, PARALLEL = SAFE);
+    SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
 CREATE AGGREGATE _kde_cells(date, float8[], float8[], float8) (
-    SFUNC = _kde_cells_step, STYPE = internal, FINALFUNC = _kde_cells_final, COMBINEFUNC = _kde_cells_combine,
-    SERIALFUNC = _kde_cells_serialize, DESERIALFUNC = _kde_cells_deserialize, PARALLEL = SAFE);
+    SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
 COMMENT ON AGGREGATE _kde_cells(float8, float8[], float8[], float8) IS 'pg_kde internal: the refresh''s scan of a column';
 COMMENT ON AGGREGATE _kde_cells(numeric, float8[], float8[], float8) IS 'pg_kde internal: the refresh''s scan of a column';
 COMMENT ON AGGREGATE _kde_cells(timestamptz, float8[], float8[], float8) IS 'pg_kde internal: the refresh''s scan of a column';

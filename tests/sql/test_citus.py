@@ -1,0 +1,79 @@
+"""A Citus distributed table on a real Citus cluster (a coordinator and workers, $PG_KDE_CITUS_DSN; `make
+citus-test` builds Citus and starts one): kde_refresh runs the scan's aggregate on every shard (Citus's
+worker_partial_agg, combined on the coordinator), the synopsis' cells are exact, its hard bounds hold and a
+second refresh repeats it bit for bit. Skipped without a coordinator."""
+
+import os
+import uuid
+
+import numpy as np
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg.rows import dict_row  # noqa: E402
+
+import pg_kde  # noqa: E402
+from pg_kde.synopsis.query import range_1d  # noqa: E402
+
+pytestmark = pytest.mark.citus
+
+
+@pytest.fixture
+def citus():
+    dsn = os.environ.get("PG_KDE_CITUS_DSN")
+    if not dsn:
+        pytest.skip("no Citus coordinator: set PG_KDE_CITUS_DSN (make citus-test starts one)")
+    try:
+        conn = psycopg.connect(dsn, autocommit=True)
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"the Citus coordinator at PG_KDE_CITUS_DSN does not answer: {exc}")
+    with conn:
+        if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is None:
+            pytest.skip("PG_KDE_CITUS_DSN names a database without the citus extension")
+        installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_kde'").fetchone()
+        if installed is None:
+            conn.execute(f"CREATE EXTENSION pg_kde VERSION '{pg_kde.__version__}' CASCADE")
+        elif installed[0] != pg_kde.__version__:
+            conn.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{pg_kde.__version__}'")
+        yield conn
+
+
+def test_a_distributed_table_is_scanned_on_its_shards(citus):
+    table = f"kde_citus_{uuid.uuid4().hex[:8]}"
+    citus.execute(f"CREATE TABLE {table} (id bigint, amount numeric(12,2))")
+    try:
+        citus.execute(f"SELECT create_distributed_table('{table}', 'id')")
+        citus.execute("SELECT setseed(0.7)")
+        citus.execute(f"INSERT INTO {table} SELECT g, round(exp(3 + sqrt(-2 * ln(1 - random())) "
+                      f"* cos(2 * pi() * random()))::numeric, 2) FROM generate_series(1, 200000) g")
+        plan = "\n".join(r[0] for r in citus.execute(
+            f"EXPLAIN VERBOSE SELECT count(*), _kde_cells(amount, '{{0,10}}'::float8[], '{{}}'::float8[], 0.01) "
+            f"FROM {table}"))
+        assert "worker_partial_agg" in plan and "_kde_cells" in plan  # each shard runs the scan
+        summary = citus.execute(f"SELECT kde_refresh('{table}', 'amount')").fetchone()[0]
+        assert summary["rows"] == 200000 and summary["step"] == 0.01
+        with citus.cursor(row_factory=dict_row) as cur:
+            row = cur.execute("SELECT * FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+        first = citus.execute("SELECT md5(p::text) FROM kde_synopsis p WHERE relid = %s::regclass",
+                              (table,)).fetchone()[0]
+        x = np.array([r[0] for r in citus.execute(f"SELECT amount::float8 FROM {table}")], dtype=float)
+        rest = x[~np.isin(x, row["atom_values"])]
+        g = np.asarray(row["grid"])
+        c = np.clip(np.searchsorted(g, rest, side="right") - 1, 0, len(g) - 2)
+        np.testing.assert_array_equal(np.concatenate([[0], np.cumsum(np.bincount(c, minlength=len(g) - 1))]),
+                                      row["cell_cum_count"])
+        rng = np.random.default_rng(3)
+        xs = np.sort(x)
+        for _ in range(200):
+            lo, hi = np.sort(rng.choice(xs, 2))
+            truth = int(((xs >= lo) & (xs <= hi)).sum())
+            r = range_1d(row, float(lo), float(hi), 0)
+            assert r.low - 1e-6 <= truth <= r.high + 1e-6
+        est = citus.execute(f"SELECT approx_count('{table}', 'amount', 10, 20)").fetchone()[0]
+        truth = int(((x >= 10) & (x <= 20)).sum())
+        assert abs(est - truth) / truth < 0.002
+        citus.execute(f"SELECT kde_refresh('{table}', 'amount')")
+        assert citus.execute("SELECT md5(p::text) FROM kde_synopsis p WHERE relid = %s::regclass",
+                             (table,)).fetchone()[0] == first
+    finally:
+        citus.execute(f"DROP TABLE IF EXISTS {table}")
