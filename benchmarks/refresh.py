@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 
 from budget import SALES_SQL, cpu_model
+from load import fresh_database
 
-from pg_kde import admin, server
+from pg_kde import __version__, admin, server
 
 DATABASE = "pg_kde_refresh_bench"
 COLUMNS = ("amount", "qty", "created_at")
@@ -47,13 +48,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     dsn = args.dsn or server.start(".").dsn()
-    with admin.connect(dsn) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DATABASE}")
-    bench_dsn = psycopg.conninfo.make_conninfo(dsn, dbname=DATABASE)
+    bench_dsn = fresh_database(dsn, DATABASE, __version__, psycopg)
     lines = []
     with admin.connect(bench_dsn) as conn:
-        conn.execute("CREATE EXTENSION pg_kde CASCADE")
         version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_kde'").fetchone()[0]
         postgres = conn.execute("SHOW server_version").fetchone()[0]
         workers = conn.execute("SHOW max_parallel_workers_per_gather").fetchone()[0]

@@ -28,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 from budget import SALES_SQL, cpu_model
+from load import fresh_database
 
-from pg_kde import admin, server
+from pg_kde import __version__, server
 
 DATABASE = "pg_kde_track_bench"
 BATCH = 10000
@@ -97,11 +98,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     dsn = args.dsn or server.start(".").dsn()
-    with admin.connect(dsn) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DATABASE}")
-    with psycopg.connect(psycopg.conninfo.make_conninfo(dsn, dbname=DATABASE), autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION pg_kde CASCADE")
+    bench_dsn = fresh_database(dsn, DATABASE, __version__, psycopg)
+    with psycopg.connect(bench_dsn, autocommit=True) as conn:
         version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_kde'").fetchone()[0]
         postgres = conn.execute("SHOW server_version").fetchone()[0]
         conn.execute("SELECT setseed(0.25)")

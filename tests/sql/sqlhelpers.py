@@ -38,3 +38,23 @@ def exact(conn, agg, table, col, lo, hi):
     )
     v = conn.execute(q, (lo, hi)).fetchone()[0]
     return float(v) if v is not None else 0.0
+
+
+def assert_exact_cells(row: dict, x):
+    """A 1-D payload (a kde_synopsis row) holds exactly the values x: each heavy value's rows, and each
+    cell's rows (width_bucket's rule, values beyond the grid in the outer cells) and sum."""
+    x = np.asarray(x, dtype=float)
+    atoms = np.asarray(row["atom_values"], dtype=float)
+    np.testing.assert_array_equal(np.cumsum([(x == a).sum() for a in atoms]), row["atom_cum_count"])
+    rest = x[~np.isin(x, atoms)]
+    if not row["grid"]:
+        assert len(rest) == 0
+        return
+    g = np.asarray(row["grid"])
+    assert g[0] <= rest.min() and rest.max() <= g[-1]
+    c = np.clip(np.searchsorted(g, rest, side="right") - 1, 0, len(g) - 2)
+    np.testing.assert_array_equal(np.concatenate([[0], np.cumsum(np.bincount(c, minlength=len(g) - 1))]),
+                                  row["cell_cum_count"])
+    sums = np.concatenate([[0.0], np.cumsum(np.bincount(c, weights=rest, minlength=len(g) - 1))])
+    np.testing.assert_allclose(row["cell_cum_sum"], sums, rtol=1e-9, atol=1e-6)
+    assert row["kde_rows"] == len(rest)

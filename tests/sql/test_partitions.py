@@ -10,6 +10,7 @@ psycopg = pytest.importorskip("psycopg")
 from psycopg.rows import dict_row  # noqa: E402
 
 from pg_kde.synopsis.query import range_1d  # noqa: E402
+from sqlhelpers import assert_exact_cells  # noqa: E402
 
 MONTH = 30 * 86400.0
 START = 1.7e9
@@ -45,11 +46,7 @@ def column(db, relation, col):
 
 
 def check_exact_and_bounded(row, x, rng, queries=150):
-    rest = x[~np.isin(x, row["atom_values"])]
-    g = np.asarray(row["grid"])
-    c = np.clip(np.searchsorted(g, rest, side="right") - 1, 0, len(g) - 2)
-    np.testing.assert_array_equal(np.concatenate([[0], np.cumsum(np.bincount(c, minlength=len(g) - 1))]),
-                                  row["cell_cum_count"])
+    assert_exact_cells(row, x)
     xs = np.sort(x)
     for i in range(queries):
         lo, hi = np.sort(rng.choice(xs, 2) if i % 2 else rng.uniform(xs[0], xs[-1], 2))

@@ -18,6 +18,7 @@ import pg_kde  # noqa: E402
 from conftest import server_kind  # noqa: E402
 from pg_kde import server  # noqa: E402
 from pg_kde.synopsis.query import range_1d  # noqa: E402
+from sqlhelpers import assert_exact_cells  # noqa: E402
 
 pytestmark = pytest.mark.skipif(server_kind() != "local", reason="starts local clusters of its own (make test)")
 
@@ -94,11 +95,7 @@ def test_foreign_partitions_are_built_where_their_rows_live(db, table, shards):
         first = db.execute("SELECT md5(p::text) FROM kde_synopsis p WHERE relid = %s::regclass", (t,)).fetchone()[0]
         # the merge is exact: cells and heavy values against the rows, hard bounds on queries
         assert 9.99 in row["atom_values"] or row["step"] == 0.01
-        rest = amount[~np.isin(amount, row["atom_values"])]
-        g = np.asarray(row["grid"])
-        c = np.clip(np.searchsorted(g, rest, side="right") - 1, 0, len(g) - 2)
-        np.testing.assert_array_equal(np.concatenate([[0], np.cumsum(np.bincount(c, minlength=len(g) - 1))]),
-                                      row["cell_cum_count"])
+        assert_exact_cells(row, amount)
         xs = np.sort(amount)
         errors = []
         for i in range(200):

@@ -11,7 +11,7 @@ from psycopg import sql  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
 from pg_kde.synopsis.query import range_1d  # noqa: E402
-from sqlhelpers import load, refresh  # noqa: E402
+from sqlhelpers import assert_exact_cells, load, refresh  # noqa: E402
 
 
 def payload(db, table, col):
@@ -32,19 +32,7 @@ def state(db, table, col):
 
 def check_exact(row, x, rng, queries=100):
     """The payload's heavy values, cells and sums are those of the rows x; hard bounds hold."""
-    atoms = np.asarray(row["atom_values"])
-    counts = np.array([(x == a).sum() for a in atoms])
-    np.testing.assert_array_equal(np.cumsum(counts), row["atom_cum_count"])
-    rest = x[~np.isin(x, atoms)]
-    if row["grid"]:
-        g = np.asarray(row["grid"])
-        assert g[0] <= rest.min() and rest.max() <= g[-1]
-        c = np.clip(np.searchsorted(g, rest, side="right") - 1, 0, len(g) - 2)
-        np.testing.assert_array_equal(np.concatenate([[0], np.cumsum(np.bincount(c, minlength=len(g) - 1))]),
-                                      row["cell_cum_count"])
-        sums = np.concatenate([[0.0], np.cumsum(np.bincount(c, weights=rest, minlength=len(g) - 1))])
-        np.testing.assert_allclose(row["cell_cum_sum"], sums, rtol=1e-9, atol=1e-6)
-        assert row["kde_rows"] == len(rest)
+    assert_exact_cells(row, x)
     xs = np.sort(x)
     for i in range(queries):
         lo, hi = np.sort(rng.choice(xs, 2) if i % 2 else rng.uniform(xs[0] - 1, xs[-1] + 1, 2))
