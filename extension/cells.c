@@ -36,7 +36,10 @@
 #include "utils/datetime.h"
 #include "utils/float.h"
 #include "utils/fmgrprotos.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
+
+#include "pg_kde.h"
 
 PG_MODULE_MAGIC;
 
@@ -85,12 +88,31 @@ PG_FUNCTION_INFO_V1(kde_cells_step_timestamp);
 PG_FUNCTION_INFO_V1(kde_cells_step_date);
 PG_FUNCTION_INFO_V1(kde_cells_combine);
 
+/* Grid points and candidates a state may hold: its size stays far below MaxAllocSize. */
+#define STATE_LIMIT (MaxAllocSize / 64)
+
 static Size
 state_size(int m, int k)
 {
-	return VARHDRSZ + STATE_PAD + sizeof(CellsHeader) + sizeof(double) * (m + k) + 3 * sizeof(int64) * (m - 1) +
-		sizeof(int64) * k;
+	return VARHDRSZ + STATE_PAD + sizeof(CellsHeader) + sizeof(double) * ((Size) m + (Size) k) +
+		3 * sizeof(int64) * ((Size) m - 1) + sizeof(int64) * (Size) k;
 }
+
+/* Whether b is a whole, well-formed state of this version, 8-byte aligned (so view() may read it). */
+static bool
+state_ok(const bytea *b)
+{
+	const CellsHeader *h;
+
+	if (VARATT_IS_EXTENDED(b) || ((uintptr_t) b) % sizeof(int64) != 0 ||
+		VARSIZE(b) < VARHDRSZ + STATE_PAD + sizeof(CellsHeader))
+		return false;
+	h = (const CellsHeader *) ((const char *) b + VARHDRSZ + STATE_PAD);
+	return h->magic == CELLS_MAGIC && h->version == CELLS_VERSION && h->m >= 2 && h->m <= STATE_LIMIT &&
+		h->k >= 0 && h->k <= STATE_LIMIT && VARSIZE(b) == state_size(h->m, h->k);
+}
+
+static bytea *state_copy(bytea *from, MemoryContext context);
 
 /* The pointers into a state whose bytes start 8-byte aligned (palloc'd by this file). */
 static void
@@ -166,6 +188,9 @@ state_new(FunctionCallInfo fcinfo, MemoryContext context)
 	grid = sorted_array(PG_GETARG_ARRAYTYPE_P(2), "the grid", 2, false, &m);
 	candidates = sorted_array(PG_GETARG_ARRAYTYPE_P(3), "the candidates", 0, true, &k);
 	quantum = PG_GETARG_FLOAT8(4);
+	if (m > STATE_LIMIT || k > STATE_LIMIT)
+		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						errmsg("pg_kde: at most %d grid points and candidates", (int) STATE_LIMIT)));
 	if (!(quantum > 0) || !isfinite(quantum))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: the quantum must be positive and finite")));
@@ -281,8 +306,8 @@ static const double powers_of_ten[] = {
 	1e19, 1e20, 1e21, 1e22
 };
 
-static double
-numeric_to_double(Datum datum)
+double
+kde_numeric_to_double(Datum datum)
 {
 	struct varlena *num = PG_DETOAST_DATUM_PACKED(datum);
 	const char *p = VARDATA_ANY(num);
@@ -339,7 +364,7 @@ numeric_to_double(Datum datum)
 Datum
 kde_float8(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_FLOAT8(numeric_to_double(PG_GETARG_DATUM(0)));
+	PG_RETURN_FLOAT8(kde_numeric_to_double(PG_GETARG_DATUM(0)));
 }
 
 /* The state of a transition call, created at the first row. */
@@ -351,7 +376,15 @@ step_state(FunctionCallInfo fcinfo, CellsState *s)
 
 	if (!AggCheckCallContext(fcinfo, &context))
 		elog(ERROR, "_kde_cells called in a non-aggregate context");
-	b = PG_ARGISNULL(0) ? state_new(fcinfo, context) : (bytea *) PG_GETARG_POINTER(0);
+	if (PG_ARGISNULL(0))
+		b = state_new(fcinfo, context);
+	else
+	{
+		/* This aggregate's own state; anything else (a crafted initial value) is checked, and copied. */
+		b = (bytea *) PG_GETARG_POINTER(0);
+		if (!state_ok(b))
+			b = state_copy(PG_GETARG_BYTEA_PP(0), context);
+	}
 	view(b, s);
 	return b;
 }
@@ -374,14 +407,14 @@ kde_cells_step_numeric(PG_FUNCTION_ARGS)
 	bytea	   *b = step_state(fcinfo, &s);
 
 	if (!PG_ARGISNULL(1))
-		add_value(&s, numeric_to_double(PG_GETARG_DATUM(1)));
+		add_value(&s, kde_numeric_to_double(PG_GETARG_DATUM(1)));
 	PG_RETURN_BYTEA_P(b);
 }
 
 /* Epoch seconds of a timestamp or timestamptz, as extract(epoch from ...)::float8 reads them: the exact
  * decimal microseconds rounded once to float8. */
-static double
-epoch_seconds(Timestamp ts)
+double
+kde_epoch_seconds(Timestamp ts)
 {
 	int64		us;
 
@@ -409,7 +442,7 @@ kde_cells_step_timestamp(PG_FUNCTION_ARGS)
 	bytea	   *b = step_state(fcinfo, &s);
 
 	if (!PG_ARGISNULL(1))
-		add_value(&s, epoch_seconds(PG_GETARG_TIMESTAMP(1)));
+		add_value(&s, kde_epoch_seconds(PG_GETARG_TIMESTAMP(1)));
 	PG_RETURN_BYTEA_P(b);
 }
 
@@ -433,19 +466,16 @@ kde_cells_step_date(PG_FUNCTION_ARGS)
 	PG_RETURN_BYTEA_P(b);
 }
 
-/* A state from anywhere (a worker, a shard), checked and copied to 8-byte-aligned memory of the context. */
+/* A state from anywhere (a worker, a shard), copied to 8-byte-aligned memory of the context and checked. */
 static bytea *
 state_copy(bytea *from, MemoryContext context)
 {
 	Size		size = VARSIZE_ANY_EXHDR(from);
 	bytea	   *b = MemoryContextAlloc(context, VARHDRSZ + size);
-	CellsHeader *h;
 
 	memcpy(VARDATA(b), VARDATA_ANY(from), size);
 	SET_VARSIZE(b, VARHDRSZ + size);
-	h = (CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD);
-	if (size < STATE_PAD + sizeof(CellsHeader) || h->magic != CELLS_MAGIC || h->version != CELLS_VERSION ||
-		h->m < 2 || h->k < 0 || VARHDRSZ + size != state_size(h->m, h->k))
+	if (!state_ok(b))
 		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
 						errmsg("pg_kde: not a _kde_cells state of this version")));
 	return b;
@@ -467,11 +497,9 @@ kde_cells_combine(PG_FUNCTION_ARGS)
 		PG_RETURN_BYTEA_P(state_copy(PG_GETARG_BYTEA_PP(1), context));
 	/* Normally this function's own value (a state_copy); a state another planner handed over (Citus's
 	 * combine starts from a copy of the first partial state) is copied once into the aggregate's memory. */
-	a = PG_GETARG_BYTEA_P(0);
-	if ((Pointer) a != PG_GETARG_POINTER(0) || ((uintptr_t) a) % sizeof(int64) != 0 ||
-		VARSIZE(a) < VARHDRSZ + STATE_PAD + sizeof(CellsHeader) ||
-		((CellsHeader *) ((char *) a + VARHDRSZ + STATE_PAD))->magic != CELLS_MAGIC)
-		a = state_copy(a, context);
+	a = (bytea *) PG_GETARG_POINTER(0);
+	if (!state_ok(a))
+		a = state_copy(PG_GETARG_BYTEA_PP(0), context);
 	view(a, &sa);
 	view(state_copy(PG_GETARG_BYTEA_PP(1), CurrentMemoryContext), &sb);
 	if (sa.h->m != sb.h->m || sa.h->k != sb.h->k || sa.h->quantum != sb.h->quantum ||

@@ -178,7 +178,7 @@ kde_track_delta(PG_FUNCTION_ARGS)
 			continue;
 		if (!isfinite(v))
 			problem = "NaN or infinite values written";
-		else if (step > 0 && fabs(v / step - rint(v / step)) > LATTICE_TOLERANCE * Max(fabs(v / step), 1.0))
+		else if (step > 0 && !(fabs(v / step - rint(v / step)) <= LATTICE_TOLERANCE * Max(fabs(v / step), 1.0)))
 			problem = psprintf("values off the lattice (step %g) written", step);
 		else if (find(atoms, k, v) < 0)
 		{
@@ -203,6 +203,9 @@ kde_track_delta(PG_FUNCTION_ARGS)
 		if (grid[m - 1] - grid[0] != range)
 			for (int c = 0; c < m; c++)
 				density[c] *= (grid[m - 1] - grid[0]) / range;
+		for (int c = 0; c < m && problem == NULL; c++)
+			if (!isfinite(grid[c]) || !isfinite(density[c]) || fabs(density[c]) > FLT_MAX)
+				problem = "values too far beyond the synopsis' range written";
 	}
 	for (int pass = 0; pass < 2 && problem == NULL; pass++)
 	{

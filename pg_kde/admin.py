@@ -40,9 +40,9 @@ def extension_files() -> list:
     return files
 
 
-#: The C sources of the extension's library ($libdir/pg_kde: the refresh's scan aggregate, the tracking
-#: triggers' arithmetic), compiled at install.
-LIBRARY_SOURCES = ("cells.c", "track.c")
+#: The C sources of the extension's library ($libdir/pg_kde: the refresh's sample and scan aggregates, the
+#: tracking triggers' arithmetic; they share pg_kde.h), compiled at install.
+LIBRARY_SOURCES = ("cells.c", "sample.c", "track.c")
 
 
 def _pg_config(pg_config: str, option: str) -> str:

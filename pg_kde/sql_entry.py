@@ -277,13 +277,17 @@ def _stored_1d(plpy, schema: str, relid, cols):
     return built, facts
 
 
-def _union_sample(readers, size: int) -> np.ndarray:
+def _union_sample(readers, size: int):
     """A sample of a partitioned table's column as its partitions' samples together, each its share of
-    ``size`` by its rows (TABLESAMPLE on the parent would read a foreign partition whole)."""
+    ``size`` by its rows (TABLESAMPLE on the parent would read a foreign partition whole), and the
+    column's min and max over all of them (None when none holds a finite value)."""
     rows = [r.row_estimate() for r in readers]
     total = max(sum(rows), 1)
-    pieces = [r.sample(max(1, round(size * k / total)), k)[:, 0] for r, k in zip(readers, rows) if k > 0]
-    return np.concatenate(pieces) if pieces else np.empty(0)
+    firsts = [r.sample_1d(max(1, round(size * k / total)), k) for r, k in zip(readers, rows) if k > 0]
+    values = np.concatenate([f.values for f in firsts]) if firsts else np.empty(0)
+    los = [f.lo for f in firsts if f.lo is not None]
+    his = [f.hi for f in firsts if f.hi is not None]
+    return values, ((min(los), max(his)) if los else None)
 
 
 def _note_pushdown(plpy, relid, rel: str) -> None:
@@ -324,7 +328,8 @@ def _build_partitioned(plpy, GD, schema: str, relid, parent: SqlTableReader, col
     current = _stored_1d(plpy, schema, relid, cols)
     hint = np.asarray(current[0].grid, dtype=np.float64) if current and current[0].grid_size >= 2 else None
     if hint is None:  # the first build: the grid of a sample of the whole table
-        hint = plan_grid(_union_sample([f[3] for f in found], requested.sample_size), requested)
+        values, span = _union_sample([f[3] for f in found], requested.sample_size)
+        hint = plan_grid(values, requested, span)
     select = functools.partial(_select_bandwidth, plpy)
     parts, rebuilt, empty = [], 0, 0
     for leaf, rel, kind, reader, attnums, coltypes in found:

@@ -1,9 +1,44 @@
--- pg_kde 0.4.0 -> 0.5.0: the refresh reads a column in one parallel pass of a C aggregate (_kde_cells, in
--- the extension's library, with _kde_float8; Citus runs it on every shard); kde_track keeps tables' 1-D
--- synopses up to date (statement triggers; _kde_track_delta in the library); kde_synopses shows it and why
--- tracking stopped; every function that names the version is replaced.
+-- pg_kde 0.4.0 -> 0.5.0: the refresh reads a column in two parallel passes of C aggregates (_kde_sample and
+-- _kde_cells, in the extension's library, with _kde_float8; Citus runs them on every shard); kde_track keeps
+-- tables' 1-D synopses up to date (statement triggers; _kde_track_delta in the library); kde_synopses shows
+-- it and why tracking stopped; every function that names the version is replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.5.0'" to load this file. \quit
 
+-- The refresh's sample (extension/sample.c): each row kept with probability share by a hash of its ctid and
+-- the seed (the same rows for unchanged data, in any scan order), and the column's facts over every row
+-- (non-NULL and non-finite values, min and max), in one parallel pass; a bytea state with a combine function.
+CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, float8, tid, float8, int8) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_sample_step_float8' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, numeric, tid, float8, int8) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_sample_step_numeric' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, timestamptz, tid, float8, int8) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_sample_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, timestamp, tid, float8, int8) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_sample_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, date, tid, float8, int8) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_sample_step_date' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION _kde_sample_combine(bytea, bytea) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_sample_combine' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE AGGREGATE _kde_sample(float8, tid, float8, int8) (
+    SFUNC = _kde_sample_step, STYPE = bytea, COMBINEFUNC = _kde_sample_combine, PARALLEL = SAFE);
+CREATE AGGREGATE _kde_sample(numeric, tid, float8, int8) (
+    SFUNC = _kde_sample_step, STYPE = bytea, COMBINEFUNC = _kde_sample_combine, PARALLEL = SAFE);
+CREATE AGGREGATE _kde_sample(timestamptz, tid, float8, int8) (
+    SFUNC = _kde_sample_step, STYPE = bytea, COMBINEFUNC = _kde_sample_combine, PARALLEL = SAFE);
+CREATE AGGREGATE _kde_sample(timestamp, tid, float8, int8) (
+    SFUNC = _kde_sample_step, STYPE = bytea, COMBINEFUNC = _kde_sample_combine, PARALLEL = SAFE);
+CREATE AGGREGATE _kde_sample(date, tid, float8, int8) (
+    SFUNC = _kde_sample_step, STYPE = bytea, COMBINEFUNC = _kde_sample_combine, PARALLEL = SAFE);
+COMMENT ON AGGREGATE _kde_sample(float8, tid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
+COMMENT ON AGGREGATE _kde_sample(numeric, tid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
+COMMENT ON AGGREGATE _kde_sample(timestamptz, tid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
+COMMENT ON AGGREGATE _kde_sample(timestamp, tid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
+COMMENT ON AGGREGATE _kde_sample(date, tid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
+-- The aggregates' support functions take a state a caller could craft: only the aggregates call them
+-- (PostgreSQL checks the aggregate owner's EXECUTE on them, not the caller's).
+REVOKE EXECUTE ON FUNCTION _kde_sample_step(bytea, float8, tid, float8, int8), _kde_sample_step(bytea, numeric, tid, float8, int8),
+    _kde_sample_step(bytea, timestamptz, tid, float8, int8), _kde_sample_step(bytea, timestamp, tid, float8, int8),
+    _kde_sample_step(bytea, date, tid, float8, int8), _kde_sample_combine(bytea, bytea) FROM PUBLIC;
 -- The refresh's one scan (extension/cells.c): per cell of a grid, its rows and the exact sum of its values in
 -- whole quanta; per candidate heavy value, its rows; and the column's facts. Its state is a bytea with a
 -- combine function: PostgreSQL's parallel query runs it on every core, Citus on every shard, and the states
@@ -35,6 +70,10 @@ CREATE AGGREGATE _kde_cells(timestamp, float8[], float8[], float8) (
     SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
 CREATE AGGREGATE _kde_cells(date, float8[], float8[], float8) (
     SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
+REVOKE EXECUTE ON FUNCTION _kde_cells_step(bytea, float8, float8[], float8[], float8),
+    _kde_cells_step(bytea, numeric, float8[], float8[], float8), _kde_cells_step(bytea, timestamptz, float8[], float8[], float8),
+    _kde_cells_step(bytea, timestamp, float8[], float8[], float8), _kde_cells_step(bytea, date, float8[], float8[], float8),
+    _kde_cells_combine(bytea, bytea) FROM PUBLIC;
 COMMENT ON AGGREGATE _kde_cells(float8, float8[], float8[], float8) IS 'pg_kde internal: the refresh''s scan of a column';
 COMMENT ON AGGREGATE _kde_cells(numeric, float8[], float8[], float8) IS 'pg_kde internal: the refresh''s scan of a column';
 COMMENT ON AGGREGATE _kde_cells(timestamptz, float8[], float8[], float8) IS 'pg_kde internal: the refresh''s scan of a column';
@@ -77,9 +116,15 @@ $$;
 -- table) marks it stale with that reason instead; kde_refresh_stale() rebuilds it.
 --
 -- The trigger function runs as the catalog's owner (SECURITY DEFINER): the roles writing the table need no
--- grant on the catalog, and a row of theirs can only ever change the synopsis of the table they wrote.
--- Writers of one tracked table queue on its synopses' catalog rows at the end of each statement (row
--- locks held to commit): tracking serializes their commits. 2-D synopses are not tracked (they go stale).
+-- grant on the catalog, and a row of theirs can only ever change the synopsis of the table they wrote. It
+-- runs only as one of the three triggers kde_track installs (checked against pg_trigger: their names, AFTER
+-- ... FOR EACH STATEMENT, and the transition tables they declare), so the relations it reads are the
+-- statement's own rows. Writers of one tracked table queue on its synopses' catalog rows at the end of each
+-- statement (row locks held to commit): tracking serializes their commits, two REPEATABLE READ writers get a
+-- serialization failure, and writers of two tracked tables in opposite orders can deadlock. Sums are kept
+-- in float8 and rounded once per statement (a scan's are exact integers rounded once). 2-D synopses,
+-- partitions and tables in an inheritance tree are not tracked (a write through a parent or a child would
+-- not reach the triggers).
 
 -- The values a statement wrote (added) and deleted (removed), applied to one 1-D synopsis' arrays
 -- (extension/track.c): the new arrays and the changes to its rows, or the problem that keeps it from taking
@@ -95,29 +140,36 @@ AS 'MODULE_PATHNAME', 'kde_track_delta' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_track_delta(float8[], float8, float8[], float8[], float8[], float8[], float8[], float4[],
                                      float8[], float8[]) IS
     'pg_kde internal: apply the values a statement wrote and deleted to one 1-D synopsis';
+REVOKE EXECUTE ON FUNCTION _kde_track_delta(float8[], float8, float8[], float8[], float8[], float8[], float8[], float4[],
+                                            float8[], float8[]) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION _kde_track_apply() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r record;
-    st record;
+    size_now bigint;
     expr text;
     added float8[];
     removed float8[];
     delta record;
 BEGIN
-    -- _kde_table_state's counters and size, for a plain table (the only kind tracked), without its
-    -- partition lookups: this runs once per statement.
-    SELECT pg_stat_get_tuples_inserted(TG_RELID) + pg_stat_get_tuples_updated(TG_RELID)
-           + pg_stat_get_tuples_deleted(TG_RELID) + pg_stat_get_xact_tuples_inserted(TG_RELID)
-           + pg_stat_get_xact_tuples_updated(TG_RELID) + pg_stat_get_xact_tuples_deleted(TG_RELID) AS mod_count,
-           pg_relation_size(TG_RELID) / current_setting('block_size')::bigint AS pages
-    INTO st;
-    FOR r IN SELECT k.cols, a.attname, t.typname, t.typcategory FROM @extschema@.kde_catalog k
-             JOIN pg_attribute a ON a.attrelid = k.relid AND a.attnum = k.attnums[1]
+    IF TG_LEVEL <> 'STATEMENT' OR TG_WHEN <> 'AFTER' OR NOT EXISTS (
+        SELECT 1 FROM pg_trigger t
+        WHERE t.tgrelid = TG_RELID AND t.tgname = TG_NAME
+          AND t.tgname IN ('kde_track_insert', 'kde_track_update', 'kde_track_delete')
+          AND t.tgnewtable IS NOT DISTINCT FROM (CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN 'kde_new' END)
+          AND t.tgoldtable IS NOT DISTINCT FROM (CASE WHEN TG_OP IN ('DELETE', 'UPDATE') THEN 'kde_old' END)) THEN
+        RAISE EXCEPTION 'pg_kde: _kde_track_apply runs only as the triggers kde_track installs'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    size_now := pg_relation_size(TG_RELID) / current_setting('block_size')::bigint;
+    -- Each synopsis' column by identity (as queries resolve it), while its type is the one it was built on.
+    FOR r IN SELECT k.cols, c.name AS attname, t.typname, t.typcategory FROM @extschema@.kde_catalog k
+             CROSS JOIN LATERAL @extschema@._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) c
+             JOIN pg_attribute a ON a.attrelid = k.relid AND a.attnum = c.attnum
              JOIN pg_type t ON t.oid = a.atttypid
-             WHERE k.relid = TG_RELID::regclass AND k.kind = '1d'
+             WHERE k.relid = TG_RELID::regclass AND k.kind = '1d' AND c.type = k.coltypes[1]
                AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%'
              ORDER BY k.cols FOR UPDATE OF k
     LOOP
@@ -149,10 +201,13 @@ BEGIN
             cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
             density = delta.new_density, kde_rows = p.kde_rows + delta.kde_rows
         WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
-        -- Up to date: the table's counters and size as of this statement are the synopsis' own.
+        -- Up to date with this statement: its rows count as seen (the activity counters move by one a row
+        -- inserted, updated or deleted; writes the triggers did not see still count), and the size is now.
         UPDATE @extschema@.kde_catalog k
-        SET n_rows = k.n_rows + delta.non_null, n_null = k.n_null + delta.nulls, mod_count = st.mod_count,
-            pages = st.pages
+        SET n_rows = k.n_rows + delta.non_null, n_null = k.n_null + delta.nulls,
+            mod_count = k.mod_count + CASE TG_OP WHEN 'UPDATE' THEN cardinality(added)
+                                                 ELSE coalesce(cardinality(added), 0) + coalesce(cardinality(removed), 0) END,
+            pages = size_now
         WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;
     END LOOP;
     RETURN NULL;
@@ -174,6 +229,11 @@ BEGIN
         RAISE EXCEPTION 'pg_kde: % is not a plain table; only tables'' synopses are tracked', tbl
             USING ERRCODE = 'wrong_object_type',
                   HINT = 'A partitioned table''s synopsis merges its partitions'': refresh it with kde_refresh.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl) THEN
+        RAISE EXCEPTION 'pg_kde: % is a partition or in an inheritance tree; writes through its parent or children would not reach the tracking triggers', tbl
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Refresh it with kde_refresh (or kde_refresh_stale on a schedule).';
     END IF;
     IF NOT has_table_privilege('@extschema@.kde_synopsis', 'UPDATE') THEN
         RAISE EXCEPTION 'pg_kde: tracking % lets its writers change its synopses; it needs UPDATE on the catalog', tbl
@@ -270,7 +330,10 @@ BEGIN
     LOOP
         -- Reading a view or a foreign table runs code its owner wrote, with the reader's privileges: a
         -- routine refresh must not run another role's code as the caller (a superuser, say).
-        IF r.relkind NOT IN ('r', 'p', 'm') AND NOT r.owned THEN
+        IF (r.relkind NOT IN ('r', 'p', 'm') AND NOT r.owned)
+           OR (r.relkind = 'p' AND EXISTS (
+               SELECT 1 FROM pg_partition_tree(r.relid) t JOIN pg_class c ON c.oid = t.relid
+               WHERE t.isleaf AND c.relkind NOT IN ('r', 'm') AND c.relowner <> current_user::regrole)) THEN
             RAISE WARNING 'pg_kde: skipped the synopsis of % of %: reading it runs code of its owner, not yours',
                           array_to_string(r.cols, ', '), r.relid
                 USING HINT = 'Refresh it as its owner, or with kde_refresh once you trust that code.';

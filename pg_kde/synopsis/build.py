@@ -21,6 +21,7 @@ from .._slices import Interrupt
 from .catalog import Built1D, Built2D, Requested
 from .cells import (
     ATOM_BYTES,
+    BOUNDARY_BYTES,
     KDE_POINTS,
     ROW_BYTES_1D,
     cells_for_budget,
@@ -50,7 +51,7 @@ from .maths import (
     smooth_masses_2d,
     summed_area,
 )
-from .reader import Scan1D, TableReader, fine_quantum
+from .reader import TableReader, fine_quantum
 
 #: Beyond 2^53 every float8 is a whole number: such columns are not treated as integer-valued.
 INTEGRAL_LIMIT = 2.0**53
@@ -141,27 +142,31 @@ def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, ste
 
 
 def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: bool,
-             quantum: Optional[float], grid_hint: Optional[np.ndarray] = None) -> _Plan1D:
-    """Place the grid and choose the candidates from the sample (docs/math.md §7); with ``grid_hint``, on
-    that grid where it reaches (:func:`_hinted_grid`)."""
-    lo, hi = float(sample.min()), float(sample.max())
+             quantum: Optional[float], grid_hint: Optional[np.ndarray] = None, span=None) -> _Plan1D:
+    """Place the grid over ``span`` (the column's min and max; the sample's by default) and choose the
+    candidates from the sample (docs/math.md §7); with ``grid_hint``, on that grid where it reaches
+    (:func:`_hinted_grid`)."""
+    lo, hi = span if span is not None else (float(sample.min()), float(sample.max()))
     step = 0.0 if continuous else lattice_step(sample)
     if not continuous and step == 0.0 and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT and np.all(sample == np.trunc(sample)):
         step = 1.0  # whole numbers beyond what lattice_step tries (e.g. two values, 2^40 apart); the scan checks
     distinct, counts = np.unique(sample, return_counts=True)
-    fits = max(0, (budget - ROW_BYTES_1D) // ATOM_BYTES)
+    # Every sampled value kept exactly, with room left for a cell or two of the values the sample missed.
+    fits = max(0, (budget - ROW_BYTES_1D - 3 * BOUNDARY_BYTES) // ATOM_BYTES)
     most_cells = cells_for_budget(budget, 0)
     heavy = atom_candidates(sample, 1.0 / most_cells)
     few = len(distinct) <= fits
     lattice_heavy = np.empty(0)
-    if step > 0:
+    if few:  # every sampled value kept exactly; the cells hold only the values the sample missed
+        room = len(distinct)
+    elif step > 0:
         # On a lattice, heavy values (a cell's share of rows or more: spikes no shape follows) get cells of
         # their own, at most a quarter of the cells.
         kept = np.isin(distinct, heavy)
         lattice_heavy = Atoms.from_counts(distinct[kept], counts[kept]).largest(most_cells // 4).values
         room = 0
     else:  # a continuous column's heavy values (ties) are kept exactly beside the cells, in a quarter of the budget
-        room = min(len(distinct) if few else len(heavy), max(0, (budget // 4) // ATOM_BYTES))
+        room = min(len(heavy), max(0, (budget // 4) // ATOM_BYTES))
     candidates = distinct if few else (np.empty(0) if step > 0 else heavy)
     rest = sample[~np.isin(sample, candidates)]
     source = rest if len(rest) else sample
@@ -179,18 +184,23 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room)
 
 
-def plan_grid(sample: np.ndarray, requested: Requested) -> Optional[np.ndarray]:
-    """The grid a 1-D build would place from this sample of a column (None when it holds no finite value or
-    the grid would sit at another scale): a partitioned table's partitions are built on it
-    (``grid_hint``), so that their synopses merge exactly."""
+def plan_grid(sample: np.ndarray, requested: Requested, span=None) -> Optional[np.ndarray]:
+    """The grid a 1-D build would place from this sample of a column over ``span`` (its min and max; the
+    sample's by default), or None when the sample holds no finite value or the grid would sit at another
+    scale: a partitioned table's partitions are built on it (``grid_hint``), so that their synopses merge
+    exactly."""
     sample = np.asarray(sample, dtype=np.float64)
     sample = sample[np.isfinite(sample)]
-    if len(sample) == 0 or _scan_scale(float(sample.min()), float(sample.max())) != 1.0:
+    if len(sample) == 0:
         return None
-    return _plan_1d(sample, requested, requested.budget_1d, False, None).points
+    lo, hi = span if span is not None else (float(sample.min()), float(sample.max()))
+    if _scan_scale(lo, hi) != 1.0:
+        return None
+    return _plan_1d(sample, requested, requested.budget_1d, False, None, span=(lo, hi)).points
 
 
-def _scan_errors(scan: Scan1D, rel: str, col: str) -> None:
+def _scan_errors(scan, rel: str, col: str) -> None:
+    """The errors a column's counts show (a :class:`~.reader.Scan1D` or a :class:`~.reader.Sample1D`)."""
     if scan.non_null == 0:
         raise UserError(f"pg_kde: column {col} of {rel} has no non-NULL values" if scan.rows else f"pg_kde: {rel} is empty")
     if scan.non_finite:
@@ -215,10 +225,11 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     values when they fit), and the other rows' exact cells, on the column's value lattice when it has one,
     with the KDE's density at the cell boundaries (docs/math.md §7, :mod:`.cells`).
 
-    The table is read twice: a repeatable sample places the grid and chooses candidate heavy values, then
-    one scan (:meth:`TableReader.scan_1d`, a parallel aggregate in SQL) counts everything stored. A second
-    scan follows only when the scan contradicts the sample: values off the lattice the sample showed, or
-    values so far beyond the sample's range that they need another scale or quantum. ``started`` (a
+    The table is read twice: a repeatable sample with the column's range and counts
+    (:meth:`TableReader.sample_1d`) places the grid and chooses candidate heavy values, then one scan
+    (:meth:`TableReader.scan_1d`; both parallel aggregates in SQL) counts everything stored. A second scan
+    follows only when the scan contradicts the sample: values off the lattice the sample showed, or values
+    that need another scale or quantum. ``started`` (a
     :func:`time.perf_counter` reading) is where ``seconds`` counts from; the call by default. ``grid_hint``:
     the grid of the table this one is a part of (a partition's parent), whose boundaries the part shares
     where its values reach them, so that the parts' synopses merge exactly (:mod:`.merge`)."""
@@ -226,21 +237,18 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     chosen = counts_method(requested.method, 1)
     rel, (col,) = reader.relation, reader.columns
     budget = requested.budget_1d
-    sample = reader.sample(requested.sample_size, reader.row_estimate())[:, 0]
-    if not np.isfinite(sample).any():
-        # Nothing finite sampled: the non-NULL values may be too sparse for the sample's share; take them all.
-        sample = reader.sample(requested.sample_size, 0)[:, 0]
-    sample = sample[np.isfinite(sample)]
-    if len(sample) == 0:  # the scan says what is wrong (empty, all NULL, not finite)
-        _scan_errors(reader.scan_1d(np.array([0.0, 1.0]), np.empty(0), 1.0), rel, col)
-        raise UserError(f"pg_kde: column {col} of {rel} has no finite values")
+    first = reader.sample_1d(requested.sample_size, reader.row_estimate())
+    _scan_errors(first, rel, col)  # empty, all NULL, NaN or infinite: before the scan
+    if len(first.values) == 0:  # the non-NULL values too sparse for the sample's share: take them all
+        first = reader.sample_1d(requested.sample_size, 0)
+    sample = first.values
     # Values near the ends of float8: scan a power-of-two multiple (exact) so the grid's widths and the
     # KDE stay finite; everything is stored in the column's units again at the end. (No lattice then.)
-    scale, continuous, quantum = _scan_scale(float(sample.min()), float(sample.max())), False, None
+    scale, continuous, quantum = _scan_scale(first.lo, first.hi), False, None
     for _ in range(4):
         scanned = sample * scale
         plan = _plan_1d(scanned, requested, budget, continuous or scale != 1.0, quantum,
-                        grid_hint if scale == 1.0 else None)
+                        grid_hint if scale == 1.0 else None, (first.lo * scale, first.hi * scale))
         scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum)
         _scan_errors(scan, rel, col)
         true_scale = _scan_scale(scan.all_lo / scale, scan.all_hi / scale)
@@ -263,7 +271,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     rows_in, quanta = scan.cell_rows.copy(), list(scan.cell_quanta)
     found = scan.candidate_rows > 0
     lo, hi = scan.lo, scan.hi
-    if plan.few and rows_in.sum() == 0:  # every row on a sampled value: the whole column, exactly
+    if plan.few:  # every sampled value exactly; the cells (none when the sample saw every value) the rest
         atoms = Atoms.from_counts(candidates[found], scan.candidate_rows[found])
     else:
         if step > 0:

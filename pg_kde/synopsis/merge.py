@@ -79,7 +79,8 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
             old = heavy.get(v, (0.0, 0.0))
             heavy[v] = (old[0] + k, old[1] + s)
     celled = [p for p in parts if p.grid_size >= 2]
-    step = merged_step([p.step for p in celled]) if celled else 0.0
+    # Every part's lattice, frequency tables' too: their values may end up in the merged cells.
+    step = merged_step([p.step for p in parts])
     room = max(0, (budget // 4) // ATOM_BYTES) if celled else max(0, (budget - 640) // ATOM_BYTES)
     values = np.array(sorted(heavy), dtype=np.float64)
     counts = np.array([heavy[v][0] for v in values])

@@ -18,7 +18,8 @@ import numpy as np
 
 from .cells import LATTICE_ULPS
 
-#: The seed of the repeatable sample (TABLESAMPLE ... REPEATABLE in SQL, the generator's seed here).
+#: The seed of the repeatable samples (_kde_sample's hash and TABLESAMPLE ... REPEATABLE in SQL, the generator's
+#: seed here).
 SAMPLE_SEED = 20261122
 
 
@@ -53,6 +54,21 @@ class Scan1D:
     cell_quanta: Tuple[int, ...]
     candidate_rows: np.ndarray
     quantum: float
+
+
+@dataclass(frozen=True)
+class Sample1D:
+    """A 1-D build's first read: ``values``, up to the asked size of the finite non-NULL values (a repeatable
+    random subset, :func:`thin`'s order); and over every row, ``rows`` (NULLs included), ``non_null``,
+    ``non_finite`` (NaN, ±Infinity), ``lo`` and ``hi``, the min and max of the finite values (None when
+    there are none)."""
+
+    values: np.ndarray
+    rows: int
+    non_null: int
+    non_finite: int
+    lo: Optional[float]
+    hi: Optional[float]
 
 
 def fine_quantum(lo: float, hi: float) -> float:
@@ -104,6 +120,10 @@ class TableReader(Protocol):
         """Up to ``size`` rows with every column non-NULL, as an (m, d) float64 array: a repeatable random
         subset when ``rows`` (the relation's row count) exceeds ``size`` (the same whatever order the scan
         returns rows in: :func:`thin`), every such row otherwise."""
+
+    def sample_1d(self, size: int, rows: int) -> Sample1D:
+        """A single column's sample (as :meth:`sample`, finite values only) and its facts over every row
+        (:class:`Sample1D`), in one pass where the reader can."""
 
     def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float) -> Scan1D:
         """One pass over a single column: :class:`Scan1D` for the grid ``points`` (two or more, ascending),
@@ -191,6 +211,14 @@ class ArrayTableReader:
 
     def row_estimate(self) -> int:
         return self.row_count()
+
+    def sample_1d(self, size: int, rows: int) -> Sample1D:
+        v = self._scanned(0)[~self.nulls[0]]
+        finite = v[np.isfinite(v)]
+        sample = self.sample(size, rows)[:, 0]
+        return Sample1D(values=sample[np.isfinite(sample)], rows=self.row_count(), non_null=len(v),
+                        non_finite=len(v) - len(finite), lo=float(finite.min()) if len(finite) else None,
+                        hi=float(finite.max()) if len(finite) else None)
 
     def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float) -> Scan1D:
         if len(self.values) != 1:

@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .reader import SAMPLE_SEED, Scan1D, TableStats, thin
+from .reader import SAMPLE_SEED, Sample1D, Scan1D, TableStats, thin
 
 #: Relation kinds TABLESAMPLE can read (tables, partitioned tables, materialized views).
 _SAMPLEABLE = {"r", "p", "m"}
@@ -164,6 +164,34 @@ class SqlTableReader:
                                 f"REPEATABLE ({SAMPLE_SEED})")[0]["n"])
         return max(1, round(seen * 100.0 / percent))
 
+    def sample_1d(self, size: int, rows: int) -> Sample1D:
+        """Tables, partitioned tables and materialized views: one pass of the aggregate ``_kde_sample``
+        (each row kept with probability 1.25 x size / rows by a hash of its ctid, and the column's facts over
+        every row), then :func:`~pg_kde.synopsis.reader.thin`. Views and foreign tables: the order-statistics
+        sample (:func:`_ordered_sample`, whose first and last values are the min and max) and counts."""
+        plpy, rel, (scan,), (scale,) = self.plpy, self.relation, self.scans, self.scales
+        if self.kind not in _SAMPLEABLE:
+            values = self.sample(size, rows)[:, 0]
+            (col,) = self.exprs
+            counts = plpy.execute(f"SELECT count(*) AS n_all, count({col}) AS n FROM {rel}")[0]
+            finite = values[np.isfinite(values)]
+            return Sample1D(values=finite, rows=int(counts["n_all"]), non_null=int(counts["n"]),
+                            non_finite=len(values) - len(finite), lo=float(finite.min()) if len(finite) else None,
+                            hi=float(finite.max()) if len(finite) else None)
+        value = scan if scale == 1.0 else f"({scan})::float8 * {scale!r}::float8"
+        share = 1.0 if rows <= size else min(1.0, 1.25 * size / rows)
+        # A role granted the column alone may not read ctid: then the aggregate only counts, and the rows
+        # come from a Bernoulli sample (a second read).
+        ctid = plpy.execute(plpy.prepare("SELECT pg_catalog.has_column_privilege($1::regclass, 'ctid', 'SELECT') AS ok",
+                                         ["text"]), [rel])[0]["ok"]
+        row = plpy.execute(f"SELECT count(*) AS n, {self.schema}._kde_sample({value}, {'ctid' if ctid else 'NULL::tid'}, "
+                           f"{share!r}::float8, {SAMPLE_SEED}) AS s FROM {rel}")[0]
+        first = decode_sample(int(row["n"]), row["s"], size)
+        if ctid:
+            return first
+        values = self.sample(size, rows)[:, 0]
+        return replace(first, values=values[np.isfinite(values)])
+
     def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float) -> Scan1D:
         """One pass of the aggregate ``_kde_cells``, run by plpy.execute on the query's text (a prepared plan
         never runs in parallel; the grid and candidates are float8 literals written by repr, which float8
@@ -218,6 +246,26 @@ _MAGIC, _VERSION = 0x4345444B, 1
 def float8_array(values) -> str:
     """A float8[] literal of finite values (repr round-trips exactly through float8's input)."""
     return "'{" + ",".join(repr(float(v)) for v in np.asarray(values, dtype=np.float64)) + "}'::float8[]"
+
+
+#: The state of _kde_sample: 4 bytes of padding, then its header (struct SampleHeader in extension/sample.c).
+_SAMPLE_HEADER = struct.Struct("=IIiiqqdd")
+_SAMPLE_MAGIC = 0x5345444B
+
+
+def decode_sample(rows: int, state: Optional[bytes], size: int) -> Sample1D:
+    """The :class:`~pg_kde.synopsis.reader.Sample1D` of ``_kde_sample``'s value (None: an empty relation) with
+    ``rows`` the relation's rows; the kept values thinned to ``size``."""
+    if state is None:
+        return Sample1D(values=np.empty(0), rows=rows, non_null=0, non_finite=0, lo=None, hi=None)
+    data = bytes(state)
+    magic, version, n, _, non_null, non_finite, lo, hi = _SAMPLE_HEADER.unpack_from(data, _PAD)
+    if (magic, version) != (_SAMPLE_MAGIC, 1):
+        raise ValueError("pg_kde: the sample returned a state of another version")
+    values = np.frombuffer(data, dtype=np.float64, count=n, offset=_PAD + _SAMPLE_HEADER.size)
+    number = lambda x: None if math.isnan(x) else float(x)  # noqa: E731
+    return Sample1D(values=thin(values.reshape(-1, 1), size)[:, 0], rows=rows, non_null=non_null,
+                    non_finite=non_finite, lo=number(lo), hi=number(hi))
 
 
 def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: float) -> Scan1D:

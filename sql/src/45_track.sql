@@ -7,9 +7,15 @@
 -- table) marks it stale with that reason instead; kde_refresh_stale() rebuilds it.
 --
 -- The trigger function runs as the catalog's owner (SECURITY DEFINER): the roles writing the table need no
--- grant on the catalog, and a row of theirs can only ever change the synopsis of the table they wrote.
--- Writers of one tracked table queue on its synopses' catalog rows at the end of each statement (row
--- locks held to commit): tracking serializes their commits. 2-D synopses are not tracked (they go stale).
+-- grant on the catalog, and a row of theirs can only ever change the synopsis of the table they wrote. It
+-- runs only as one of the three triggers kde_track installs (checked against pg_trigger: their names, AFTER
+-- ... FOR EACH STATEMENT, and the transition tables they declare), so the relations it reads are the
+-- statement's own rows. Writers of one tracked table queue on its synopses' catalog rows at the end of each
+-- statement (row locks held to commit): tracking serializes their commits, two REPEATABLE READ writers get a
+-- serialization failure, and writers of two tracked tables in opposite orders can deadlock. Sums are kept
+-- in float8 and rounded once per statement (a scan's are exact integers rounded once). 2-D synopses,
+-- partitions and tables in an inheritance tree are not tracked (a write through a parent or a child would
+-- not reach the triggers).
 
 -- The values a statement wrote (added) and deleted (removed), applied to one 1-D synopsis' arrays
 -- (extension/track.c): the new arrays and the changes to its rows, or the problem that keeps it from taking
@@ -25,6 +31,8 @@ AS 'MODULE_PATHNAME', 'kde_track_delta' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_track_delta(float8[], float8, float8[], float8[], float8[], float8[], float8[], float4[],
                                      float8[], float8[]) IS
     'pg_kde internal: apply the values a statement wrote and deleted to one 1-D synopsis';
+REVOKE EXECUTE ON FUNCTION _kde_track_delta(float8[], float8, float8[], float8[], float8[], float8[], float8[], float4[],
+                                            float8[], float8[]) FROM PUBLIC;
 
 CREATE FUNCTION _kde_track_apply() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
@@ -32,23 +40,28 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r record;
-    st record;
+    size_now bigint;
     expr text;
     added float8[];
     removed float8[];
     delta record;
 BEGIN
-    -- _kde_table_state's counters and size, for a plain table (the only kind tracked), without its
-    -- partition lookups: this runs once per statement.
-    SELECT pg_stat_get_tuples_inserted(TG_RELID) + pg_stat_get_tuples_updated(TG_RELID)
-           + pg_stat_get_tuples_deleted(TG_RELID) + pg_stat_get_xact_tuples_inserted(TG_RELID)
-           + pg_stat_get_xact_tuples_updated(TG_RELID) + pg_stat_get_xact_tuples_deleted(TG_RELID) AS mod_count,
-           pg_relation_size(TG_RELID) / current_setting('block_size')::bigint AS pages
-    INTO st;
-    FOR r IN SELECT k.cols, a.attname, t.typname, t.typcategory FROM @extschema@.kde_catalog k
-             JOIN pg_attribute a ON a.attrelid = k.relid AND a.attnum = k.attnums[1]
+    IF TG_LEVEL <> 'STATEMENT' OR TG_WHEN <> 'AFTER' OR NOT EXISTS (
+        SELECT 1 FROM pg_trigger t
+        WHERE t.tgrelid = TG_RELID AND t.tgname = TG_NAME
+          AND t.tgname IN ('kde_track_insert', 'kde_track_update', 'kde_track_delete')
+          AND t.tgnewtable IS NOT DISTINCT FROM (CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN 'kde_new' END)
+          AND t.tgoldtable IS NOT DISTINCT FROM (CASE WHEN TG_OP IN ('DELETE', 'UPDATE') THEN 'kde_old' END)) THEN
+        RAISE EXCEPTION 'pg_kde: _kde_track_apply runs only as the triggers kde_track installs'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    size_now := pg_relation_size(TG_RELID) / current_setting('block_size')::bigint;
+    -- Each synopsis' column by identity (as queries resolve it), while its type is the one it was built on.
+    FOR r IN SELECT k.cols, c.name AS attname, t.typname, t.typcategory FROM @extschema@.kde_catalog k
+             CROSS JOIN LATERAL @extschema@._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) c
+             JOIN pg_attribute a ON a.attrelid = k.relid AND a.attnum = c.attnum
              JOIN pg_type t ON t.oid = a.atttypid
-             WHERE k.relid = TG_RELID::regclass AND k.kind = '1d'
+             WHERE k.relid = TG_RELID::regclass AND k.kind = '1d' AND c.type = k.coltypes[1]
                AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%'
              ORDER BY k.cols FOR UPDATE OF k
     LOOP
@@ -80,10 +93,13 @@ BEGIN
             cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
             density = delta.new_density, kde_rows = p.kde_rows + delta.kde_rows
         WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
-        -- Up to date: the table's counters and size as of this statement are the synopsis' own.
+        -- Up to date with this statement: its rows count as seen (the activity counters move by one a row
+        -- inserted, updated or deleted; writes the triggers did not see still count), and the size is now.
         UPDATE @extschema@.kde_catalog k
-        SET n_rows = k.n_rows + delta.non_null, n_null = k.n_null + delta.nulls, mod_count = st.mod_count,
-            pages = st.pages
+        SET n_rows = k.n_rows + delta.non_null, n_null = k.n_null + delta.nulls,
+            mod_count = k.mod_count + CASE TG_OP WHEN 'UPDATE' THEN cardinality(added)
+                                                 ELSE coalesce(cardinality(added), 0) + coalesce(cardinality(removed), 0) END,
+            pages = size_now
         WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;
     END LOOP;
     RETURN NULL;
@@ -106,6 +122,11 @@ BEGIN
         RAISE EXCEPTION 'pg_kde: % is not a plain table; only tables'' synopses are tracked', tbl
             USING ERRCODE = 'wrong_object_type',
                   HINT = 'A partitioned table''s synopsis merges its partitions'': refresh it with kde_refresh.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl) THEN
+        RAISE EXCEPTION 'pg_kde: % is a partition or in an inheritance tree; writes through its parent or children would not reach the tracking triggers', tbl
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Refresh it with kde_refresh (or kde_refresh_stale on a schedule).';
     END IF;
     IF NOT has_table_privilege('@extschema@.kde_synopsis', 'UPDATE') THEN
         RAISE EXCEPTION 'pg_kde: tracking % lets its writers change its synopses; it needs UPDATE on the catalog', tbl

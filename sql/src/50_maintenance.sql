@@ -68,7 +68,10 @@ BEGIN
     LOOP
         -- Reading a view or a foreign table runs code its owner wrote, with the reader's privileges: a
         -- routine refresh must not run another role's code as the caller (a superuser, say).
-        IF r.relkind NOT IN ('r', 'p', 'm') AND NOT r.owned THEN
+        IF (r.relkind NOT IN ('r', 'p', 'm') AND NOT r.owned)
+           OR (r.relkind = 'p' AND EXISTS (
+               SELECT 1 FROM pg_partition_tree(r.relid) t JOIN pg_class c ON c.oid = t.relid
+               WHERE t.isleaf AND c.relkind NOT IN ('r', 'm') AND c.relowner <> current_user::regrole)) THEN
             RAISE WARNING 'pg_kde: skipped the synopsis of % of %: reading it runs code of its owner, not yours',
                           array_to_string(r.cols, ', '), r.relid
                 USING HINT = 'Refresh it as its owner, or with kde_refresh once you trust that code.';

@@ -9,7 +9,7 @@ psycopg = pytest.importorskip("psycopg")
 from psycopg import sql  # noqa: E402
 
 from pg_kde.synopsis.reader import ArrayTableReader, fine_quantum  # noqa: E402
-from pg_kde.synopsis.sql_reader import decode_cells, float8_array  # noqa: E402
+from pg_kde.synopsis.sql_reader import decode_cells, decode_sample, float8_array  # noqa: E402
 from sqlhelpers import load  # noqa: E402
 
 PARALLEL = ("SET parallel_setup_cost = 0", "SET parallel_tuple_cost = 0", "SET min_parallel_table_scan_size = 0",
@@ -126,3 +126,48 @@ def test_bad_arguments_are_refused(db, grid, candidates, quantum, message):
     with pytest.raises(psycopg.Error, match=f"pg_kde: {message}"):
         db.execute(f"SELECT _kde_cells(x, {grid}::float8[], {candidates}::float8[], {quantum}::float8) "
                    "FROM (VALUES (1.0::float8)) v(x)")
+
+
+def test_the_support_functions_are_the_aggregates_alone(db, login_role):
+    # A crafted state handed to a transition or combine function could make it write outside its memory:
+    # only the aggregates (owned by the extension's owner) may call them.
+    role, dsn = login_role()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for sfunc, args in (("_kde_cells_step", "float8, float8[], float8[], float8"),
+                            ("_kde_cells_combine", "bytea"), ("_kde_sample_step", "float8, tid, float8, int8")):
+            with pytest.raises(psycopg.Error, match="permission denied"):
+                conn.execute(f"CREATE AGGREGATE pg_temp.evil({args}) (SFUNC = {sfunc}, STYPE = bytea, "
+                             "INITCOND = '\\x00000000')")
+        # the aggregates themselves work for everyone
+        state = conn.execute("SELECT _kde_cells(x, '{0,1}', '{}', 1) FROM (VALUES (0.5::float8)) v(x)").fetchone()[0]
+        assert decode_cells(1, state, 2, 0, 1.0).cell_rows.tolist() == [1.0]
+
+
+def test_the_sample_is_repeatable_and_counts_every_row(db, table):
+    rng = np.random.default_rng(8)
+    n = 50000
+    x = np.round(rng.lognormal(3.0, 1.0, n), 2)
+    x[rng.random(n) < 0.02] = np.nan  # NULLs
+    load(db, table, {"x": x}, {"x": "numeric(12,2)"})
+    db.execute(f'UPDATE "{table}" SET x = \'NaN\' WHERE ctid = \'(0,1)\'')  # one NaN
+    query = f'SELECT count(*), _kde_sample(x, ctid, 0.1, 7) FROM "{table}"'
+    results = []
+    for settings in (PARALLEL, SERIAL):
+        for s_ in settings:
+            db.execute(s_)
+        try:
+            rows, state = db.execute(query).fetchone()
+            plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + query).fetchall())
+        finally:
+            db.execute("RESET ALL")
+        assert ("Partial Aggregate" in plan) == (settings is PARALLEL)
+        results.append(decode_sample(rows, state, 10 ** 6))
+    parallel, serial = results
+    np.testing.assert_array_equal(np.sort(parallel.values), np.sort(serial.values))  # the same rows
+    values = np.array([r[0] for r in db.execute(f'SELECT x::float8 FROM "{table}" WHERE x IS NOT NULL')])
+    finite = values[np.isfinite(values)]
+    assert (parallel.rows, parallel.non_null, parallel.non_finite) == (n, len(values), 1)
+    assert (parallel.lo, parallel.hi) == (finite.min(), finite.max())
+    assert abs(len(parallel.values) / len(finite) - 0.1) < 0.01 and np.isin(parallel.values, finite).all()
+    other = decode_sample(n, db.execute(f'SELECT _kde_sample(x, ctid, 0.1, 8) FROM "{table}"').fetchone()[0], 10 ** 6)
+    assert not np.array_equal(np.sort(other.values), np.sort(parallel.values))  # another seed, other rows

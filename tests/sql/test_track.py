@@ -106,3 +106,34 @@ def test_writers_need_no_catalog_grant_and_only_catalog_writers_track(db, table,
         db.execute("CREATE VIEW kde_track_view AS SELECT 1 AS v")
         db.execute("SELECT kde_track('kde_track_view')")
     db.execute("DROP VIEW IF EXISTS kde_track_view")
+
+
+def test_the_trigger_function_runs_only_as_kde_tracks_triggers(db, table):
+    rng = np.random.default_rng(9)
+    load(db, table, {"v": np.round(rng.normal(size=2000), 2)})
+    refresh(db, table, "v")
+    t = sql.Identifier(table).as_string(db)
+    # without the transition tables kde_track declares, kde_new would name any relation: refused
+    db.execute(f"CREATE TRIGGER kde_track_insert AFTER INSERT ON {t} FOR EACH STATEMENT "
+               "EXECUTE FUNCTION _kde_track_apply()")
+    with pytest.raises(psycopg.Error, match="runs only as the triggers kde_track installs"):
+        db.execute(f"INSERT INTO {t} VALUES (1.5)")
+    db.execute(f"DROP TRIGGER kde_track_insert ON {t}")
+    db.execute(f"CREATE TRIGGER other AFTER INSERT ON {t} REFERENCING NEW TABLE AS kde_new FOR EACH STATEMENT "
+               "EXECUTE FUNCTION _kde_track_apply()")
+    with pytest.raises(psycopg.Error, match="runs only as the triggers kde_track installs"):
+        db.execute(f"INSERT INTO {t} VALUES (1.5)")
+    db.execute(f"DROP TRIGGER other ON {t}")
+    # a value far beyond the range: stale with the reason, not an infinite density
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    db.execute(f"INSERT INTO {t} VALUES (1e300)")
+    assert state(db, table, "v")[1] == ("tracking could not apply a write: values too far beyond the synopsis' "
+                                        "range written")
+    # partitions and inheritance trees are refused
+    db.execute(f'CREATE TABLE "{table}_p" (v float8) PARTITION BY RANGE (v)')
+    db.execute(f'CREATE TABLE "{table}_p1" PARTITION OF "{table}_p" FOR VALUES FROM (0) TO (10)')
+    with pytest.raises(psycopg.Error, match="is not a plain table"):
+        db.execute(f"SELECT kde_track('\"{table}_p\"')")
+    with pytest.raises(psycopg.Error, match="in an inheritance tree"):
+        db.execute(f"SELECT kde_track('\"{table}_p1\"')")
+    db.execute(f'DROP TABLE "{table}_p"')

@@ -115,3 +115,20 @@ def test_empty_parts_are_left_out(rng):
     exact_cells(merged, x)
     with pytest.raises(Exception):
         built(np.array([np.nan, np.nan]))
+
+
+def test_a_frequency_tables_lattice_counts_in_the_merge(rng):
+    # an integer part (step 1) and a part of 250 values k/2 + 1/4 (on the 0.01 lattice), a frequency table:
+    # its values overflow the merge's room for heavy values into cells, which must not be read on the
+    # integer lattice
+    a = rng.integers(0, 1000, 20000).astype(float)
+    b = np.repeat(np.arange(250) / 2 + 0.25, 4)
+    pieces = [built(a), built(b)]
+    assert pieces[0].step == 1.0 and pieces[1].grid_size == 0
+    merged = merge_1d(pieces, 8192)
+    assert merged.step == 0.01
+    x = np.concatenate([a, b])
+    exact_cells(merged, x)
+    for v in (42.75, 100.25):
+        r = range_1d(merged.payload(), v, v, 0)
+        assert r.low <= (x == v).sum() <= r.high
