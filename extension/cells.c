@@ -29,6 +29,7 @@
 #include <math.h>
 
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "fmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -376,14 +377,16 @@ step_state(FunctionCallInfo fcinfo, CellsState *s)
 
 	if (!AggCheckCallContext(fcinfo, &context))
 		elog(ERROR, "_kde_cells called in a non-aggregate context");
+	/* A new state (or a copy) is made in the per-call memory: PostgreSQL copies a transition value that is
+	 * not the one it passed in into the aggregate's memory, and keeps only that copy. */
 	if (PG_ARGISNULL(0))
-		b = state_new(fcinfo, context);
+		b = state_new(fcinfo, CurrentMemoryContext);
 	else
 	{
 		/* This aggregate's own state; anything else (a crafted initial value) is checked, and copied. */
 		b = (bytea *) PG_GETARG_POINTER(0);
 		if (!state_ok(b))
-			b = state_copy(PG_GETARG_BYTEA_PP(0), context);
+			b = state_copy(PG_GETARG_BYTEA_PP(0), CurrentMemoryContext);
 	}
 	view(b, s);
 	return b;
@@ -422,7 +425,14 @@ kde_epoch_seconds(Timestamp ts)
 		return -get_float8_infinity();
 	if (TIMESTAMP_IS_NOEND(ts))
 		return get_float8_infinity();
-	us = ts + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+	if (pg_add_s64_overflow(ts, (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY, &us))
+	{
+		/* past int64 microseconds since 1970 (about year 294247): whole seconds and the fraction apart */
+		char	   *text = psprintf("%lld.%06lld", (long long) (ts / 1000000 + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY),
+									(long long) (ts % 1000000));
+
+		return float8in_internal(text, NULL, "double precision", text);
+	}
 	if (us > -(INT64CONST(1) << 53) && us < (INT64CONST(1) << 53))
 		return (double) us / 1000000.0; /* both exact: one correctly rounded division */
 	{
@@ -492,14 +502,18 @@ kde_cells_combine(PG_FUNCTION_ARGS)
 	if (!AggCheckCallContext(fcinfo, &context))
 		elog(ERROR, "_kde_cells combine called in a non-aggregate context");
 	if (PG_ARGISNULL(1))
-		PG_RETURN_DATUM(PG_ARGISNULL(0) ? (Datum) 0 : PG_GETARG_DATUM(0));
+	{
+		if (PG_ARGISNULL(0))	/* both empty (a worker or shard that read no row): still empty */
+			PG_RETURN_NULL();
+		PG_RETURN_DATUM(PG_GETARG_DATUM(0));
+	}
 	if (PG_ARGISNULL(0))
-		PG_RETURN_BYTEA_P(state_copy(PG_GETARG_BYTEA_PP(1), context));
+		PG_RETURN_BYTEA_P(state_copy(PG_GETARG_BYTEA_PP(1), CurrentMemoryContext));
 	/* Normally this function's own value (a state_copy); a state another planner handed over (Citus's
 	 * combine starts from a copy of the first partial state) is copied once into the aggregate's memory. */
 	a = (bytea *) PG_GETARG_POINTER(0);
 	if (!state_ok(a))
-		a = state_copy(PG_GETARG_BYTEA_PP(0), context);
+		a = state_copy(PG_GETARG_BYTEA_PP(0), CurrentMemoryContext);
 	view(a, &sa);
 	view(state_copy(PG_GETARG_BYTEA_PP(1), CurrentMemoryContext), &sb);
 	if (sa.h->m != sb.h->m || sa.h->k != sb.h->k || sa.h->quantum != sb.h->quantum ||

@@ -1,5 +1,5 @@
 /*
- * pg_kde's refresh sample: the aggregate _kde_sample(value, row, share, seed), one parallel pass that keeps
+ * pg_kde's refresh sample: the aggregate _kde_sample(value, row, table, share, seed), one parallel pass that keeps
  * each row with probability `share` by a hash of its ctid and the seed (splitmix64's finalizer) (the same rows for unchanged data,
  * whatever order the scan reads them in), and counts the column's facts over every row: non-NULL and
  * non-finite values, the min and max of the finite ones. The grid of a 1-D synopsis is then placed over
@@ -137,14 +137,16 @@ sample_step(FunctionCallInfo fcinfo, bool isnull, double v)
 
 	if (!AggCheckCallContext(fcinfo, &context))
 		elog(ERROR, "_kde_sample called in a non-aggregate context");
+	/* New and grown states are made in the per-call memory: PostgreSQL copies a transition value that is not
+	 * the one it passed in into the aggregate's memory, and keeps only that copy. */
 	if (PG_ARGISNULL(0))
-		b = sample_new(context, 1024);
+		b = sample_new(CurrentMemoryContext, 1024);
 	else
 	{
 		/* This aggregate's own state; anything else (a crafted initial value) is checked, and copied. */
 		b = (bytea *) PG_GETARG_POINTER(0);
 		if (!sample_ok(b))
-			b = sample_copy(PG_GETARG_BYTEA_PP(0), 0, context);
+			b = sample_copy(PG_GETARG_BYTEA_PP(0), 0, CurrentMemoryContext);
 	}
 	if (isnull)
 		PG_RETURN_BYTEA_P(b);
@@ -156,21 +158,22 @@ sample_step(FunctionCallInfo fcinfo, bool isnull, double v)
 		PG_RETURN_BYTEA_P(b);
 	}
 	widen(h, v, v);
-	if (!PG_ARGISNULL(2) && !PG_ARGISNULL(3) && !PG_ARGISNULL(4))
+	if (!PG_ARGISNULL(2) && !PG_ARGISNULL(3) && !PG_ARGISNULL(4) && !PG_ARGISNULL(5))
 	{
 		ItemPointer tid = (ItemPointer) PG_GETARG_POINTER(2);
-		double		share = PG_GETARG_FLOAT8(3);
+		double		share = PG_GETARG_FLOAT8(4);
 		uint64		hash;
 
-		/* splitmix64's finalizer of the row's position and the seed: a well-mixed 64-bit number */
+		/* splitmix64's finalizer of the row's table, position and the seed: a well-mixed 64-bit number (the
+		 * table too: a partitioned or distributed table's parts hold the same positions) */
 		hash = (((uint64) ItemPointerGetBlockNumberNoCheck(tid) << 16) | ItemPointerGetOffsetNumberNoCheck(tid))
-			+ (uint64) PG_GETARG_INT64(4) * UINT64CONST(0x9E3779B97F4A7C15);
+			+ ((uint64) PG_GETARG_OID(3) << 48) + (uint64) PG_GETARG_INT64(5) * UINT64CONST(0x9E3779B97F4A7C15);
 		hash = (hash ^ (hash >> 30)) * UINT64CONST(0xBF58476D1CE4E5B9);
 		hash = (hash ^ (hash >> 27)) * UINT64CONST(0x94D049BB133111EB);
 		hash ^= hash >> 31;
 		if ((double) (hash >> 11) < share * 9007199254740992.0)	/* a uniform 53-bit number under share */
 		{
-			b = with_room(b, 1, context);
+			b = with_room(b, 1, CurrentMemoryContext);
 			h = header_of(b);
 			values_of(b)[h->n++] = v;
 		}
@@ -247,13 +250,19 @@ kde_sample_combine(PG_FUNCTION_ARGS)
 	if (!AggCheckCallContext(fcinfo, &context))
 		elog(ERROR, "_kde_sample combine called in a non-aggregate context");
 	if (PG_ARGISNULL(1))
-		PG_RETURN_DATUM(PG_ARGISNULL(0) ? (Datum) 0 : PG_GETARG_DATUM(0));
+	{
+		if (PG_ARGISNULL(0))	/* both empty (a worker or shard that read no row): still empty */
+			PG_RETURN_NULL();
+		PG_RETURN_DATUM(PG_GETARG_DATUM(0));
+	}
 	b = sample_copy(PG_GETARG_BYTEA_PP(1), 0, CurrentMemoryContext);
 	hb = header_of(b);
 	if (PG_ARGISNULL(0))
-		PG_RETURN_BYTEA_P(sample_copy(b, 0, context));
-	/* always a fresh, checked copy with room for both: the first state may come from elsewhere (Citus) */
-	a = sample_copy(PG_GETARG_BYTEA_PP(0), hb->n, context);
+		PG_RETURN_BYTEA_P(b);
+	/* this function's own state, grown in place when it has room; anything else checked and copied */
+	a = (bytea *) PG_GETARG_POINTER(0);
+	a = sample_ok(a) ? with_room(a, hb->n, CurrentMemoryContext)
+		: sample_copy(PG_GETARG_BYTEA_PP(0), hb->n, CurrentMemoryContext);
 	ha = header_of(a);
 	memcpy(values_of(a) + ha->n, values_of(b), sizeof(double) * hb->n);
 	ha->n += hb->n;

@@ -4,41 +4,41 @@
 -- it and why tracking stopped; every function that names the version is replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.5.0'" to load this file. \quit
 
--- The refresh's sample (extension/sample.c): each row kept with probability share by a hash of its ctid and
--- the seed (the same rows for unchanged data, in any scan order), and the column's facts over every row
+-- The refresh's sample (extension/sample.c): each row kept with probability share by a hash of its ctid,
+-- tableoid and the seed (the same rows for unchanged data, in any scan order), and the column's facts over every row
 -- (non-NULL and non-finite values, min and max), in one parallel pass; a bytea state with a combine function.
-CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, float8, tid, float8, int8) RETURNS bytea
+CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, float8, tid, oid, float8, int8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_sample_step_float8' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, numeric, tid, float8, int8) RETURNS bytea
+CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, numeric, tid, oid, float8, int8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_sample_step_numeric' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, timestamptz, tid, float8, int8) RETURNS bytea
+CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, timestamptz, tid, oid, float8, int8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_sample_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, timestamp, tid, float8, int8) RETURNS bytea
+CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, timestamp, tid, oid, float8, int8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_sample_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, date, tid, float8, int8) RETURNS bytea
+CREATE OR REPLACE FUNCTION _kde_sample_step(bytea, date, tid, oid, float8, int8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_sample_step_date' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
 CREATE OR REPLACE FUNCTION _kde_sample_combine(bytea, bytea) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_sample_combine' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE AGGREGATE _kde_sample(float8, tid, float8, int8) (
+CREATE AGGREGATE _kde_sample(float8, tid, oid, float8, int8) (
     SFUNC = _kde_sample_step, STYPE = bytea, COMBINEFUNC = _kde_sample_combine, PARALLEL = SAFE);
-CREATE AGGREGATE _kde_sample(numeric, tid, float8, int8) (
+CREATE AGGREGATE _kde_sample(numeric, tid, oid, float8, int8) (
     SFUNC = _kde_sample_step, STYPE = bytea, COMBINEFUNC = _kde_sample_combine, PARALLEL = SAFE);
-CREATE AGGREGATE _kde_sample(timestamptz, tid, float8, int8) (
+CREATE AGGREGATE _kde_sample(timestamptz, tid, oid, float8, int8) (
     SFUNC = _kde_sample_step, STYPE = bytea, COMBINEFUNC = _kde_sample_combine, PARALLEL = SAFE);
-CREATE AGGREGATE _kde_sample(timestamp, tid, float8, int8) (
+CREATE AGGREGATE _kde_sample(timestamp, tid, oid, float8, int8) (
     SFUNC = _kde_sample_step, STYPE = bytea, COMBINEFUNC = _kde_sample_combine, PARALLEL = SAFE);
-CREATE AGGREGATE _kde_sample(date, tid, float8, int8) (
+CREATE AGGREGATE _kde_sample(date, tid, oid, float8, int8) (
     SFUNC = _kde_sample_step, STYPE = bytea, COMBINEFUNC = _kde_sample_combine, PARALLEL = SAFE);
-COMMENT ON AGGREGATE _kde_sample(float8, tid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
-COMMENT ON AGGREGATE _kde_sample(numeric, tid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
-COMMENT ON AGGREGATE _kde_sample(timestamptz, tid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
-COMMENT ON AGGREGATE _kde_sample(timestamp, tid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
-COMMENT ON AGGREGATE _kde_sample(date, tid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
+COMMENT ON AGGREGATE _kde_sample(float8, tid, oid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
+COMMENT ON AGGREGATE _kde_sample(numeric, tid, oid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
+COMMENT ON AGGREGATE _kde_sample(timestamptz, tid, oid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
+COMMENT ON AGGREGATE _kde_sample(timestamp, tid, oid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
+COMMENT ON AGGREGATE _kde_sample(date, tid, oid, float8, int8) IS 'pg_kde internal: the refresh''s sample of a column';
 -- The aggregates' support functions take a state a caller could craft: only the aggregates call them
 -- (PostgreSQL checks the aggregate owner's EXECUTE on them, not the caller's).
-REVOKE EXECUTE ON FUNCTION _kde_sample_step(bytea, float8, tid, float8, int8), _kde_sample_step(bytea, numeric, tid, float8, int8),
-    _kde_sample_step(bytea, timestamptz, tid, float8, int8), _kde_sample_step(bytea, timestamp, tid, float8, int8),
-    _kde_sample_step(bytea, date, tid, float8, int8), _kde_sample_combine(bytea, bytea) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION _kde_sample_step(bytea, float8, tid, oid, float8, int8), _kde_sample_step(bytea, numeric, tid, oid, float8, int8),
+    _kde_sample_step(bytea, timestamptz, tid, oid, float8, int8), _kde_sample_step(bytea, timestamp, tid, oid, float8, int8),
+    _kde_sample_step(bytea, date, tid, oid, float8, int8), _kde_sample_combine(bytea, bytea) FROM PUBLIC;
 -- The refresh's one scan (extension/cells.c): per cell of a grid, its rows and the exact sum of its values in
 -- whole quanta; per candidate heavy value, its rows; and the column's facts. Its state is a bytea with a
 -- combine function: PostgreSQL's parallel query runs it on every core, Citus on every shard, and the states

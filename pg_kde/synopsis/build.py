@@ -24,6 +24,7 @@ from .cells import (
     BOUNDARY_BYTES,
     KDE_POINTS,
     ROW_BYTES_1D,
+    STEP_RANGE,
     cells_for_budget,
     depth_grid,
     grid_size_2d,
@@ -150,12 +151,16 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     step = 0.0 if continuous else lattice_step(sample)
     if not continuous and step == 0.0 and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT and np.all(sample == np.trunc(sample)):
         step = 1.0  # whole numbers beyond what lattice_step tries (e.g. two values, 2^40 apart); the scan checks
+    if step > 0 and max(abs(lo), abs(hi)) / step > STEP_RANGE:
+        step = 0.0  # the column's range (not only the sample's) must stay within the lattice's reach
     distinct, counts = np.unique(sample, return_counts=True)
-    # Every sampled value kept exactly, with room left for a cell or two of the values the sample missed.
+    # Every sampled value kept exactly, with room left for a cell or two of the values the sample missed,
+    # when the sample saw nearly every row's value: the share of rows whose value it missed, by Good and
+    # Turing's estimate (values seen once / sample size), below a cell's share.
     fits = max(0, (budget - ROW_BYTES_1D - 3 * BOUNDARY_BYTES) // ATOM_BYTES)
     most_cells = cells_for_budget(budget, 0)
     heavy = atom_candidates(sample, 1.0 / most_cells)
-    few = len(distinct) <= fits
+    few = len(distinct) <= fits and (counts == 1).sum() <= len(sample) / most_cells
     lattice_heavy = np.empty(0)
     if few:  # every sampled value kept exactly; the cells hold only the values the sample missed
         room = len(distinct)
@@ -239,8 +244,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     budget = requested.budget_1d
     first = reader.sample_1d(requested.sample_size, reader.row_estimate())
     _scan_errors(first, rel, col)  # empty, all NULL, NaN or infinite: before the scan
-    if len(first.values) == 0:  # the non-NULL values too sparse for the sample's share: take them all
-        first = reader.sample_1d(requested.sample_size, 0)
+    if len(first.values) == 0:  # the non-NULL values too sparse for the sample's share: a share of those
+        first = reader.sample_1d(requested.sample_size, first.non_null)
     sample = first.values
     # Values near the ends of float8: scan a power-of-two multiple (exact) so the grid's widths and the
     # KDE stay finite; everything is stored in the column's units again at the end. (No lattice then.)

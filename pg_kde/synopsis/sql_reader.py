@@ -166,7 +166,7 @@ class SqlTableReader:
 
     def sample_1d(self, size: int, rows: int) -> Sample1D:
         """Tables, partitioned tables and materialized views: one pass of the aggregate ``_kde_sample``
-        (each row kept with probability 1.25 x size / rows by a hash of its ctid, and the column's facts over
+        (each row kept with probability 1.25 x size / rows by a hash of its ctid and table, and the column's facts over
         every row), then :func:`~pg_kde.synopsis.reader.thin`. Views and foreign tables: the order-statistics
         sample (:func:`_ordered_sample`, whose first and last values are the min and max) and counts."""
         plpy, rel, (scan,), (scale,) = self.plpy, self.relation, self.scans, self.scales
@@ -180,12 +180,13 @@ class SqlTableReader:
                             hi=float(finite.max()) if len(finite) else None)
         value = scan if scale == 1.0 else f"({scan})::float8 * {scale!r}::float8"
         share = 1.0 if rows <= size else min(1.0, 1.25 * size / rows)
-        # A role granted the column alone may not read ctid: then the aggregate only counts, and the rows
-        # come from a Bernoulli sample (a second read).
+        # A role granted the column alone may not read ctid or tableoid: then the aggregate only counts, and
+        # the rows come from a Bernoulli sample (a second read).
         ctid = plpy.execute(plpy.prepare("SELECT pg_catalog.has_column_privilege($1::regclass, 'ctid', 'SELECT') AS ok",
                                          ["text"]), [rel])[0]["ok"]
-        row = plpy.execute(f"SELECT count(*) AS n, {self.schema}._kde_sample({value}, {'ctid' if ctid else 'NULL::tid'}, "
-                           f"{share!r}::float8, {SAMPLE_SEED}) AS s FROM {rel}")[0]
+        row_id = "ctid, tableoid" if ctid else "NULL::tid, NULL::oid"  # system columns: both readable or neither
+        row = plpy.execute(f"SELECT count(*) AS n, {self.schema}._kde_sample({value}, {row_id}, {share!r}::float8, "
+                           f"{SAMPLE_SEED}) AS s FROM {rel}")[0]
         first = decode_sample(int(row["n"]), row["s"], size)
         if ctid:
             return first

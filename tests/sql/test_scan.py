@@ -134,7 +134,7 @@ def test_the_support_functions_are_the_aggregates_alone(db, login_role):
     role, dsn = login_role()
     with psycopg.connect(dsn, autocommit=True) as conn:
         for sfunc, args in (("_kde_cells_step", "float8, float8[], float8[], float8"),
-                            ("_kde_cells_combine", "bytea"), ("_kde_sample_step", "float8, tid, float8, int8")):
+                            ("_kde_cells_combine", "bytea"), ("_kde_sample_step", "float8, tid, oid, float8, int8")):
             with pytest.raises(psycopg.Error, match="permission denied"):
                 conn.execute(f"CREATE AGGREGATE pg_temp.evil({args}) (SFUNC = {sfunc}, STYPE = bytea, "
                              "INITCOND = '\\x00000000')")
@@ -150,7 +150,7 @@ def test_the_sample_is_repeatable_and_counts_every_row(db, table):
     x[rng.random(n) < 0.02] = np.nan  # NULLs
     load(db, table, {"x": x}, {"x": "numeric(12,2)"})
     db.execute(f'UPDATE "{table}" SET x = \'NaN\' WHERE ctid = \'(0,1)\'')  # one NaN
-    query = f'SELECT count(*), _kde_sample(x, ctid, 0.1, 7) FROM "{table}"'
+    query = f'SELECT count(*), _kde_sample(x, ctid, tableoid, 0.1, 7) FROM "{table}"'
     results = []
     for settings in (PARALLEL, SERIAL):
         for s_ in settings:
@@ -169,5 +169,23 @@ def test_the_sample_is_repeatable_and_counts_every_row(db, table):
     assert (parallel.rows, parallel.non_null, parallel.non_finite) == (n, len(values), 1)
     assert (parallel.lo, parallel.hi) == (finite.min(), finite.max())
     assert abs(len(parallel.values) / len(finite) - 0.1) < 0.01 and np.isin(parallel.values, finite).all()
-    other = decode_sample(n, db.execute(f'SELECT _kde_sample(x, ctid, 0.1, 8) FROM "{table}"').fetchone()[0], 10 ** 6)
+    other = decode_sample(n, db.execute(f'SELECT _kde_sample(x, ctid, tableoid, 0.1, 8) FROM "{table}"').fetchone()[0], 10 ** 6)
     assert not np.array_equal(np.sort(other.values), np.sort(parallel.values))  # another seed, other rows
+
+
+@pytest.mark.parametrize("aggregate", ["_kde_sample(x, ctid, tableoid, 0.5, 1)",
+                                       "_kde_cells(x, '{0,1}'::float8[], '{}'::float8[], 1)"])
+def test_parallel_workers_that_read_no_row(db, table, aggregate):
+    # Workers whose rows all fail the filter send empty states: their combine must stay empty, not crash.
+    load(db, table, {"x": np.arange(50000, dtype=float)})
+    for s_ in PARALLEL:
+        db.execute(s_)
+    try:
+        plan = "\n".join(r[0] for r in db.execute(f'EXPLAIN SELECT {aggregate} FROM "{table}" WHERE x > 1e300'))
+        assert "Partial Aggregate" in plan
+        assert db.execute(f'SELECT {aggregate} FROM "{table}" WHERE x > 1e300').fetchone()[0] is None
+        db.execute("SET parallel_leader_participation = off")
+        state = db.execute(f'SELECT {aggregate} FROM "{table}" WHERE x < 10').fetchone()[0]
+        assert state is not None
+    finally:
+        db.execute("RESET ALL")
