@@ -23,3 +23,8 @@ class UserError(Exception):
     def __init__(self, message: str, *, sqlstate: str = "22023", hint: str | None = None, detail: str | None = None):
         super().__init__(message)
         self.error = {"message": message, "sqlstate": sqlstate, "hint": hint, "detail": detail}
+
+
+class NoValuesError(UserError):
+    """The relation or column holds no non-NULL value: nothing to describe (a partitioned table's empty
+    partitions are left out of its synopsis)."""

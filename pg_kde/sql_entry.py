@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 
 from . import __version__, bandwidth
-from ._errors import UserError
+from ._errors import NoValuesError, UserError
 from .synopsis import Requested, build_1d, build_2d
 from .synopsis.build import counts_method, plan_grid, select_bandwidth
 from .synopsis.catalog import Built1D, split_row
@@ -231,7 +231,7 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
     requested = Requested(method, sample_size, grid_size, backend, budget)
     reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
     if kind == "p" and not pair:
-        built, facts = _build_partitioned(plpy, GD, schema, relid, reader, cols, requested, started)
+        built, facts = _build_partitioned(plpy, schema, relid, rel, cols, requested, started)
         _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, cols, _identity(state, attnums, coltypes),
                                                              requested), built.catalog_types())
         return json.dumps({**built.summary(rel, cols[0]), **facts})
@@ -304,7 +304,7 @@ def _note_pushdown(plpy, relid, rel: str) -> None:
                          "postgres_fdw run the scan there (pg_kde of the same version installed on that server).")
 
 
-def _build_partitioned(plpy, GD, schema: str, relid, parent: SqlTableReader, cols, requested: Requested, started):
+def _build_partitioned(plpy, schema: str, relid, parent: str, cols, requested: Requested, started):
     """A partitioned table's 1-D synopsis: one synopsis per leaf partition (stored as that partition's own,
     so approx_* reads each partition too), rebuilt only where the partition changed since its synopsis was
     built with the same request, all on the parent's grid where they reach it, then merged
@@ -317,7 +317,7 @@ def _build_partitioned(plpy, GD, schema: str, relid, parent: SqlTableReader, col
         "SELECT p.relid::oid AS oid FROM pg_catalog.pg_partition_tree($1::regclass) p WHERE p.isleaf "
         "ORDER BY p.relid::oid", ["oid"]), [relid])
     if not leaves:
-        _fail(f"pg_kde: {parent.relation} has no partitions", sqlstate="42809")
+        _fail(f"pg_kde: {parent} has no partitions", sqlstate="42809")
     leaves = [int(r["oid"]) for r in leaves]
     found = []
     for leaf in leaves:
@@ -333,12 +333,12 @@ def _build_partitioned(plpy, GD, schema: str, relid, parent: SqlTableReader, col
     select = functools.partial(_select_bandwidth, plpy)
     parts, rebuilt, empty = [], 0, 0
     for leaf, rel, kind, reader, attnums, coltypes in found:
-        state = _refresh_start(plpy, schema, leaf, cols, requested.method, requested.sample_size,
-                               requested.grid_size, requested.budget, (16, 65536))
-        stored = _stored_1d(plpy, schema, leaf, cols)
+        state = _lock_state(plpy, schema, leaf, cols)  # the request was checked for the parent
         if kind == "f":  # a shard: its server's changes are not counted here, so it is always rebuilt
             _note_pushdown(plpy, leaf, rel)
             stored = None
+        else:
+            stored = _stored_1d(plpy, schema, leaf, cols)
         if stored is not None:
             built, facts = stored
             same = (json.loads(facts["requested_text"]) == json.loads(requested.json())
@@ -351,26 +351,29 @@ def _build_partitioned(plpy, GD, schema: str, relid, parent: SqlTableReader, col
         try:
             built = build_1d(reader, requested, select, interrupt=interrupt_check(plpy), started=leaf_started,
                              grid_hint=hint)
-        except UserError as exc:
-            if "is empty" in exc.error["message"] or "no non-NULL values" in exc.error["message"]:
-                empty += 1  # nothing to describe: no synopsis of its own, nothing to merge
-                continue
-            raise
+        except NoValuesError:
+            empty += 1  # nothing to describe: no synopsis of its own, nothing to merge
+            continue
         _upsert(plpy, schema, built.TABLE, built.catalog_row(leaf, list(cols), _identity(state, attnums, coltypes),
                                                              requested), built.catalog_types())
         parts.append(built)
         rebuilt += 1
     if not parts:
-        _fail(f"pg_kde: column {cols[0]} of {parent.relation} has no non-NULL values in any partition")
+        _fail(f"pg_kde: column {cols[0]} of {parent} has no non-NULL values in any partition")
     merged = merge_1d(parts, requested.budget_1d, time.perf_counter() - started)
     return merged, {"partitions": len(leaves), "rebuilt": rebuilt, "reused": len(parts) - rebuilt,
                     "empty_partitions": empty}
 
 
 def _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, budget, grid_range):
-    """Checks shared by 1-D and 2-D refreshes. Serialises refreshes of the same synopsis by locking its
-    catalog row (FOR UPDATE: only roles allowed to write the catalog can take it), and reads the table's
-    state for staleness before any scan. Returns the table state."""
+    """Checks shared by 1-D and 2-D refreshes (:func:`_check_request`), then :func:`_lock_state`. Returns the
+    table state."""
+    _check_request(plpy, cols, method, sample_size, grid_size, budget, grid_range)
+    return _lock_state(plpy, schema, relid, cols)
+
+
+def _check_request(plpy, cols, method, sample_size, grid_size, budget, grid_range) -> None:
+    """The request's own checks: sample size, grid size, budget, method, the sample's memory."""
     if sample_size is None or sample_size < 100:
         _fail("pg_kde: sample_size must be at least 100")
     low, high = grid_range
@@ -380,6 +383,11 @@ def _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, bu
         _fail(f"pg_kde: budget must be between {MIN_BUDGET} and {MAX_BUDGET} bytes", sqlstate="22023")
     counts_method(method, len(cols))  # a bad method fails here, before the lock; the build resolves it again
     _check_sample_size(plpy, sample_size, len(cols))
+
+
+def _lock_state(plpy, schema, relid, cols) -> dict:
+    """Serialises refreshes of the same synopsis by locking its catalog row (FOR UPDATE: only roles allowed
+    to write the catalog can take it), and reads the table's state for staleness before any scan."""
     lock = plpy.prepare(f"SELECT 1 FROM {schema}.kde_catalog WHERE relid = $1::oid::regclass AND cols = $2 FOR UPDATE",
                         ["oid", "text[]"])
     plpy.execute(lock, [relid, list(cols)])

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .. import bandwidth
-from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, UserError
+from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
 from .catalog import Built1D, Built2D, Requested
 from .cells import (
@@ -120,6 +120,7 @@ class _Plan1D:
     step: float
     few: bool  # the candidates are every sampled value (the whole column may fit as a frequency table)
     atoms_room: int  # heavy values the budget keeps beside the cells
+    most_cells: int  # cells the budget holds with no heavy value: a cell's share of rows is 1 / most_cells
 
 
 def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, step: float, cells: int,
@@ -186,7 +187,7 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     else:
         points = place(source, lo, hi, cells)
     quantum = quantum or (step if step > 0 else fine_quantum(lo, hi))
-    return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room)
+    return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells)
 
 
 def plan_grid(sample: np.ndarray, requested: Requested, span=None) -> Optional[np.ndarray]:
@@ -207,7 +208,8 @@ def plan_grid(sample: np.ndarray, requested: Requested, span=None) -> Optional[n
 def _scan_errors(scan, rel: str, col: str) -> None:
     """The errors a column's counts show (a :class:`~.reader.Scan1D` or a :class:`~.reader.Sample1D`)."""
     if scan.non_null == 0:
-        raise UserError(f"pg_kde: column {col} of {rel} has no non-NULL values" if scan.rows else f"pg_kde: {rel} is empty")
+        raise NoValuesError(f"pg_kde: column {col} of {rel} has no non-NULL values" if scan.rows else
+                            f"pg_kde: {rel} is empty")
     if scan.non_finite:
         raise UserError(f"pg_kde: column {col} of {rel} holds {scan.non_finite} NaN or infinite value(s); "
                         "a synopsis needs finite values")
@@ -282,9 +284,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         if step > 0:
             atoms = Atoms.from_counts([], [])
         else:
-            most_cells = cells_for_budget(budget, 0)
             atoms = Atoms.from_counts(candidates, scan.candidate_rows,
-                                      min_count=max(ATOM_SHARE, 1.0 / most_cells) * n).largest(plan.atoms_room)
+                                      min_count=max(ATOM_SHARE, 1.0 / plan.most_cells) * n).largest(plan.atoms_room)
         back = found & ~np.isin(candidates, atoms.values)
         if back.any():
             _fold(points, rows_in, quanta, candidates[back], scan.candidate_rows[back], plan.quantum)

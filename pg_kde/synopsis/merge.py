@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from .catalog import Built1D
-from .cells import ATOM_BYTES, cells_for_budget, on_lattice
+from .cells import ATOM_BYTES, ROW_BYTES_1D, cells_for_budget, on_lattice
 from .maths import Atoms
 
 
@@ -81,11 +81,11 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
     celled = [p for p in parts if p.grid_size >= 2]
     # Every part's lattice, frequency tables' too: their values may end up in the merged cells.
     step = merged_step([p.step for p in parts])
-    room = max(0, (budget // 4) // ATOM_BYTES) if celled else max(0, (budget - 640) // ATOM_BYTES)
+    room = max(0, (budget // 4) // ATOM_BYTES) if celled else max(0, (budget - ROW_BYTES_1D) // ATOM_BYTES)
     values = np.array(sorted(heavy), dtype=np.float64)
     counts = np.array([heavy[v][0] for v in values])
     kept = Atoms.from_counts(values, counts).largest(room).values
-    demoted = [v for v in values if v not in set(kept.tolist())]
+    demoted = values[~np.isin(values, kept)].tolist()
 
     grids = [np.asarray(p.grid, dtype=np.float64) for p in celled]
     ends = [g[0] for g in grids] + ([float(min(demoted))] if demoted else [])
@@ -125,8 +125,7 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         grid, cum_count, cum_sum = points.tolist(), counts_below.tolist(), sums_below.tolist()
         density = (rows_density / mean).astype(np.float32).astype(np.float64).tolist()
     atoms = Atoms(kept, np.array([heavy[v][0] for v in kept]))
-    atom_count = np.cumsum(atoms.counts).tolist()
-    atom_sum = np.cumsum([heavy[v][1] for v in kept]).tolist()
+    atom_count, atom_sum = atoms.cumulative()
     backends = sorted({p.backend for p in parts} - {"none"}) or ["none"]
     return Built1D(
         method="merge", bandwidth=max((p.bandwidth for p in parts), default=0.0),

@@ -71,6 +71,12 @@ class Sample1D:
     hi: Optional[float]
 
 
+def sample_share(size: int, rows: int) -> float:
+    """The share of rows a repeatable sample of about ``size`` rows keeps of ``rows``: all of them when there
+    are no more than ``size``, otherwise 1.25 times the wanted share (the sample is then thinned to size)."""
+    return 1.0 if rows <= size else min(1.0, 1.25 * size / rows)
+
+
 def fine_quantum(lo: float, hi: float) -> float:
     """The quantum of a column with no lattice: a power of two such that values up to 2^10 times max(|lo|, |hi|)
     (the sample's) stay within :data:`QUANTA_BITS` bits, about one float8 ulp of that magnitude (sums are
@@ -204,9 +210,9 @@ class ArrayTableReader:
 
     def sample(self, size: int, rows: int) -> np.ndarray:
         valid = self._valid
-        if rows > size:  # Bernoulli sampling at 1.25 times the wanted share, as the SQL reader does
+        if rows > size:  # Bernoulli sampling at sample_share, as the SQL reader does
             rng = np.random.default_rng(self.seed)
-            valid = valid & (rng.random(len(valid)) < min(1.0, 1.25 * size / rows))
+            valid = valid & (rng.random(len(valid)) < sample_share(size, rows))
         return thin(np.column_stack([self._scanned(k)[valid] for k in range(len(self.values))]), size)
 
     def row_estimate(self) -> int:

@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .reader import SAMPLE_SEED, Sample1D, Scan1D, TableStats, thin
+from .reader import SAMPLE_SEED, Sample1D, Scan1D, TableStats, sample_share, thin
 
 #: Relation kinds TABLESAMPLE can read (tables, partitioned tables, materialized views).
 _SAMPLEABLE = {"r", "p", "m"}
@@ -26,8 +26,7 @@ def _scaled(expr: str, scale: float) -> str:
     return f"({expr})::float8" if scale == 1.0 else f"({expr})::float8 * {scale!r}::float8"
 
 
-def _sample(plpy, rel: str, kind: str, columns: list, exprs: list, n_total: int, size: int,
-            seed: int = SAMPLE_SEED) -> np.ndarray:
+def _sample(plpy, rel: str, kind: str, exprs: list, n_total: int, size: int, seed: int = SAMPLE_SEED) -> np.ndarray:
     """Up to ``size`` rows of the given float8 expressions with no NULLs, as an (m, len(exprs)) array, the
     same for unchanged data.
 
@@ -40,10 +39,8 @@ def _sample(plpy, rel: str, kind: str, columns: list, exprs: list, n_total: int,
         return _ordered_sample(plpy, rel, exprs, size)
     select = ", ".join(f"({e})::float8" for e in exprs)
     not_null = " AND ".join(f"({e}) IS NOT NULL" for e in exprs)
-    source = rel
-    if n_total > size:
-        percent = min(100.0, 100.0 * 1.25 * size / n_total)
-        source = f"{rel} TABLESAMPLE BERNOULLI ({percent!r}) REPEATABLE ({seed})"
+    share = sample_share(size, n_total)
+    source = rel if share == 1.0 else f"{rel} TABLESAMPLE BERNOULLI ({100.0 * share!r}) REPEATABLE ({seed})"
     return thin(_fetch(plpy, f"SELECT ARRAY[{select}] AS r FROM {source} WHERE {not_null}", len(exprs)), size)
 
 
@@ -60,14 +57,16 @@ def _fetch(plpy, query: str, d: int) -> np.ndarray:
     return np.concatenate(chunks) if chunks else np.empty((0, d))
 
 
-def _ordered_sample(plpy, rel: str, exprs: list, size: int) -> np.ndarray:
+def _ordered_sample(plpy, rel: str, exprs: list, size: int, n: Optional[int] = None) -> np.ndarray:
     """The sample of a view or foreign table: every row with no NULLs when there are at most ``size``,
     otherwise ``size`` evenly spaced order statistics (what :func:`~pg_kde.synopsis.reader.thin` keeps of
     all rows). One column: ``percentile_disc`` over evenly spaced fractions, an aggregate postgres_fdw runs
-    on the remote server, so only the sample travels; a pair: the rows at evenly spaced ranks."""
+    on the remote server, so only the sample travels; a pair: the rows at evenly spaced ranks. ``n``: the
+    rows with no NULLs, when the caller has counted them."""
     select = ", ".join(f"({e})::float8" for e in exprs)
     not_null = " AND ".join(f"({e}) IS NOT NULL" for e in exprs)
-    n = int(plpy.execute(f"SELECT count(*) AS n FROM {rel} WHERE {not_null}")[0]["n"])
+    if n is None:
+        n = int(plpy.execute(f"SELECT count(*) AS n FROM {rel} WHERE {not_null}")[0]["n"])
     if n <= size:
         return _fetch(plpy, f"SELECT ARRAY[{select}] AS r FROM {rel} WHERE {not_null}", len(exprs))
     if len(exprs) == 1:
@@ -110,18 +109,8 @@ class SqlTableReader:
         return replace(self, scales=tuple(scales))
 
     def stats(self) -> TableStats:
+        """A pair's facts (2-D builds); a single column's come with its sample (:meth:`sample_1d`)."""
         plpy, rel = self.plpy, self.relation
-        if len(self.columns) == 1:
-            (col,) = self.exprs
-            x = f"({col})::float8"
-            stats = plpy.execute(
-                f"SELECT count(*) AS n_all, count({col}) AS n, min({x}) AS lo, max({x}) AS hi, "
-                f"count(*) FILTER (WHERE {x} IN ('NaN', 'Infinity', '-Infinity')) AS bad, "
-                f"coalesce(bool_and({x} = trunc({x})), true) AS integral FROM {rel}"
-            )[0]
-            return TableStats(rows=int(stats["n_all"]), non_null=int(stats["n"]), lo=(_float(stats["lo"]),),
-                              hi=(_float(stats["hi"]),), non_finite=int(stats["bad"]),
-                              integral=(bool(stats["integral"]),))
         exprs = self.exprs
         x1, x2 = (f"({e})::float8" for e in exprs)
         both = f"{exprs[0]} IS NOT NULL AND {exprs[1]} IS NOT NULL"
@@ -142,7 +131,7 @@ class SqlTableReader:
         return int(self.plpy.execute(f"SELECT count(*) AS n FROM {self.relation}")[0]["n"])
 
     def sample(self, size: int, rows: int) -> np.ndarray:
-        sample = _sample(self.plpy, self.relation, self.kind, list(self.columns), list(self.exprs), rows, size)
+        sample = _sample(self.plpy, self.relation, self.kind, list(self.exprs), rows, size)
         return sample if all(s == 1.0 for s in self.scales) else sample * np.array(self.scales)
 
     def row_estimate(self) -> int:
@@ -164,29 +153,34 @@ class SqlTableReader:
                                 f"REPEATABLE ({SAMPLE_SEED})")[0]["n"])
         return max(1, round(seen * 100.0 / percent))
 
+    def _scan_value(self) -> str:
+        """What the aggregates read of the single column: its scan expression as it is (they take float8,
+        numeric and the time types), or as float8 times the power-of-two scale."""
+        (scan,), (scale,) = self.scans, self.scales
+        return scan if scale == 1.0 else _scaled(scan, scale)
+
     def sample_1d(self, size: int, rows: int) -> Sample1D:
         """Tables, partitioned tables and materialized views: one pass of the aggregate ``_kde_sample``
         (each row kept with probability 1.25 x size / rows by a hash of its ctid and table, and the column's facts over
         every row), then :func:`~pg_kde.synopsis.reader.thin`. Views and foreign tables: the order-statistics
         sample (:func:`_ordered_sample`, whose first and last values are the min and max) and counts."""
-        plpy, rel, (scan,), (scale,) = self.plpy, self.relation, self.scans, self.scales
-        if self.kind not in _SAMPLEABLE:
-            values = self.sample(size, rows)[:, 0]
+        plpy, rel = self.plpy, self.relation
+        if self.kind not in _SAMPLEABLE:  # one count for both the facts and the order statistics
             (col,) = self.exprs
             counts = plpy.execute(f"SELECT count(*) AS n_all, count({col}) AS n FROM {rel}")[0]
+            values = _ordered_sample(plpy, rel, [col], size, int(counts["n"]))[:, 0] * self.scales[0]
             finite = values[np.isfinite(values)]
             return Sample1D(values=finite, rows=int(counts["n_all"]), non_null=int(counts["n"]),
                             non_finite=len(values) - len(finite), lo=float(finite.min()) if len(finite) else None,
                             hi=float(finite.max()) if len(finite) else None)
-        value = scan if scale == 1.0 else f"({scan})::float8 * {scale!r}::float8"
-        share = 1.0 if rows <= size else min(1.0, 1.25 * size / rows)
+        share = sample_share(size, rows)
         # A role granted the column alone may not read ctid or tableoid: then the aggregate only counts, and
         # the rows come from a Bernoulli sample (a second read).
         ctid = plpy.execute(plpy.prepare("SELECT pg_catalog.has_column_privilege($1::regclass, 'ctid', 'SELECT') AS ok",
                                          ["text"]), [rel])[0]["ok"]
         row_id = "ctid, tableoid" if ctid else "NULL::tid, NULL::oid"  # system columns: both readable or neither
-        row = plpy.execute(f"SELECT count(*) AS n, {self.schema}._kde_sample({value}, {row_id}, {share!r}::float8, "
-                           f"{SAMPLE_SEED}) AS s FROM {rel}")[0]
+        row = plpy.execute(f"SELECT count(*) AS n, {self.schema}._kde_sample({self._scan_value()}, {row_id}, "
+                           f"{share!r}::float8, {SAMPLE_SEED}) AS s FROM {rel}")[0]
         first = decode_sample(int(row["n"]), row["s"], size)
         if ctid:
             return first
@@ -197,13 +191,11 @@ class SqlTableReader:
         """One pass of the aggregate ``_kde_cells``, run by plpy.execute on the query's text (a prepared plan
         never runs in parallel; the grid and candidates are float8 literals written by repr, which float8
         reads back exactly)."""
-        (scan,), (scale,) = self.scans, self.scales
-        value = scan if scale == 1.0 else f"({scan})::float8 * {scale!r}::float8"
         grid = float8_array(points)
         heavy = float8_array(candidates)
         row = self.plpy.execute(
-            f"SELECT count(*) AS n, {self.schema}._kde_cells({value}, {grid}, {heavy}, {float(quantum)!r}::float8) AS s "
-            f"FROM {self.relation}")[0]
+            f"SELECT count(*) AS n, {self.schema}._kde_cells({self._scan_value()}, {grid}, {heavy}, "
+            f"{float(quantum)!r}::float8) AS s FROM {self.relation}")[0]
         return decode_cells(int(row["n"]), row["s"], len(points), len(candidates), quantum)
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray):
@@ -264,9 +256,8 @@ def decode_sample(rows: int, state: Optional[bytes], size: int) -> Sample1D:
     if (magic, version) != (_SAMPLE_MAGIC, 1):
         raise ValueError("pg_kde: the sample returned a state of another version")
     values = np.frombuffer(data, dtype=np.float64, count=n, offset=_PAD + _SAMPLE_HEADER.size)
-    number = lambda x: None if math.isnan(x) else float(x)  # noqa: E731
     return Sample1D(values=thin(values.reshape(-1, 1), size)[:, 0], rows=rows, non_null=non_null,
-                    non_finite=non_finite, lo=number(lo), hi=number(hi))
+                    non_finite=non_finite, lo=_unless_nan(lo), hi=_unless_nan(hi))
 
 
 def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: float) -> Scan1D:
@@ -288,14 +279,19 @@ def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: flo
     at += 16 * (m - 1)
     candidate_rows = np.frombuffer(data, dtype=np.int64, count=k, offset=at)
     quanta = tuple((int(high) << 64) + (int(low) & 0xFFFFFFFFFFFFFFFF) for low, high in halves)
-    number = lambda x: None if math.isnan(x) else float(x)  # noqa: E731
     return Scan1D(rows=rows, non_null=non_null, non_finite=non_finite, non_integral=non_integral, off_lattice=off,
-                  overflow=overflow, lo=number(lo), hi=number(hi), all_lo=number(all_lo), all_hi=number(all_hi),
+                  overflow=overflow, lo=_unless_nan(lo), hi=_unless_nan(hi), all_lo=_unless_nan(all_lo),
+                  all_hi=_unless_nan(all_hi),
                   cell_rows=cell_rows.astype(np.float64), cell_quanta=quanta,
                   candidate_rows=candidate_rows.astype(np.float64), quantum=float(quantum_))
 
 
 def _float(value):
     return None if value is None else float(value)
+
+
+def _unless_nan(value: float) -> Optional[float]:
+    """A state's min or max: NaN where it saw no value."""
+    return None if math.isnan(value) else float(value)
 
 
