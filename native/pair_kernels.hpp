@@ -102,7 +102,9 @@ inline std::size_t row_begin(const Tile& t, std::size_t i) { return t.diagonal ?
 //   K^(6): u^6 - 15u^4 + 45u^2 - 15    = -8x^3 - 60x^2 - 90x - 15
 // They are kept that way on purpose: coefficients such as 90 ln2 would be rounded in float32, the same
 // way for every pair, and K^(6) sums cancel so strongly that this bias reached 5e-5 of the result.
-// The exponential is 2^(x log2 e).
+// The exponential is 2^(x log2 e). x is clamped at the exponential's limit before both factors: beyond it
+// the true term is below 1e-30 (float) or 1e-298 (double), while the unclamped cubic of a far outlier
+// overflows to infinity and its product with the exponential's floor is infinite or NaN.
 template <class V, int Order>
 inline V plugin_poly(V x) {
     if (Order == 2) return V::fma(V::set1(-2), x, V::set1(-1));
@@ -125,14 +127,13 @@ double plugin_tile_impl(const PluginJob<typename V::value_type>& job, const Tile
         V acc = V::zero();
         for (; j + W <= t.j1; j += W) {
             const V dlt = xi - V::load(job.x + j);
-            const V x = (dlt * c) * dlt;
-            acc = V::fma(plugin_poly<V, Order>(x), exp2_mul(V::max(x, x_min), log2e), acc);
+            const V x = V::max((dlt * c) * dlt, x_min);
+            acc = V::fma(plugin_poly<V, Order>(x), exp2_mul(x, log2e), acc);
         }
         if (j < t.j1) {
             const V dlt = xi - V::load(job.x + j);
-            const V x = (dlt * c) * dlt;
-            acc = V::fma(plugin_poly<V, Order>(x) * first_lanes<V>(t.j1 - j), exp2_mul(V::max(x, x_min), log2e),
-                         acc);
+            const V x = V::max((dlt * c) * dlt, x_min);
+            acc = V::fma(plugin_poly<V, Order>(x) * first_lanes<V>(t.j1 - j), exp2_mul(x, log2e), acc);
         }
         total += V::hsum(acc);
     }

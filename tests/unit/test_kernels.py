@@ -59,6 +59,23 @@ def test_plugin_pair_sum(fast_backend, dtype, n, order, rng):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("order", [2, 4, 6])
+def test_plugin_pair_sum_with_far_outliers(fast_backend, dtype, order, rng):
+    # u = 1e7 makes u^6 = 1e42, past float32's range, and 1e60 makes it pass float64's (1e30, the most that
+    # float32 holds, for float32): the terms of such pairs are 0, not infinity times 0 (NaN), so the sum is
+    # the sum of the pairs among the other points.
+    x = np.concatenate([rng.standard_normal(37), [1e7, -3e7, 1e30 if dtype == "float32" else 1e60]])
+    g = 0.35
+    expected = REF.plugin_pair_sum(x[:37], g, order)
+    got = fast_backend.plugin_pair_sum(x, g, order, dtype)
+    assert math.isfinite(got)
+    u2 = (x[:37, None] - x[None, :37]) ** 2 / g**2
+    poly = {2: u2 - 1, 4: (u2 - 6) * u2 + 3, 6: ((u2 - 15) * u2 + 45) * u2 - 15}[order]
+    assert abs(got - expected) <= TOL[dtype] * np.triu(np.abs(poly) * np.exp(-u2 / 2), 1).sum()
+    assert REF.plugin_pair_sum(x, g, order) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("n, d", [(2, 1), (17, 1), (40, 3), (129, 2), (300, 16)])
 @pytest.mark.parametrize("derivative", [False, True])
 def test_lscv_pair_sums(fast_backend, dtype, n, d, derivative, rng):

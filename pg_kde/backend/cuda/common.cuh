@@ -43,6 +43,12 @@ __device__ inline double exp2_neg(double y) { return exp2(-y); }
 __device__ inline float masked_distance(float) { return 3.4028234663852886e38f; }
 __device__ inline double masked_distance(double) { return 1.7976931348623157e308; }
 
+// A squared distance past which exp(−u²/2) is below every T's range (float 2⁻¹⁴⁴, double 0): the plug-in
+// kernels clamp u² there, so a far outlier's polynomial stays finite and its term is (almost) 0 instead
+// of infinity times 0.
+__device__ inline float plugin_distance_limit(float) { return 200.0f; }
+__device__ inline double plugin_distance_limit(double) { return 1500.0; }
+
 // A sum in two levels: at most 64 terms in the working precision T, each such part then added in double.
 // (The PLUGIN and KDE loops do the same with a fixed inner loop of 64, which needs no counter.)
 template <typename T>

@@ -31,12 +31,13 @@ __device__ void plugin_pair_sum(const T* __restrict__ x, u64 n, u64 tiles, u64 o
     if (row < n) {
         const T xi = x[row];
         const T half_log2e = T(0.5 * PG_KDE_LOG2E);
+        const T limit = plugin_distance_limit(T(0));
         for (unsigned c0 = 0; c0 < ncols; c0 += 64) {
             const unsigned c1 = (ncols - c0 < 64) ? ncols : c0 + 64;
             T part = T(0);
             for (unsigned c = c0; c < c1; ++c) {
                 const T u = xi - cols[c];
-                const T u2 = u * u;
+                const T u2 = (u * u < limit) ? u * u : limit;
                 T poly;
                 if (ORDER == 2)
                     poly = u2 - T(1);
