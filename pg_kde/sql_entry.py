@@ -30,7 +30,7 @@ from .synopsis import Requested, build_1d, build_2d
 from .synopsis.build import counts_method, plan_grid, select_bandwidth
 from .synopsis.catalog import Built1D, split_row
 from .synopsis.merge import merge_1d
-from .synopsis.cells import MAX_BUDGET, MIN_BUDGET
+from .synopsis.cells import DAY_PROFILE, MAX_BUDGET, MIN_BUDGET, WEEK_PROFILE
 from .synopsis.sql_reader import SqlTableReader
 
 __all__ = ["UserError", "choose_bandwidth", "refresh"]
@@ -102,6 +102,13 @@ def _relation(plpy, relid):
 
 #: Time types a synopsis reads as epoch seconds (timestamp: as if UTC; date: its midnight, UTC).
 TIME_TYPES = ("date", "timestamp", "timestamptz")
+
+
+def _period(coltypes):
+    """The periodic profile a 1-D synopsis of a column of this type may use inside its cells (docs/math.md
+    §7): the time of day for timestamps, the day of the week for dates, none for numbers."""
+    type_ = coltypes[0]
+    return DAY_PROFILE if type_.startswith("timestamp") else WEEK_PROFILE if type_ == "date" else None
 
 
 def _columns(plpy, schema: str, relid: int, rel: str, cols) -> tuple:
@@ -238,7 +245,7 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
     hint = None if pair else _ancestor_grid(plpy, schema, relid, cols)
     built = (build_2d if pair else build_1d)(
         reader, requested, functools.partial(_select_bandwidth, plpy), interrupt=interrupt_check(plpy),
-        started=started, **({} if pair else {"grid_hint": hint}))
+        started=started, **({} if pair else {"grid_hint": hint, "period": _period(coltypes)}))
     _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, cols, _identity(state, attnums, coltypes), requested),
             built.catalog_types())
     return json.dumps(built.summary(rel, cols if pair else cols[0]))
@@ -272,7 +279,8 @@ def _stored_1d(plpy, schema: str, relid, cols):
         heavy_rows=int(round(r["atom_cum_count"][-1])) if r["atom_cum_count"] else 0, kde_rows=int(r["kde_rows"]),
         grid=list(r["grid"]), grid_size=int(r["grid_size"]), cell_cum_count=list(r["cell_cum_count"]),
         cell_cum_sum=list(r["cell_cum_sum"]), density=[float(d) for d in r["density"]], shape_var=float(r["shape_var"]),
-        budget=int(json.loads(r["requested_text"]).get("budget") or 0), seconds=float(r["build_seconds"]))
+        budget=int(json.loads(r["requested_text"]).get("budget") or 0), seconds=float(r["build_seconds"]),
+        period=float(r["period"]), profile=[float(v) for v in r["profile"]])
     facts = {k: r[k] for k in ("mod_count", "storage_id", "pages", "attnums", "requested_text")}
     return built, facts
 
@@ -329,7 +337,7 @@ def _build_partitioned(plpy, schema: str, relid, parent: str, cols, requested: R
     hint = np.asarray(current[0].grid, dtype=np.float64) if current and current[0].grid_size >= 2 else None
     if hint is None:  # the first build: the grid of a sample of the whole table
         values, span = _union_sample([f[3] for f in found], requested.sample_size)
-        hint = plan_grid(values, requested, span)
+        hint = plan_grid(values, requested, span, _period(found[0][5]))
     select = functools.partial(_select_bandwidth, plpy)
     parts, rebuilt, empty = [], 0, 0
     for leaf, rel, kind, reader, attnums, coltypes in found:
@@ -350,7 +358,7 @@ def _build_partitioned(plpy, schema: str, relid, parent: str, cols, requested: R
         leaf_started = time.perf_counter()
         try:
             built = build_1d(reader, requested, select, interrupt=interrupt_check(plpy), started=leaf_started,
-                             grid_hint=hint)
+                             grid_hint=hint, period=_period(coltypes))
         except NoValuesError:
             empty += 1  # nothing to describe: no synopsis of its own, nothing to merge
             continue

@@ -11,7 +11,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
@@ -32,9 +32,13 @@ from .cells import (
     lattice_grid,
     lattice_step,
     lattice_sums,
+    make_profile,
     on_lattice,
     order_statistics,
+    periodic,
+    profile_bytes,
     repeatable_bandwidth,
+    shape_fit,
     shape_variance,
     trim_ends,
 )
@@ -190,11 +194,33 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells)
 
 
-def plan_grid(sample: np.ndarray, requested: Requested, span=None) -> Optional[np.ndarray]:
+#: Cells a budget must leave beside a periodic profile for the profile to be tried (below, the cells' own
+#: resolution matters more than the shape inside them).
+PROFILE_MIN_CELLS = 16
+
+
+def _usable_period(sample: np.ndarray, requested: Requested,
+                   period: Optional[Tuple[float, int]]) -> Optional[Tuple[float, int]]:
+    """``period``, or None when the sample's rows are spread evenly over it (:func:`.cells.periodic`) or the
+    budget would leave fewer than :data:`PROFILE_MIN_CELLS` cells beside its profile."""
+    if period and cells_for_budget(requested.budget_1d - profile_bytes(period[1]), 0) >= PROFILE_MIN_CELLS \
+            and periodic(sample, *period, lattice_step(sample)):
+        return period
+    return None
+
+
+def _cells_budget(requested: Requested, period: Optional[Tuple[float, int]]) -> int:
+    """The bytes a 1-D synopsis' heavy values and cells may take: its budget, less a (usable) periodic
+    profile's."""
+    return requested.budget_1d - (profile_bytes(period[1]) if period else 0)
+
+
+def plan_grid(sample: np.ndarray, requested: Requested, span=None,
+              period: Optional[Tuple[float, int]] = None) -> Optional[np.ndarray]:
     """The grid a 1-D build would place from this sample of a column over ``span`` (its min and max; the
     sample's by default), or None when the sample holds no finite value or the grid would sit at another
     scale: a partitioned table's partitions are built on it (``grid_hint``), so that their synopses merge
-    exactly."""
+    exactly. ``period``: as :func:`build_1d`'s, whose bytes the cells leave free."""
     sample = np.asarray(sample, dtype=np.float64)
     sample = sample[np.isfinite(sample)]
     if len(sample) == 0:
@@ -202,7 +228,8 @@ def plan_grid(sample: np.ndarray, requested: Requested, span=None) -> Optional[n
     lo, hi = span if span is not None else (float(sample.min()), float(sample.max()))
     if _scan_scale(lo, hi) != 1.0:
         return None
-    return _plan_1d(sample, requested, requested.budget_1d, False, None, span=(lo, hi)).points
+    return _plan_1d(sample, requested, _cells_budget(requested, _usable_period(sample, requested, period)), False,
+                    None, span=(lo, hi)).points
 
 
 def _scan_errors(scan, rel: str, col: str) -> None:
@@ -227,7 +254,7 @@ def _fold(points: np.ndarray, rows: np.ndarray, quanta: list, values: np.ndarray
 
 def build_1d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
              interrupt: Interrupt = None, started: Optional[float] = None,
-             grid_hint: Optional[np.ndarray] = None) -> Built1D:
+             grid_hint: Optional[np.ndarray] = None, period: Optional[Tuple[float, int]] = None) -> Built1D:
     """A 1-D synopsis of the reader's column within ``requested.budget`` bytes: exact heavy values (all
     values when they fit), and the other rows' exact cells, on the column's value lattice when it has one,
     with the KDE's density at the cell boundaries (docs/math.md §7, :mod:`.cells`).
@@ -239,7 +266,12 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     that need another scale or quantum. ``started`` (a
     :func:`time.perf_counter` reading) is where ``seconds`` counts from; the call by default. ``grid_hint``:
     the grid of the table this one is a part of (a partition's parent), whose boundaries the part shares
-    where its values reach them, so that the parts' synopses merge exactly (:mod:`.merge`)."""
+    where its values reach them, so that the parts' synopses merge exactly (:mod:`.merge`). ``period``:
+    (T, bins) of a periodic profile the rows of a time column may follow inside a cell
+    (:data:`.cells.DAY_PROFILE`, :data:`.cells.WEEK_PROFILE`); where the sample's rows are spread unevenly
+    over it (:func:`.cells.periodic`) and the budget leaves room for :data:`PROFILE_MIN_CELLS` cells beside
+    it, its bytes are kept out of the cells' budget, and the profile replaces the KDE's shape when it fits
+    the sample better (docs/math.md §7)."""
     started = time.perf_counter() if started is None else started
     chosen = counts_method(requested.method, 1)
     rel, (col,) = reader.relation, reader.columns
@@ -249,12 +281,14 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     if len(first.values) == 0:  # the non-NULL values too sparse for the sample's share: a share of those
         first = reader.sample_1d(requested.sample_size, first.non_null)
     sample = first.values
+    period = _usable_period(sample, requested, period)
+    cells_budget = _cells_budget(requested, period)
     # Values near the ends of float8: scan a power-of-two multiple (exact) so the grid's widths and the
     # KDE stay finite; everything is stored in the column's units again at the end. (No lattice then.)
     scale, continuous, quantum = _scan_scale(first.lo, first.hi), False, None
     for _ in range(4):
         scanned = sample * scale
-        plan = _plan_1d(scanned, requested, budget, continuous or scale != 1.0, quantum,
+        plan = _plan_1d(scanned, requested, cells_budget, continuous or scale != 1.0, quantum,
                         grid_hint if scale == 1.0 else None, (first.lo * scale, first.hi * scale))
         scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum)
         _scan_errors(scan, rel, col)
@@ -295,6 +329,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
 
     h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None
     grid, cell_count, cell_sum, density, tau2 = [], [], [], [], 0.0
+    used_period, used_profile = 0.0, []
     if kde_rows > 0:
         rest = scanned[~np.isin(scanned, atoms.values)]
         # The outer cells end where the rows off the heavy values do.
@@ -318,7 +353,16 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         f = kde_at(points, rest if len(rest) else scanned, h_eff, points[0], points[-1], interrupt=interrupt)
         # Relative to the grid's mean density (f integrates to 1 over it): O(1) numbers, whatever the units.
         stored = (f * 2 * (points[-1] / 2 - points[0] / 2)).astype(np.float32).astype(np.float64)
-        tau2 = shape_variance(points, rows_in, sums_in, stored, rest, step, population=len(sample) >= n)
+        population = len(sample) >= n
+        fit = shape_fit(points, rows_in, sums_in, stored, rest, step, population)
+        tau2 = shape_variance(fit)
+        if period and scale == 1.0 and len(rest) >= 50:
+            # The periodic profile instead of the KDE's shape when it misses the sample by less (the rows are
+            # spread unevenly over the period: _usable_period's test).
+            profile = make_profile(rest, *period, step)
+            profile_fit = shape_fit(points, rows_in, sums_in, stored, rest, step, population, profile, period[0])
+            if profile_fit[0] < fit[0]:
+                used_period, used_profile, tau2 = period[0], profile.tolist(), shape_variance(profile_fit)
         grid = points.tolist()
         cell_count, cell_sum = cell_prefix(rows_in), cell_prefix(sums_in)
         density = stored.tolist()
@@ -335,7 +379,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         n_rows=n, n_null=n_all - n, step=float(step), atom_values=atoms.values.tolist(),
         atom_cum_count=atom_count, atom_cum_sum=atom_sum, heavy_rows=heavy_rows, kde_rows=kde_rows, grid=grid,
         grid_size=len(grid), cell_cum_count=cell_count, cell_cum_sum=cell_sum, density=density, shape_var=float(tau2),
-        budget=budget, seconds=time.perf_counter() - started,
+        budget=budget, seconds=time.perf_counter() - started, period=used_period, profile=used_profile,
     )
 
 

@@ -6,7 +6,7 @@ summary. The columns are described in :mod:`pg_kde.synopsis` and in sql/src/10_c
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from .cells import DEFAULT_BUDGET_1D, DEFAULT_BUDGET_2D
@@ -17,6 +17,7 @@ CATALOG_TYPES = {
     "n_rows": "int8", "n_null": "int8", "atom_values": "float8[]", "atom_cum_count": "float8[]",
     "atom_cum_sum": "float8[]", "kde_rows": "int8", "grid": "float8[]", "step": "float8",
     "cell_cum_count": "float8[]", "cell_cum_sum": "float8[]", "density": "float4[]", "shape_var": "float8",
+    "period": "float8", "profile": "float4[]",
     "build_seconds": "float8", "backend": "text", "mod_count": "int8", "requested": "jsonb",
     "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
     "sat_sum": "float8[]", "kde_sat": "float8[]", "attnums": "int2[]", "coltypes": "text[]", "built_relid": "oid",
@@ -69,7 +70,8 @@ class Built1D:
     """A 1-D synopsis as built, in the column's units: the build facts and the payload arrays (lists, as
     stored). ``grid_size`` is the built grid's point count (0 with no cells); ``step`` the value lattice's
     step (0: continuous); ``scale`` the plug-in scale the selector used (None when no plug-in selector
-    ran); ``budget`` the bytes it was built within."""
+    ran); ``budget`` the bytes it was built within; ``period`` > 0 when the rows inside a cut cell follow
+    the periodic ``profile`` instead of the KDE's shape (a time column, :func:`.cells.make_profile`)."""
 
     TABLE = "kde_synopsis"
     KIND = "1d"
@@ -95,13 +97,15 @@ class Built1D:
     shape_var: float
     budget: int
     seconds: float
+    period: float = 0.0
+    profile: list = field(default_factory=list)
 
     def payload(self) -> dict:
         """The payload columns the query maths read (:func:`pg_kde.synopsis.query.range_1d`)."""
         return {"step": self.step, "atom_values": self.atom_values, "atom_cum_count": self.atom_cum_count,
                 "atom_cum_sum": self.atom_cum_sum, "kde_rows": self.kde_rows, "grid": self.grid,
                 "cell_cum_count": self.cell_cum_count, "cell_cum_sum": self.cell_cum_sum, "density": self.density,
-                "shape_var": self.shape_var}
+                "shape_var": self.shape_var, "period": self.period, "profile": self.profile}
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
         """The row of this synopsis, header and payload columns together (column -> value); split it with
@@ -126,7 +130,8 @@ class Built1D:
                 "step": self.step, "method": self.method, "bandwidth": self.bandwidth,
                 "sample_size": self.sample_size, "backend": self.backend,
                 **({"scale": self.scale} if self.scale else {}),
-                "grid_size": self.grid_size, "budget": self.budget, "seconds": round(self.seconds, 4)}
+                "grid_size": self.grid_size, **({"period": self.period} if self.period else {}),
+                "budget": self.budget, "seconds": round(self.seconds, 4)}
 
 
 @dataclass

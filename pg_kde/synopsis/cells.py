@@ -311,17 +311,96 @@ def shape_of(g0: float, g1: float, n: float, cell_sum: float, dens0: float, dens
     return cell_shape(dens0 * scale, dens1 * scale, mean)[0], mean
 
 
-def shape_variance(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: np.ndarray, sample: np.ndarray,
-                   step: float, population: bool) -> float:
-    """τ², the variance of the shape's error in a cell's share at a cut, per unit of 4 s (1 − s) (s the share
-    below the cut), estimated from the sample: at cuts a quarter, half and three quarters into each cell
-    holding at least 20 sampled values, the squared gap between the sample's share below the cut and the
-    shape's, less the sample's own binomial variance (none when the sample is the whole table,
-    ``population``), pooled over cells, less twice that noise's own spread. 0 when the shapes fit within the
-    sample's resolution.
+# ------------------------------------------------------------------------------- a periodic profile (time)
+#: Periods a time column's rows may follow inside a cell, with the bins of the profile stored for each: the
+#: time of day in half hours (timestamp, timestamptz) and the day of the week (date).
+DAY_PROFILE = (86400.0, 48)
+WEEK_PROFILE = (604800.0, 7)
+#: Pseudo-count added to each bin of a profile (no bin is empty: every cell keeps some mass).
+PROFILE_PRIOR = 1.0
 
-    Queries add n² τ² 4 s (1 − s) to a cut cell's binomial variance n s (1 − s) (docs/math.md §7): where rows
-    cluster on a few values per cell, or the shape misses the data's, intervals widen by what the sample saw."""
+
+def profile_bytes(bins: int) -> int:
+    """Bytes a profile of ``bins`` bins adds to the payload row: 2 (bins + 1) float4, its period and the
+    array's header, with room."""
+    return 8 * (bins + 1) + 40
+
+
+def make_profile(sample: np.ndarray, period: float, bins: int, step: float = 0.0) -> np.ndarray:
+    """The profile of ``sample`` over ``period``: the share of rows in each of ``bins`` equal bins of the
+    period ((x + step/2) mod period: on a lattice of ``step`` each value's bin is the one its half-steps
+    [v − q/2, v + q/2] fall in, as queries cut it), with :data:`PROFILE_PRIOR` added to each, stored as float4 at the bins' edges:
+    cumulative shares C_0 = 0 .. C_K = 1, then cumulative first moments M_k = ∫₀^{u_k} (v / T) p(v) dv
+    (u_k = k T / K, p piecewise constant, integrating to 1 over the period). docs/math.md §7."""
+    phase = np.mod(np.asarray(sample, dtype=np.float64) + step / 2, period) / period
+    k = np.minimum((phase * bins).astype(np.int64), bins - 1)
+    counts = np.bincount(k, minlength=bins).astype(np.float64) + PROFILE_PRIOR
+    cum = np.concatenate([[0.0], np.cumsum(counts)]) / counts.sum()
+    cum[-1] = 1.0
+    edges = np.arange(bins + 1) / bins
+    mom = np.concatenate([[0.0], np.cumsum(np.diff(cum) * (edges[:-1] + edges[1:]) / 2)])
+    return np.concatenate([cum, mom]).astype(np.float32).astype(np.float64)
+
+
+def periodic(sample: np.ndarray, period: float, bins: int, step: float = 0.0) -> bool:
+    """Whether the sample's rows are spread unevenly over the period's bins (as :func:`make_profile` bins
+    them): Pearson's χ² against even bins beyond its mean (bins − 1) by five of its standard deviations
+    (√(2 (bins − 1))). Where they are spread evenly a profile is the straight line, and its bytes are
+    better spent on cells."""
+    phase = np.mod(np.asarray(sample, dtype=np.float64) + step / 2, period) / period
+    counts = np.bincount(np.minimum((phase * bins).astype(np.int64), bins - 1), minlength=bins)
+    expected = len(phase) / bins
+    if expected < 5:
+        return False
+    chi2 = float(((counts - expected) ** 2).sum() / expected)
+    return chi2 > (bins - 1) + 5 * math.sqrt(2 * (bins - 1))
+
+
+def profile_at(profile, period: float, origin: float, x: float) -> Tuple[float, float]:
+    """(mass, moment) of the profile unrolled from ``origin`` (a whole number of periods) to x >= origin:
+    mass = ∫ p over [origin, x] (1 per period), moment = ∫ ((s − origin) / T) p(s) ds over it. As
+    _kde_profile_cut in SQL."""
+    bins = len(profile) // 2 - 1
+    y = (x - origin) / period
+    j = math.floor(y)
+    r = y - j
+    k = min(int(r * bins), bins - 1)
+    f = r * bins - k
+    dc = profile[k + 1] - profile[k]
+    mass = j + profile[k] + dc * f
+    inside = profile[bins + 1 + k] + dc * bins * (r * r - (k / bins) ** 2) / 2
+    moment = j * (j - 1) / 2 + j * profile[2 * bins + 1] + j * (profile[k] + dc * f) + inside
+    return mass, moment
+
+
+def profile_cut(profile, period: float, g0: float, g1: float, t0: float, t1: float,
+                step: float = 0.0) -> Tuple[float, float]:
+    """(share, position) of a cut cell [g0, g1] between fractions t0 <= t1 under the profile (of x + step/2,
+    :func:`make_profile`): the share of the cell's profile mass there, and the mean position of that mass (a
+    fraction of the cell; the middle of [t0, t1] where the share is 0). As _kde_profile_cut in SQL."""
+    h = step / 2
+    origin = math.floor((g0 + h) / period) * period
+    w = g1 - g0
+    m0, _ = profile_at(profile, period, origin, g0 + h)
+    m1, _ = profile_at(profile, period, origin, g1 + h)
+    a0, s0 = profile_at(profile, period, origin, g0 + t0 * w + h)
+    a1, s1 = profile_at(profile, period, origin, g0 + t1 * w + h)
+    share = min(1.0, max(0.0, (a1 - a0) / (m1 - m0))) if m1 > m0 else t1 - t0
+    if a1 > a0:
+        pos = ((origin + period * (s1 - s0) / (a1 - a0)) - h - g0) / w
+    else:
+        pos = (t0 + t1) / 2
+    return share, min(t1, max(t0, pos))
+
+
+def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: np.ndarray, sample: np.ndarray,
+              step: float, population: bool, profile=None, period: float = 0.0) -> Tuple[float, float, float]:
+    """How well the cells' shapes (the KDE's, or with ``profile`` the periodic profile's, :func:`profile_cut`)
+    fit the sample: (excess, weight, jitter). At cuts a quarter, half and three quarters into each cell
+    holding at least 20 sampled values: excess sums the squared gap between the sample's share below the cut
+    and the shape's, less the sample's own binomial variance (none when the sample is the whole table,
+    ``population``); weight sums 4 s (1 − s) (s the shape's share); jitter sums twice that noise's squared
+    variance (the excess jitters by about √jitter)."""
     x = np.sort(np.asarray(sample, dtype=np.float64))
     kde_rows, half_range = float(rows.sum()), points[-1] / 2 - points[0] / 2
     excess, weight, jitter = 0.0, 0.0, 0.0
@@ -332,7 +411,8 @@ def shape_variance(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, densi
         if k < 20 or n <= 0:
             continue
         w = g1 - g0
-        coef, _ = shape_of(g0, g1, n, sums[c], density[c], density[c + 1], kde_rows, half_range)
+        if profile is None:
+            coef, _ = shape_of(g0, g1, n, sums[c], density[c], density[c + 1], kde_rows, half_range)
         for frac in (0.25, 0.5, 0.75):
             cut = g0 + frac * w
             if step > 0:  # queries cut a lattice cell at half-steps
@@ -340,12 +420,26 @@ def shape_variance(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, densi
             t = (cut - g0) / w
             if not 0 < t < 1:
                 continue
-            share = min(1.0, max(0.0, mass(coef, t)))
+            if profile is None:
+                share = min(1.0, max(0.0, mass(coef, t)))
+            else:
+                share = profile_cut(profile, period, g0, g1, 0.0, t, step)[0]
             seen = (np.searchsorted(x, cut, "left") - lo_i) / k
             noise = 0.0 if population else share * (1 - share) / k * max(0.0, 1 - k / n)
             excess += (seen - share) ** 2 - noise
             weight += 4 * share * (1 - share)
             jitter += 2 * noise * noise
+    return excess, weight, jitter
+
+
+def shape_variance(fit: Tuple[float, float, float]) -> float:
+    """τ², the variance of the shape's error in a cell's share at a cut, per unit of 4 s (1 − s) (s the share
+    below the cut), from :func:`shape_fit`: the excess pooled over cells, less twice its own jitter. 0 when
+    the shapes fit within the sample's resolution.
+
+    Queries add n² τ² 4 s (1 − s) to a cut cell's binomial variance n s (1 − s) (docs/math.md §7): where rows
+    cluster on a few values per cell, or the shape misses the data's, intervals widen by what the sample saw."""
+    excess, weight, jitter = fit
     # The sample's own noise makes the excess jitter by about √jitter: only an excess well past that (twice)
     # says the shape misses the data; below it, τ² is 0 and the binomial variance stands alone.
     return max(0.0, excess - 2 * math.sqrt(jitter)) / weight if weight > 0 else 0.0

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from .catalog import Built1D
-from .cells import ATOM_BYTES, ROW_BYTES_1D, cells_for_budget, on_lattice
+from .cells import ATOM_BYTES, ROW_BYTES_1D, cells_for_budget, on_lattice, profile_bytes
 from .maths import Atoms
 
 
@@ -87,6 +87,17 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
     kept = Atoms.from_counts(values, counts).largest(room).values
     demoted = values[~np.isin(values, kept)].tolist()
 
+    # A periodic profile (a time column's) when every celled part has one of the same kind: their mixture,
+    # weighted by the rows each shapes (the profile's shares and moments are linear in its bins' shares).
+    period, profile = 0.0, []
+    kinds = {(p.period, len(p.profile), p.step) for p in celled}
+    if len(kinds) == 1 and next(iter(kinds))[0] > 0 and next(iter(kinds))[2] == step:
+        period = celled[0].period
+        weights = np.array([max(p.kde_rows, 1) for p in celled], dtype=np.float64)
+        mixed = sum(w * np.asarray(p.profile, dtype=np.float64) for w, p in zip(weights, celled)) / weights.sum()
+        profile = mixed.astype(np.float32).astype(np.float64).tolist()
+    cells_budget = budget - (profile_bytes(len(profile) // 2 - 1) if profile else 0)
+
     grids = [np.asarray(p.grid, dtype=np.float64) for p in celled]
     ends = [g[0] for g in grids] + ([float(min(demoted))] if demoted else [])
     tops = [g[-1] for g in grids] + ([float(max(demoted))] if demoted else [])
@@ -116,7 +127,7 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
             after[-1] = True  # the last cell keeps the values on its right end
             counts_below[after] += k
             sums_below[after] += s
-        keep = _thin(points, counts_below, cells_for_budget(budget, len(kept)))
+        keep = _thin(points, counts_below, cells_for_budget(cells_budget, len(kept)))
         points, counts_below, sums_below, rows_density = (a[keep] for a in (points, counts_below, sums_below,
                                                                              rows_density))
         kde_rows = int(round(counts_below[-1]))
@@ -134,4 +145,5 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         atom_cum_sum=atom_sum, heavy_rows=atoms.rows, kde_rows=kde_rows, grid=grid, grid_size=len(grid),
         cell_cum_count=cum_count, cell_cum_sum=cum_sum, density=density,
         shape_var=max((p.shape_var for p in celled), default=0.0), budget=budget, seconds=seconds,
+        period=period, profile=profile,
     )

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .cells import linear, mass, moment, shape_of
+from .cells import linear, mass, moment, profile_cut, shape_of
 
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard error.
 SHAPE_DOUBT = 0.5
@@ -102,11 +102,17 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
             out.low += whole
             out.high += whole
             continue
-        coef, mean = shape_of(g0, g1, n, sums[c + 1] - sums[c], density[c], density[c + 1], s["kde_rows"],
-                              half_range)
-        share = min(1.0, max(0.0, mass(coef, t1) - mass(coef, t0)))
-        lin = linear(mean)
-        apart = n * abs(share - (mass(lin, t1) - mass(lin, t0)))  # how far the straight line would put it
+        if s.get("period", 0.0) > 0:  # the periodic profile's shape, whose error the sample measured (τ²)
+            share, pos = profile_cut(s["profile"], s["period"], g0, g1, t0, t1, s["step"])
+            apart = 0.0
+        else:
+            coef, mean = shape_of(g0, g1, n, sums[c + 1] - sums[c], density[c], density[c + 1], s["kde_rows"],
+                                  half_range)
+            share = min(1.0, max(0.0, mass(coef, t1) - mass(coef, t0)))
+            pos = (moment(coef, t1) - moment(coef, t0)) / share if share > 0 else (t0 + t1) / 2
+            pos = min(t1, max(t0, pos))
+            lin = linear(mean)
+            apart = n * abs(share - (mass(lin, t1) - mass(lin, t0)))  # how far the straight line would put it
         # Binomial, plus the shape's error. A cut cell is never certain: its share counts as at least one
         # row's each side.
         f = min(max(share, 1 / (n + 1)), n / (n + 1))
@@ -117,8 +123,6 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
             disagreement += apart
             out.high += n
         else:
-            pos = (moment(coef, t1) - moment(coef, t0)) / share if share > 0 else (t0 + t1) / 2
-            pos = min(t1, max(t0, pos))
             x = g0 * (1 - pos) + g1 * pos
             out.estimate += n * share * x
             out.variance += spread * x * x
@@ -133,7 +137,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
 def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> Range:
     """Count (order 0) or sum (order 1) of the rows with lo <= x <= hi (None: open) of a 1-D synopsis given
     as its payload columns (a dict: step, atom_values, atom_cum_count, atom_cum_sum, kde_rows, grid,
-    cell_cum_count, cell_cum_sum, density, shape_var)."""
+    cell_cum_count, cell_cum_sum, density, shape_var; period and profile, when not 0 and empty)."""
     a = -math.inf if lo is None else float(lo)
     b = math.inf if hi is None else float(hi)
     if a > b:

@@ -44,7 +44,10 @@ COMMENT ON TABLE kde_catalog IS 'pg_kde synopses: one header row each (relation,
 --     float4), which with a cell's exact mean shapes the rows inside the cells a range cuts; shape_var, the variance of that
 --     shape's error the sample showed (intervals widen by it). step > 0: the column's values lie on that
 --     lattice and every boundary on a half-step (heavy values then get cells of their own). grid_size is
---     the size built (requested.grid_size is what was asked, if it was). docs/math.md §7.
+--     the size built (requested.grid_size is what was asked, if it was). period > 0 (0.6.0, a time column):
+--     the rows inside a cut cell follow the periodic profile instead of the KDE's shape: the share of rows in
+--     each of K bins of the period (the time of day, the day of the week), as cumulative shares at the K + 1
+--     bin edges then cumulative first moments there (profile, float4, 2 (K + 1) values). docs/math.md §7.
 CREATE TABLE kde_synopsis (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL,
@@ -59,6 +62,8 @@ CREATE TABLE kde_synopsis (
     step            float8      NOT NULL,
     density         float4[]    NOT NULL,
     shape_var       float8      NOT NULL,
+    period          float8      NOT NULL DEFAULT 0,
+    profile         float4[]    NOT NULL DEFAULT '{}',
     PRIMARY KEY (relid, cols),
     FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE
 );
@@ -132,6 +137,11 @@ ALTER TABLE kde_synopsis ADD CONSTRAINT kde_synopsis_well_formed CHECK (
     AND @extschema@._kde_is_vector(grid)
     AND @extschema@._kde_is_vector(cell_cum_count) AND @extschema@._kde_is_vector(cell_cum_sum)
     AND @extschema@._kde_is_vector(density));
+ALTER TABLE kde_synopsis ADD CONSTRAINT kde_synopsis_profile_well_formed CHECK (
+    period >= 0 AND period < 'Infinity' AND (period = 0) = (cardinality(profile) = 0)
+    AND @extschema@._kde_is_vector(profile)
+    AND (cardinality(profile) = 0 OR (cardinality(profile) >= 4 AND cardinality(profile) % 2 = 0
+         AND profile[1] = 0 AND profile[cardinality(profile) / 2] = 1)));
 ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_well_formed CHECK (
     cardinality(cols) = 2
     AND cardinality(integer_valued) = 2 AND cardinality(grid_size) = 2 AND grid_size[1] >= 2 AND grid_size[2] >= 2

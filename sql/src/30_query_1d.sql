@@ -185,6 +185,50 @@ END
 $$;
 COMMENT ON FUNCTION _kde_cut(float8, float8, float8, float8, float8) IS 'pg_kde internal: the share of a cut cell in a range, and how far the straight line would put it';
 
+-- The share of a cut cell [g0, g1]'s rows between fractions t0 <= t1 of the cell, and their mean position there,
+-- under the periodic profile of a time column (pg_kde.synopsis.cells.profile_cut): the profile's mass unrolled
+-- from a whole number of periods, at x + step/2 (a lattice value's rows sit in the bin of its half-steps).
+CREATE FUNCTION _kde_profile_cut(profile float4[], period float8, step float8, g0 float8, g1 float8, t0 float8,
+                                 t1 float8, OUT share float8, OUT pos float8)
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    bins integer := cardinality(profile) / 2 - 1;
+    h float8 := step / 2;
+    origin float8 := floor((g0 + h) / period) * period;
+    w float8 := g1 - g0;
+    xs float8[] := ARRAY[g0 + h, g1 + h, g0 + t0 * w + h, g0 + t1 * w + h];
+    mass float8[] := '{0,0,0,0}';
+    mom float8[] := '{0,0,0,0}';
+    y float8;
+    j float8;
+    r float8;
+    k integer;
+    f float8;
+    dc float8;
+BEGIN
+    FOR i IN 1 .. 4 LOOP
+        -- Whole periods j (1 each, at first moments j (j - 1) / 2 + j M_K), then bin k of the last, part f.
+        y := (xs[i] - origin) / period;
+        j := floor(y);
+        r := y - j;
+        k := least(floor(r * bins)::integer, bins - 1);
+        f := r * bins - k;
+        dc := profile[k + 2]::float8 - profile[k + 1]::float8;
+        mass[i] := j + profile[k + 1]::float8 + dc * f;
+        mom[i] := j * (j - 1) / 2 + j * profile[2 * bins + 2]::float8 + j * (profile[k + 1]::float8 + dc * f)
+                + (profile[bins + 2 + k]::float8 + dc * bins * (r * r - (k::float8 / bins) ^ 2) / 2);
+    END LOOP;
+    share := CASE WHEN mass[2] > mass[1] THEN least(1, greatest(0, (mass[4] - mass[3]) / (mass[2] - mass[1])))
+                  ELSE t1 - t0 END;
+    pos := CASE WHEN mass[4] > mass[3] THEN ((origin + period * (mom[4] - mom[3]) / (mass[4] - mass[3])) - h - g0) / w
+                ELSE (t0 + t1) / 2 END;
+    pos := least(t1, greatest(t0, pos));
+END
+$$;
+COMMENT ON FUNCTION _kde_profile_cut(float4[], float8, float8, float8, float8, float8, float8) IS 'pg_kde internal: the share of a cut cell in a range under a periodic profile';
+
 -- Count (moment 0) or sum (moment 1) of the rows with lo <= x <= hi, NULL bounds open, with the variance and
 -- hard bounds of the estimate; as pg_kde.synopsis.query.range_1d, step for step (docs/math.md §7):
 --   heavy values exactly;
@@ -226,6 +270,7 @@ DECLARE
     share float8;
     spread float8;
     pos float8;
+    apart float8;
     x float8;
 BEGIN
     estimate := 0; variance := 0; low := 0; high := 0;
@@ -294,13 +339,22 @@ BEGIN
             high := high + cells[c + 2] - cells[c + 1];
             CONTINUE;
         END IF;
-        -- The KDE's densities at the ends relative to the cell's mean density (stored relative to the grid's).
-        -- The cell's mean position from its exact sum (½ where sums ran past float8's range).
-        mean := (((s.cell_cum_sum[c + 2] - s.cell_cum_sum[c + 1]) / n) / 2 - g0 / 2) / w;
-        mean := CASE WHEN mean > '-Infinity' AND mean < 'Infinity' THEN least(1, greatest(0, mean)) ELSE 0.5 END;
-        cut := @extschema@._kde_cut(s.density[c + 1] * (w / half_range) * (s.kde_rows / n),
-            s.density[c + 2] * (w / half_range) * (s.kde_rows / n), mean, t0, t1);
-        share := cut.share;
+        IF s.period > 0 THEN  -- the periodic profile's shape, whose error the sample measured (shape_var)
+            cut := @extschema@._kde_profile_cut(s.profile, s.period, q, g0, g1, t0, t1);
+            share := cut.share;
+            pos := cut.pos;
+            apart := 0;
+        ELSE
+            -- The KDE's densities at the ends relative to the cell's mean density (stored relative to the
+            -- grid's). The cell's mean position from its exact sum (½ where sums ran past float8's range).
+            mean := (((s.cell_cum_sum[c + 2] - s.cell_cum_sum[c + 1]) / n) / 2 - g0 / 2) / w;
+            mean := CASE WHEN mean > '-Infinity' AND mean < 'Infinity' THEN least(1, greatest(0, mean)) ELSE 0.5 END;
+            cut := @extschema@._kde_cut(s.density[c + 1] * (w / half_range) * (s.kde_rows / n),
+                s.density[c + 2] * (w / half_range) * (s.kde_rows / n), mean, t0, t1);
+            share := cut.share;
+            pos := cut.pos;
+            apart := cut.apart;
+        END IF;
         -- Binomial, plus the shape's error. A cut cell is never certain: its share counts as at least one
         -- row's each side.
         spread := least(greatest(share, 1 / (n + 1)), n / (n + 1));
@@ -308,15 +362,14 @@ BEGIN
         IF moment = 0 THEN
             estimate := estimate + n * share;
             variance := variance + spread;
-            doubt := doubt + n * cut.apart;
+            doubt := doubt + n * apart;
             high := high + n;
         ELSE
-            pos := cut.pos;
             -- Points inside a cell as weighted means of its ends (no difference of values to overflow).
             x := g0 * (1 - pos) + g1 * pos;
             estimate := estimate + n * share * x;
             variance := variance + spread * x * x;
-            doubt := doubt + n * cut.apart * abs(x);
+            doubt := doubt + n * apart * abs(x);
             low := low + least(0, n * (g0 * (1 - t0) + g1 * t0));
             high := high + greatest(0, n * (g0 * (1 - t1) + g1 * t1));
         END IF;

@@ -22,11 +22,13 @@ def ident(name):
 
 
 def payload(db, table, col):
-    """The catalog row; float4 densities as the server reads them (text gives the shortest float4 digits)."""
+    """The catalog row; float4 densities and profiles as the server reads them (text gives the shortest float4
+    digits)."""
     with db.cursor(row_factory=dict_row) as cur:
         row = cur.execute("SELECT * FROM kde_synopsis WHERE relid = %s::regclass AND cols = ARRAY[%s]",
                           (table, col)).fetchone()
-    row["density"] = np.asarray(row["density"], dtype=np.float32).astype(np.float64).tolist()
+    for col in ("density", "profile"):
+        row[col] = np.asarray(row[col], dtype=np.float32).astype(np.float64).tolist()
     return row
 
 
@@ -232,3 +234,62 @@ def test_time_columns(db, table):
             db.execute("SELECT approx_count(%s, 'amount', now(), now())", (table,))
     finally:
         db.execute("RESET TimeZone")
+
+
+def daily(rng, n, days=366):
+    """Whole seconds over ``days`` days from 2024-01-01 UTC: 75% of each day's rows around 13:00 (sd 3.5 h), 25%
+    uniform over the day."""
+    day = rng.integers(0, days, n) * 86400
+    peak = np.mod(np.floor(46800 + 12600 * rng.standard_normal(n)), 86400)
+    tod = np.where(rng.random(n) < 0.75, peak, np.floor(rng.uniform(0, 86400, n)))
+    return 1704067200 + day + tod
+
+
+def test_periodic_profiles_of_time_columns(db, table):
+    """A time-of-day pattern (timestamptz) and a weekday pattern (date) get a periodic profile; times with no
+    pattern keep the KDE's shape. The server equals the reference on every query, hard bounds hold."""
+    rng = np.random.default_rng(27)
+    n = 60000
+    t = daily(rng, n)
+    days = rng.integers(19000, 19000 + 3650, 3 * n)
+    weekday = (days + 3) % 7  # 0 = Monday (1970-01-01 was a Thursday)
+    d = days[(weekday < 5) | (rng.random(3 * n) < 0.1)][:n] * 86400.0
+    flat = 1704067200 + np.floor(rng.uniform(0, 366 * 86400, n))
+    db.execute(sql.SQL("CREATE TABLE {} (t timestamptz, d date, flat timestamptz)").format(ident(table)))
+    with db.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(ident(table))) as cp:
+        for a, b, c in zip(t, d, flat):
+            cp.write_row([dt.datetime.fromtimestamp(a, dt.timezone.utc), dt.date.fromtimestamp(b + 43200),
+                          dt.datetime.fromtimestamp(c, dt.timezone.utc)])
+    for col, x, period in (("t", t, 86400.0), ("d", d, 604800.0), ("flat", flat, 0.0)):
+        summary = refresh(db, table, col, budget=2048)
+        assert summary.get("period", 0.0) == period, col
+        s = payload(db, table, col)
+        assert s["period"] == period and len(s["profile"]) == {86400.0: 98, 604800.0: 16, 0.0: 0}[period]
+        size = db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = ARRAY[%s]",
+                          (table, col)).fetchone()[0]
+        assert 0.8 * 2048 <= size <= 2048, (col, size)
+        xs = np.sort(x)
+        bounds = queries(rng, xs, 300)
+        got = db.execute(
+            "SELECT q.i, (approx_count_ci(%s, %s, q.lo, q.hi)).*, approx_sum(%s, %s, q.lo, q.hi) "
+            "FROM unnest(%s::float8[], %s::float8[]) WITH ORDINALITY AS q(lo, hi, i) ORDER BY q.i",
+            (table, col, table, col, [b[0] for b in bounds], [b[1] for b in bounds])).fetchall()
+        for (lo, hi), (_, est, low, high, total) in zip(bounds, got):
+            r = range_1d(s, lo, hi, 0)
+            ref = interval(r, 0.95)
+            assert est == pytest.approx(ref[0], rel=1e-9, abs=1e-9), (col, lo, hi)
+            assert (low, high) == pytest.approx(ref[1:], abs=1e-6 * max(1.0, ref[2] - ref[1])), (col, lo, hi)
+            assert total == pytest.approx(range_1d(s, lo, hi, 1).estimate, rel=1e-9, abs=1e-6)
+            truth = np.count_nonzero((xs >= lo) & (xs <= hi))
+            assert r.low <= truth <= r.high, (col, lo, hi, r, truth)
+    # A month of the daily pattern, typed bounds: the two cut cells (~1,800 rows each) put their rows by the
+    # profile, within their binomial spread (~30 rows, 0.6%).
+    exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE t BETWEEN '2024-03-01 10:30+00' AND "
+                               "'2024-04-01 17:45+00'").format(ident(table))).fetchone()[0]
+    got = db.execute("SELECT approx_count(%s, 't', '2024-03-01 10:30+00'::timestamptz, "
+                     "'2024-04-01 17:45+00'::timestamptz)", (table,)).fetchone()[0]
+    assert got == pytest.approx(exact, rel=0.015)
+    # At the smallest budget the cells come first: no room for a day's profile beside 16 cells.
+    assert refresh(db, table, "t", budget=1024).get("period") is None
+    assert db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = '{t}'",
+                      (table,)).fetchone()[0] <= 1024

@@ -25,7 +25,7 @@ from pg_kde.synopsis import (
 
 ROWS_1D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "step", "atom_values",
            "atom_cum_count", "atom_cum_sum", "kde_rows", "grid", "cell_cum_count", "cell_cum_sum", "density",
-           "shape_var", "grid_size", "build_seconds", "backend", "attnums", "coltypes", "built_relid", "mod_count",
+           "shape_var", "period", "profile", "grid_size", "build_seconds", "backend", "attnums", "coltypes", "built_relid", "mod_count",
            "storage_id", "pages", "requested", "kind"]
 ROWS_2D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued", "grid1",
            "grid2", "lattice1", "lattice2", "grid_size", "sat_count", "sat_sum", "kde_sat", "build_seconds",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth
-from pg_kde.synopsis.cells import cells_for_budget
+from pg_kde.synopsis.cells import DAY_PROFILE, cells_for_budget, profile_bytes
 from pg_kde.synopsis.merge import merge_1d, merged_step
 from pg_kde.synopsis.query import range_1d
 
@@ -132,3 +132,28 @@ def test_a_frequency_tables_lattice_counts_in_the_merge(rng):
     for v in (42.75, 100.25):
         r = range_1d(merged.payload(), v, v, 0)
         assert r.low <= (x == v).sum() <= r.high
+
+
+def test_periodic_profiles_merge_as_their_mixture(rng):
+    """Months of a daily pattern (partitions by time): the merge keeps the profile, weighted by the parts'
+    rows, stays exact cell by cell and within the budget's cells; a part without a profile drops it."""
+    day = rng.integers(0, 120, 90000) * 86400
+    peak = np.mod(np.floor(46800 + 12600 * rng.standard_normal(90000)), 86400)
+    x = 1704067200.0 + day + np.where(rng.random(90000) < 0.75, peak, np.floor(rng.uniform(0, 86400, 90000)))
+    cuts = 1704067200.0 + np.array([40, 80]) * 86400
+    pieces = [x[x < cuts[0]], x[(x >= cuts[0]) & (x < cuts[1])], x[x >= cuts[1]]]
+    requested = Requested("auto", 20000, None, "auto", 8192)
+    whole = build_1d(ArrayTableReader((x,)), requested, quiet, period=DAY_PROFILE)
+    parts = [build_1d(ArrayTableReader((p,)), requested, quiet, grid_hint=np.asarray(whole.grid), period=DAY_PROFILE)
+             for p in pieces]
+    assert all(p.period == 86400.0 for p in parts)
+    merged = merge_1d(parts, 8192)
+    weights = np.array([p.kde_rows for p in parts], dtype=float)
+    mixture = sum(w * np.asarray(p.profile) for w, p in zip(weights, parts)) / weights.sum()
+    assert merged.period == 86400.0
+    np.testing.assert_allclose(merged.profile, mixture, rtol=1e-6, atol=1e-7)
+    assert merged.grid_size - 1 <= cells_for_budget(8192 - profile_bytes(DAY_PROFILE[1]), 0)
+    exact_cells(merged, x)
+    assert bounds_hold(merged, x, rng) < 0.01
+    flat = build_1d(ArrayTableReader((pieces[2],)), requested, quiet, grid_hint=np.asarray(whole.grid))
+    assert flat.period == 0.0 and merge_1d(parts[:2] + [flat], 8192).period == 0.0
