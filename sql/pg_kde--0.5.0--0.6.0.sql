@@ -1,7 +1,7 @@
 -- pg_kde 0.5.0 -> 0.6.0: a time column's 1-D synopsis may shape the rows inside a cut cell by a periodic
 -- profile (the time of day; the day of the week for dates) instead of the KDE: two payload columns (period,
--- profile) with their check, _kde_profile_cut, and _kde_range reading them; every function that names the
--- version is replaced.
+-- profile) with their check, _kde_profile_cut, and _kde_range reading them and its new interval variance;
+-- every function that names the version is replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.6.0'" to load this file. \quit
 
 -- Synopses built before 0.6.0 keep the KDE's shape (period 0, no profile).
@@ -9,8 +9,8 @@ ALTER TABLE kde_synopsis ADD COLUMN period float8 NOT NULL DEFAULT 0, ADD COLUMN
 ALTER TABLE kde_synopsis ADD CONSTRAINT kde_synopsis_profile_well_formed CHECK (
     period >= 0 AND period < 'Infinity' AND (period = 0) = (cardinality(profile) = 0)
     AND @extschema@._kde_is_vector(profile)
-    AND (cardinality(profile) = 0 OR (cardinality(profile) >= 4 AND cardinality(profile) % 2 = 0
-         AND profile[1] = 0 AND profile[cardinality(profile) / 2] = 1)));
+    AND (cardinality(profile) = 0 OR (cardinality(profile) >= 7 AND cardinality(profile) % 3 = 1
+         AND profile[1] = 0 AND profile[cardinality(profile) / 3] = 1 AND profile[cardinality(profile)] >= 1)));
 
 -- budget: bytes the synopsis may take (its catalog rows, as pg_column_size counts them); NULL: 8192 for one
 -- column, 65536 for a pair. grid_size (points per axis), when given, sets the grid instead.
@@ -40,49 +40,87 @@ AS $$
     SELECT ARRAY(SELECT jsonb_array_elements_text(@extschema@._kde_raise_if_error(
         @extschema@._kde_bandwidth(tbl::oid, cols, method, backend, sample_size, '0.6.0')) -> 'bandwidth')::float8)
 $$;
--- The share of a cut cell [g0, g1]'s rows between fractions t0 <= t1 of the cell, and their mean position there,
--- under the periodic profile of a time column (pg_kde.synopsis.cells.profile_cut): the profile's mass unrolled
--- from a whole number of periods, at x + step/2 (a lattice value's rows sit in the bin of its half-steps).
+-- The share of a cut cell [g0, g1]'s rows between fractions t0 <= t1 of the cell, their mean position there,
+-- and the variance of the share's error from the profile's own sample (per unit of share (1 - share)), under
+-- the periodic profile of a time column tilted to the cell's exact mean position (pg_kde.synopsis.cells.
+-- profile_cut): the profile's mass and first two moments unrolled from a whole number of periods, at
+-- x + step/2 (a lattice value's rows sit in the bin of its half-steps). docs/math.md §7.
 CREATE FUNCTION _kde_profile_cut(profile float4[], period float8, step float8, g0 float8, g1 float8, t0 float8,
-                                 t1 float8, OUT share float8, OUT pos float8)
+                                 t1 float8, mean float8, OUT share float8, OUT pos float8, OUT doubt float8)
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    bins integer := cardinality(profile) / 2 - 1;
+    bins integer := cardinality(profile) / 3 - 1;
     h float8 := step / 2;
     origin float8 := floor((g0 + h) / period) * period;
     w float8 := g1 - g0;
+    a float8;
+    b float8 := period / w;
     xs float8[] := ARRAY[g0 + h, g1 + h, g0 + t0 * w + h, g0 + t1 * w + h];
-    mass float8[] := '{0,0,0,0}';
-    mom float8[] := '{0,0,0,0}';
+    pm float8[] := '{0,0,0,0}';
+    qm float8[] := '{0,0,0,0}';
+    rm float8[] := '{0,0,0,0}';
+    mu1 float8 := profile[2 * bins + 2];
+    mu2 float8 := profile[3 * bins + 3];
     y float8;
     j float8;
     r float8;
     k integer;
     f float8;
+    e float8;
     dc float8;
+    c float8;
+    m float8;
+    s2 float8;
+    z0 float8;
+    z1 float8;
+    z2 float8;
+    c0 float8;
+    c1 float8;
+    c2 float8;
+    under float8;
+    beta float8 := 0;
+    total float8;
+    part float8;
 BEGIN
+    a := (origin - h - g0) / w;  -- t = a + b y, y in periods from origin
     FOR i IN 1 .. 4 LOOP
-        -- Whole periods j (1 each, at first moments j (j - 1) / 2 + j M_K), then bin k of the last, part f.
+        -- Whole periods j, then bin k of the last, part f: mass, first and second moments in periods.
         y := (xs[i] - origin) / period;
         j := floor(y);
         r := y - j;
         k := least(floor(r * bins)::integer, bins - 1);
         f := r * bins - k;
+        e := k::float8 / bins;
         dc := profile[k + 2]::float8 - profile[k + 1]::float8;
-        mass[i] := j + profile[k + 1]::float8 + dc * f;
-        mom[i] := j * (j - 1) / 2 + j * profile[2 * bins + 2]::float8 + j * (profile[k + 1]::float8 + dc * f)
-                + (profile[bins + 2 + k]::float8 + dc * bins * (r * r - (k::float8 / bins) ^ 2) / 2);
+        c := profile[k + 1]::float8 + dc * f;
+        m := profile[bins + 2 + k]::float8 + dc * bins * (r * r - e * e) / 2;
+        s2 := profile[2 * bins + 3 + k]::float8 + dc * bins * (r * r * r - e * e * e) / 3;
+        pm[i] := j + c;
+        qm[i] := j * (j - 1) / 2 + j * mu1 + j * c + m;
+        rm[i] := (j - 1) * j * (2 * j - 1) / 6 + mu1 * j * (j - 1) + j * mu2 + j * j * c + 2 * j * m + s2;
     END LOOP;
-    share := CASE WHEN mass[2] > mass[1] THEN least(1, greatest(0, (mass[4] - mass[3]) / (mass[2] - mass[1])))
-                  ELSE t1 - t0 END;
-    pos := CASE WHEN mass[4] > mass[3] THEN ((origin + period * (mom[4] - mom[3]) / (mass[4] - mass[3])) - h - g0) / w
-                ELSE (t0 + t1) / 2 END;
+    z0 := pm[2] - pm[1];
+    z1 := a * z0 + b * (qm[2] - qm[1]);
+    z2 := a * a * z0 + 2 * a * b * (qm[2] - qm[1]) + b * b * (rm[2] - rm[1]);
+    -- The tilt p (1 + beta (t - 1/2)) whose mean is the cell's, |beta| <= 2.
+    under := mean * (z1 - z0 / 2) - (z2 - z1 / 2);
+    IF under <> 0 THEN
+        beta := least(2, greatest(-2, (z1 - mean * z0) / under));
+    END IF;
+    c0 := pm[4] - pm[3];
+    c1 := a * c0 + b * (qm[4] - qm[3]);
+    c2 := a * a * c0 + 2 * a * b * (qm[4] - qm[3]) + b * b * (rm[4] - rm[3]);
+    total := z0 + beta * (z1 - z0 / 2);
+    part := c0 + beta * (c1 - c0 / 2);
+    share := CASE WHEN total > 0 THEN least(1, greatest(0, part / total)) ELSE t1 - t0 END;
+    pos := CASE WHEN part > 0 THEN (c1 + beta * (c2 - c1 / 2)) / part ELSE (t0 + t1) / 2 END;
     pos := least(t1, greatest(t0, pos));
+    doubt := CASE WHEN z0 > 0 THEN 1 / (profile[cardinality(profile)]::float8 * z0 * greatest(z0, 1)) ELSE 0 END;
 END
 $$;
-COMMENT ON FUNCTION _kde_profile_cut(float4[], float8, float8, float8, float8, float8, float8) IS 'pg_kde internal: the share of a cut cell in a range under a periodic profile';
+COMMENT ON FUNCTION _kde_profile_cut(float4[], float8, float8, float8, float8, float8, float8, float8) IS 'pg_kde internal: the share of a cut cell in a range under a periodic profile';
 -- Count (moment 0) or sum (moment 1) of the rows with lo <= x <= hi, NULL bounds open, with the variance and
 -- hard bounds of the estimate; as pg_kde.synopsis.query.range_1d, step for step (docs/math.md §7):
 --   heavy values exactly;
@@ -90,9 +128,11 @@ COMMENT ON FUNCTION _kde_profile_cut(float4[], float8, float8, float8, float8, f
 --     correctly rounded decimal, as numeric and float8 input give it), the bounds move out to the half-steps
 --     around the values they include;
 --   cells: whole ones exactly from the cumulative arrays; the (at most two) a range cuts by the share of
---     their rows their shape (_kde_cut) puts inside, with its variance (binomial, plus the shape's error
---     n^2 tau^2 4 s (1 - s), plus half the shares' distance from the straight line's, squared) and hard bounds (none to all of a cut cell's rows; on a continuous column a
---     row may sit on the upper bound itself).
+--     their rows their shape (_kde_cut, or a time column's periodic profile, _kde_profile_cut) puts inside,
+--     with its variance (binomial less what the cell's exact mean pins down, n s (1 - s) (1 - 3 s (1 - s)),
+--     plus the shape's error n^2 tau^2 4 s (1 - s), the profile's sampling error, and the shares' distance
+--     from the straight line's, squared) and hard bounds (none to all of a cut cell's rows; on a continuous
+--     column a row may sit on the upper bound itself).
 CREATE OR REPLACE FUNCTION _kde_range(s kde_synopsis, lo float8, hi float8, moment integer,
                            OUT estimate float8, OUT variance float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -125,6 +165,7 @@ DECLARE
     spread float8;
     pos float8;
     apart float8;
+    sampled float8;
     x float8;
 BEGIN
     estimate := 0; variance := 0; low := 0; high := 0;
@@ -193,26 +234,33 @@ BEGIN
             high := high + cells[c + 2] - cells[c + 1];
             CONTINUE;
         END IF;
-        IF s.period > 0 THEN  -- the periodic profile's shape, whose error the sample measured (shape_var)
-            cut := @extschema@._kde_profile_cut(s.profile, s.period, q, g0, g1, t0, t1);
+        -- The cell's mean position from its exact sum (½ where sums ran past float8's range).
+        mean := (((s.cell_cum_sum[c + 2] - s.cell_cum_sum[c + 1]) / n) / 2 - g0 / 2) / w;
+        mean := CASE WHEN mean > '-Infinity' AND mean < 'Infinity' THEN least(1, greatest(0, mean)) ELSE 0.5 END;
+        IF s.period > 0 THEN
+            -- The periodic profile's shape tilted to the cell's mean; its own sampling error adds
+            -- n^2 f (1 - f) / (k M max(M, 1)) to the variance.
+            cut := @extschema@._kde_profile_cut(s.profile, s.period, q, g0, g1, t0, t1, mean);
             share := cut.share;
             pos := cut.pos;
             apart := 0;
+            sampled := cut.doubt;
         ELSE
             -- The KDE's densities at the ends relative to the cell's mean density (stored relative to the
-            -- grid's). The cell's mean position from its exact sum (½ where sums ran past float8's range).
-            mean := (((s.cell_cum_sum[c + 2] - s.cell_cum_sum[c + 1]) / n) / 2 - g0 / 2) / w;
-            mean := CASE WHEN mean > '-Infinity' AND mean < 'Infinity' THEN least(1, greatest(0, mean)) ELSE 0.5 END;
+            -- grid's).
             cut := @extschema@._kde_cut(s.density[c + 1] * (w / half_range) * (s.kde_rows / n),
                 s.density[c + 2] * (w / half_range) * (s.kde_rows / n), mean, t0, t1);
             share := cut.share;
             pos := cut.pos;
             apart := cut.apart;
+            sampled := 0;
         END IF;
-        -- Binomial, plus the shape's error. A cut cell is never certain: its share counts as at least one
+        -- Binomial, less what the cell's exact count and mean pin down (a Brownian bridge conditioned on its
+        -- integral), plus the shape's error. A cut cell is never certain: its share counts as at least one
         -- row's each side.
         spread := least(greatest(share, 1 / (n + 1)), n / (n + 1));
-        spread := spread * (1 - spread) * (n + 4 * n * n * s.shape_var);
+        spread := spread * (1 - spread) * (n * (1 - 3 * spread * (1 - spread)) + 4 * n * n * s.shape_var
+                                           + n * n * sampled);
         IF moment = 0 THEN
             estimate := estimate + n * share;
             variance := variance + spread;
@@ -228,8 +276,8 @@ BEGIN
             high := high + greatest(0, n * (g0 * (1 - t1) + g1 * t1));
         END IF;
     END LOOP;
-    -- The shape's own uncertainty: half of how far its shares are from the straight line's.
-    variance := variance + (0.5 * doubt) ^ 2;
+    -- The shape's own uncertainty: how far its shares are from the straight line's.
+    variance := variance + doubt ^ 2;
 END
 $$;
 -- Each stale synopsis the current role may read is rebuilt on its own (a subtransaction each): one that

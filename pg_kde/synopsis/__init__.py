@@ -65,9 +65,9 @@ from .cells import (
     KDE_SLICE_TERMS,
     MAX_BUDGET,
     MIN_BUDGET,
+    binned_kde_at,
     cell_shape,
     depth_grid,
-    kde_at,
     lattice_grid,
     lattice_step,
 )
@@ -94,8 +94,8 @@ __all__ = [
     "ATOM_SHARE", "FFT_SLICE_VALUES", "LATTICE_VALUES", "Atoms", "atom_candidates", "bilinear_weights",
     "cap_bandwidth_matrix", "cell_masses", "cell_prefix", "grid_positions", "quantile_grid", "scale_bandwidth",
     "smooth_masses_2d", "summed_area",
-    "DEFAULT_BUDGET_1D", "DEFAULT_BUDGET_2D", "KDE_SLICE_TERMS", "MAX_BUDGET", "MIN_BUDGET", "cell_shape",
-    "depth_grid", "kde_at", "lattice_grid", "lattice_step", "Range", "range_1d",
+    "DEFAULT_BUDGET_1D", "DEFAULT_BUDGET_2D", "KDE_SLICE_TERMS", "MAX_BUDGET", "MIN_BUDGET", "binned_kde_at",
+    "cell_shape", "depth_grid", "lattice_grid", "lattice_step", "Range", "range_1d",
     "ArrayTableReader", "TableReader", "TableStats", "build_1d", "build_2d", "select_bandwidth",
     "CATALOG_TYPES", "Built1D", "Built2D", "Requested",
 ]

@@ -25,10 +25,10 @@ from .cells import (
     KDE_POINTS,
     ROW_BYTES_1D,
     STEP_RANGE,
+    binned_kde_at,
     cells_for_budget,
     depth_grid,
     grid_size_2d,
-    kde_at,
     lattice_grid,
     lattice_step,
     lattice_sums,
@@ -348,9 +348,11 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             used_scale = result.details.get("scale")
         else:  # too few rows off the heavy values to choose a bandwidth: the grid's own resolution
             h, used_method, used_sample = repeatable_bandwidth(typical), "grid", len(rest)
-        # The KDE of lattice data spreads each value over its step: smooth at that scale too.
+        # The KDE of lattice data spreads each value over its step: smooth at that scale too. It is the KDE
+        # of every row as the cells count them (binned), not of the sample: no sampling noise at the
+        # boundaries, where a sparse tail's sample held a handful of values (docs/math.md §7).
         h_eff = math.hypot(h, step / math.sqrt(12.0))
-        f = kde_at(points, rest if len(rest) else scanned, h_eff, points[0], points[-1], interrupt=interrupt)
+        f = binned_kde_at(points, rows_in, h_eff, interrupt=interrupt)
         # Relative to the grid's mean density (f integrates to 1 over it): O(1) numbers, whatever the units.
         stored = (f * 2 * (points[-1] / 2 - points[0] / 2)).astype(np.float32).astype(np.float64)
         population = len(sample) >= n

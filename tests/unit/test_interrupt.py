@@ -326,18 +326,18 @@ def test_sequential_and_reference_stop_promptly(rng):
 # ------------------------------------------------------------------------------ synopsis smoothing
 
 
-def test_kde_at_sliced_equals_unsliced(rng, monkeypatch):
-    monkeypatch.setattr(synopsis.cells, "KDE_SLICE_TERMS", 1 << 16)  # read where kde_at lives
-    points = np.sort(rng.uniform(-3.0, 5.0, 3000))
-    sample = rng.normal(1.0, 2.0, 3000)
-    plain = synopsis.kde_at(points, sample, 0.05, -3.0, 5.0)
+def test_binned_kde_at_sliced_equals_unsliced(rng, monkeypatch):
+    monkeypatch.setattr(synopsis.cells, "KDE_SLICE_TERMS", 1 << 10)  # read where binned_kde_at lives
+    points = np.unique(np.concatenate([[-3.0, 5.0], rng.normal(1.0, 2.0, 3000).clip(-3, 5)]))
+    rows = rng.integers(0, 50, len(points) - 1).astype(float)
+    plain = synopsis.binned_kde_at(points, rows, 0.05)
     check = Counter()
-    sliced = synopsis.kde_at(points, sample, 0.05, -3.0, 5.0, interrupt=check)
-    assert check.calls >= math.ceil(3000 * 9000 / (1 << 16))
+    sliced = synopsis.binned_kde_at(points, rows, 0.05, interrupt=check)
+    assert check.calls >= 8
     np.testing.assert_allclose(sliced, plain, rtol=1e-12)
     check = Counter(raise_at=2)
     with pytest.raises(Stop):
-        synopsis.kde_at(points, sample, 0.05, -3.0, 5.0, interrupt=check)
+        synopsis.binned_kde_at(points, rows, 0.05, interrupt=check)
     assert check.calls == 2
 
 
@@ -360,9 +360,9 @@ def test_smooth_masses_2d_sliced_equals_unsliced(shape, H, monkeypatch, rng):
         synopsis.smooth_masses_2d(weights, (1.0, 1.0), H, interrupt=check)
 
 
-def test_kde_at_on_65536_points_stops_promptly(rng):
-    points = np.sort(rng.uniform(0.0, 1.0, 65_536))  # 65536 × 24576 kernel values: seconds in full
-    sample = rng.uniform(0.0, 1.0, 100_000)
-    total, late = CancelAfter(0.3).run(lambda check: synopsis.kde_at(points, sample, 1e-4, 0.0, 1.0, interrupt=check))
+def test_binned_kde_at_on_a_million_points_stops_promptly(rng):
+    points = np.sort(rng.uniform(0.0, 1.0, 1_000_000))  # about 240 cells within reach of each: seconds in full
+    rows = rng.integers(0, 100, len(points) - 1).astype(float)
+    total, late = CancelAfter(0.3).run(lambda check: synopsis.binned_kde_at(points, rows, 1e-5, interrupt=check))
     assert late < 0.5, f"the exception came {late:.3f} s after the cancel request"
     assert total < 1.5
