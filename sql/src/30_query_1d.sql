@@ -187,84 +187,13 @@ COMMENT ON FUNCTION _kde_cut(float8, float8, float8, float8, float8) IS 'pg_kde 
 
 -- The share of a cut cell [g0, g1]'s rows between fractions t0 <= t1 of the cell, their mean position there,
 -- and the variance of the share's error from the profile's own sample (per unit of share (1 - share)), under
--- the periodic profile of a time column tilted to the cell's exact mean position (pg_kde.synopsis.cells.
--- profile_cut): the profile's mass and first two moments unrolled from a whole number of periods, at
--- x + step/2 (a lattice value's rows sit in the bin of its half-steps). docs/math.md §7.
+-- the periodic profile of a time column tilted to the cell's exact mean position (extension/profile.c; its
+-- float64 reference is pg_kde.synopsis.cells.profile_cut): the profile's mass and first two moments unrolled
+-- from a whole number of periods, at x + step/2 (a lattice value's rows sit in the bin of its half-steps).
+-- docs/math.md §7.
 CREATE FUNCTION _kde_profile_cut(profile float4[], period float8, step float8, g0 float8, g1 float8, t0 float8,
                                  t1 float8, mean float8, OUT share float8, OUT pos float8, OUT doubt float8)
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    bins integer := cardinality(profile) / 3 - 1;
-    h float8 := step / 2;
-    origin float8 := floor((g0 + h) / period) * period;
-    w float8 := g1 - g0;
-    a float8;
-    b float8 := period / w;
-    xs float8[] := ARRAY[g0 + h, g1 + h, g0 + t0 * w + h, g0 + t1 * w + h];
-    pm float8[] := '{0,0,0,0}';
-    qm float8[] := '{0,0,0,0}';
-    rm float8[] := '{0,0,0,0}';
-    mu1 float8 := profile[2 * bins + 2];
-    mu2 float8 := profile[3 * bins + 3];
-    y float8;
-    j float8;
-    r float8;
-    k integer;
-    f float8;
-    e float8;
-    dc float8;
-    c float8;
-    m float8;
-    s2 float8;
-    z0 float8;
-    z1 float8;
-    z2 float8;
-    c0 float8;
-    c1 float8;
-    c2 float8;
-    under float8;
-    beta float8 := 0;
-    total float8;
-    part float8;
-BEGIN
-    a := (origin - h - g0) / w;  -- t = a + b y, y in periods from origin
-    FOR i IN 1 .. 4 LOOP
-        -- Whole periods j, then bin k of the last, part f: mass, first and second moments in periods.
-        y := (xs[i] - origin) / period;
-        j := floor(y);
-        r := y - j;
-        k := least(floor(r * bins)::integer, bins - 1);
-        f := r * bins - k;
-        e := k::float8 / bins;
-        dc := profile[k + 2]::float8 - profile[k + 1]::float8;
-        c := profile[k + 1]::float8 + dc * f;
-        m := profile[bins + 2 + k]::float8 + dc * bins * (r * r - e * e) / 2;
-        s2 := profile[2 * bins + 3 + k]::float8 + dc * bins * (r * r * r - e * e * e) / 3;
-        pm[i] := j + c;
-        qm[i] := j * (j - 1) / 2 + j * mu1 + j * c + m;
-        rm[i] := (j - 1) * j * (2 * j - 1) / 6 + mu1 * j * (j - 1) + j * mu2 + j * j * c + 2 * j * m + s2;
-    END LOOP;
-    z0 := pm[2] - pm[1];
-    z1 := a * z0 + b * (qm[2] - qm[1]);
-    z2 := a * a * z0 + 2 * a * b * (qm[2] - qm[1]) + b * b * (rm[2] - rm[1]);
-    -- The tilt p (1 + beta (t - 1/2)) whose mean is the cell's, |beta| <= 2.
-    under := mean * (z1 - z0 / 2) - (z2 - z1 / 2);
-    IF under <> 0 THEN
-        beta := least(2, greatest(-2, (z1 - mean * z0) / under));
-    END IF;
-    c0 := pm[4] - pm[3];
-    c1 := a * c0 + b * (qm[4] - qm[3]);
-    c2 := a * a * c0 + 2 * a * b * (qm[4] - qm[3]) + b * b * (rm[4] - rm[3]);
-    total := z0 + beta * (z1 - z0 / 2);
-    part := c0 + beta * (c1 - c0 / 2);
-    share := CASE WHEN total > 0 THEN least(1, greatest(0, part / total)) ELSE t1 - t0 END;
-    pos := CASE WHEN part > 0 THEN (c1 + beta * (c2 - c1 / 2)) / part ELSE (t0 + t1) / 2 END;
-    pos := least(t1, greatest(t0, pos));
-    doubt := CASE WHEN z0 > 0 THEN 1 / (profile[cardinality(profile)]::float8 * z0 * greatest(z0, 1)) ELSE 0 END;
-END
-$$;
+AS 'MODULE_PATHNAME', 'kde_profile_cut' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_profile_cut(float4[], float8, float8, float8, float8, float8, float8, float8) IS 'pg_kde internal: the share of a cut cell in a range under a periodic profile';
 
 -- Count (moment 0) or sum (moment 1) of the rows with lo <= x <= hi, NULL bounds open, with the variance and

@@ -289,6 +289,13 @@ def test_periodic_profiles_of_time_columns(db, table):
     got = db.execute("SELECT approx_count(%s, 't', '2024-03-01 10:30+00'::timestamptz, "
                      "'2024-04-01 17:45+00'::timestamptz)", (table,)).fetchone()[0]
     assert got == pytest.approx(exact, rel=0.015)
+    # The library function refuses what is not a profile (a caller's own arrays), instead of reading past it.
+    for bad in ("'{0,1}'", "'{0,0.5,1,0,0.2,0.4,0,0.1,0.2,NULL}'", "'{{0,1,0},{0.5,0,1}}'"):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="a profile is a float4"):
+            db.execute(f"SELECT _kde_profile_cut({bad}::float4[], 86400, 1, 0, 100, 0.1, 0.5, 0.5)")
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="finite and positive"):
+        db.execute("SELECT _kde_profile_cut('{0,0.5,1,0,0.2,0.4,0,0.1,0.2,100}'::float4[], 86400, 1, 0, "
+                   "'NaN', 0.1, 0.5, 0.5)")
     # At the smallest budget the cells come first: no room for a day's profile beside 16 cells.
     assert refresh(db, table, "t", budget=1024).get("period") is None
     assert db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = '{t}'",
