@@ -27,10 +27,11 @@ import numpy as np
 from . import __version__, bandwidth
 from ._errors import NoValuesError, UserError
 from .synopsis import Requested, build_1d, build_2d
-from .synopsis.build import counts_method, plan_grid, select_bandwidth
-from .synopsis.catalog import Built1D, split_row
-from .synopsis.merge import merge_1d
+from .synopsis.build import Layout2D, check_pair, counts_method, plan_2d, plan_grid, select_bandwidth
+from .synopsis.catalog import Built1D, Built2D, split_row
+from .synopsis.merge import merge_1d, merge_2d
 from .synopsis.cells import DAY_PROFILE, MAX_BUDGET, MIN_BUDGET, WEEK_PROFILE
+from .synopsis.reader import TableStats
 from .synopsis.sql_reader import SqlTableReader
 
 __all__ = ["UserError", "choose_bandwidth", "refresh"]
@@ -237,15 +238,19 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
                            (8, 1024) if pair else (16, 65536))
     requested = Requested(method, sample_size, grid_size, backend, budget)
     reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
-    if kind == "p" and not pair:
-        built, facts = _build_partitioned(plpy, schema, relid, rel, cols, requested, started)
+    if kind == "p":
+        built, facts = (_build_partitioned_2d if pair else _build_partitioned)(plpy, schema, relid, rel, cols,
+                                                                               requested, started)
         _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, cols, _identity(state, attnums, coltypes),
                                                              requested), built.catalog_types())
-        return json.dumps({**built.summary(rel, cols[0]), **facts})
-    hint = None if pair else _ancestor_grid(plpy, schema, relid, cols)
+        return json.dumps({**built.summary(rel, cols if pair else cols[0]), **facts})
+    if pair:
+        extra = {"layout": _ancestor_layout(plpy, schema, relid, cols)}
+    else:
+        extra = {"grid_hint": _ancestor_grid(plpy, schema, relid, cols), "period": _period(coltypes)}
     built = (build_2d if pair else build_1d)(
         reader, requested, functools.partial(_select_bandwidth, plpy), interrupt=interrupt_check(plpy),
-        started=started, **({} if pair else {"grid_hint": hint, "period": _period(coltypes)}))
+        started=started, **extra)
     _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, cols, _identity(state, attnums, coltypes), requested),
             built.catalog_types())
     return json.dumps(built.summary(rel, cols if pair else cols[0]))
@@ -285,6 +290,111 @@ def _stored_1d(plpy, schema: str, relid, cols):
     return built, facts
 
 
+def _stored_2d(plpy, schema: str, relid, cols):
+    """The stored 2-D synopsis of a relation's pair as a :class:`~pg_kde.synopsis.catalog.Built2D`, with its
+    header's requested options and staleness facts (None when there is none)."""
+    rows = plpy.execute(plpy.prepare(
+        f"SELECT k.*, p.*, k.requested::text AS requested_text FROM {schema}.kde_catalog k "
+        f"JOIN {schema}.kde_synopsis_2d p USING (relid, cols) WHERE k.relid = $1::regclass AND k.cols = $2",
+        ["oid", "text[]"]), [relid, list(cols)])
+    if not rows:
+        return None
+    r = rows[0]
+    built = Built2D(
+        method=r["method"], bandwidth=[float(v) for v in r["bandwidth"]], sample_size=int(r["sample_size"]),
+        backend=r["backend"], n_rows=int(r["n_rows"]), n_null=int(r["n_null"]),
+        integer_valued=[bool(v) for v in r["integer_valued"]], grid1=list(r["grid1"]), grid2=list(r["grid2"]),
+        lattice1=list(r["lattice1"]), lattice2=list(r["lattice2"]), grid_size=[int(v) for v in r["grid_size"]],
+        sat_count=list(r["sat_count"]), sat_sum=list(r["sat_sum"]), kde_sat=list(r["kde_sat"]),
+        seconds=float(r["build_seconds"]))
+    facts = {k: r[k] for k in ("mod_count", "storage_id", "pages", "attnums", "requested_text")}
+    return built, facts
+
+
+def _layout_of(built) -> Layout2D:
+    """The cells of a built 2-D synopsis."""
+    return Layout2D((tuple(built.grid1), tuple(built.grid2)), (tuple(built.lattice1), tuple(built.lattice2)),
+                    (bool(built.integer_valued[0]), bool(built.integer_valued[1])))
+
+
+def _ancestor_layout(plpy, schema: str, relid, cols):
+    """The cells of the nearest partitioned ancestor's 2-D synopsis of the same pair, if any (a partition
+    built on them merges into the ancestor's synopsis exactly)."""
+    rows = plpy.execute(plpy.prepare(
+        f"SELECT a.relid::oid AS oid FROM pg_catalog.pg_partition_ancestors($1::regclass) WITH ORDINALITY a(relid, level) "
+        f"JOIN {schema}.kde_synopsis_2d p ON p.relid = a.relid AND p.cols = $2 "
+        f"WHERE a.relid <> $1::regclass ORDER BY a.level LIMIT 1", ["oid", "text[]"]), [relid, list(cols)])
+    stored = _stored_2d(plpy, schema, int(rows[0]["oid"]), cols) if rows else None
+    return _layout_of(stored[0]) if stored else None
+
+
+def _union_stats(stats) -> TableStats:
+    """A partitioned table's pair facts from its partitions' (:class:`~pg_kde.synopsis.reader.TableStats`)."""
+    full = [s for s in stats if s.non_null]
+    return TableStats(
+        rows=sum(s.rows for s in stats), non_null=sum(s.non_null for s in stats),
+        lo=tuple(min(s.lo[k] for s in full) if full else None for k in (0, 1)),
+        hi=tuple(max(s.hi[k] for s in full) if full else None for k in (0, 1)),
+        non_finite=sum(s.non_finite for s in stats), integral=tuple(all(s.integral[k] for s in full) for k in (0, 1)))
+
+
+def _build_partitioned_2d(plpy, schema: str, relid, parent: str, cols, requested: Requested, started):
+    """A partitioned table's 2-D synopsis: as :func:`_build_partitioned` for a pair. Every partition is built
+    on the parent's cells (:class:`~pg_kde.synopsis.build.Layout2D`), so the merge adds their tables exactly
+    (:func:`pg_kde.synopsis.merge.merge_2d`); a partition is rebuilt only when it changed, and the cells are
+    planned again, with every partition rebuilt, only when a changed partition's rows leave them (beyond an
+    axis's ends, a fraction on a whole-number axis, or any change on a discretised axis)."""
+    found = _leaves(plpy, schema, relid, parent, cols)
+    current = _stored_2d(plpy, schema, relid, cols)
+    layout = _layout_of(current[0]) if current else None
+    select = functools.partial(_select_bandwidth, plpy)
+    kept, todo = [], []
+    for leaf, rel, kind, reader, attnums, coltypes in found:
+        state = _lock_state(plpy, schema, leaf, cols)  # the request was checked for the parent
+        stored = None
+        if kind == "f":  # a shard: its server's changes are not counted here, so it is always rebuilt
+            _note_pushdown(plpy, leaf, rel)
+        else:
+            stored = _stored_2d(plpy, schema, leaf, cols)
+        if (stored is not None and layout is not None and _layout_of(stored[0]) == layout
+                and _unchanged(stored[1], requested, attnums, state)):
+            kept.append((leaf, stored[0]))
+        else:
+            todo.append((leaf, rel, reader, attnums, coltypes, state))
+    stats = {leaf: reader.stats() for leaf, _, reader, *_ in todo}
+    if layout is None or not all(layout.holds(s) for s in stats.values()):
+        # New cells for the whole table: from every partition's facts and a sample of each, its share of
+        # sample_size by its rows; every partition is then rebuilt on them.
+        for leaf, rel, kind, reader, attnums, coltypes in found:
+            if leaf not in stats:
+                state = _lock_state(plpy, schema, leaf, cols)
+                todo.append((leaf, rel, reader, attnums, coltypes, state))
+                stats[leaf] = reader.stats()
+        kept = []
+        union = _union_stats(list(stats.values()))
+        check_pair(union, parent, ", ".join(cols), cols)
+        total = max(union.rows, 1)
+        pieces = [reader.sample(max(1, round(requested.sample_size * stats[leaf].rows / total)), stats[leaf].rows)
+                  for leaf, _, reader, *_ in todo if stats[leaf].non_null]
+        layout = plan_2d(np.concatenate([p.reshape(-1, 2) for p in pieces]), union, requested)
+    parts, rebuilt, empty = [built for _, built in kept], 0, 0
+    for leaf, rel, reader, attnums, coltypes, state in todo:
+        if stats[leaf].non_null == 0:
+            empty += 1  # nothing to describe: no synopsis of its own, nothing to merge
+            continue
+        built = build_2d(reader, requested, select, interrupt=interrupt_check(plpy), started=time.perf_counter(),
+                         layout=layout, stats=stats[leaf])
+        _upsert(plpy, schema, built.TABLE, built.catalog_row(leaf, list(cols), _identity(state, attnums, coltypes),
+                                                             requested), built.catalog_types())
+        parts.append(built)
+        rebuilt += 1
+    if not parts:
+        _fail(f"pg_kde: {parent} has no rows with both {', '.join(cols)} non-NULL in any partition")
+    merged = merge_2d(parts, time.perf_counter() - started)
+    return merged, {"partitions": len(found), "rebuilt": rebuilt, "reused": len(parts) - rebuilt,
+                    "empty_partitions": empty}
+
+
 def _union_sample(readers, size: int):
     """A sample of a partitioned table's column as its partitions' samples together, each its share of
     ``size`` by its rows (TABLESAMPLE on the parent would read a foreign partition whole), and the
@@ -312,6 +422,31 @@ def _note_pushdown(plpy, relid, rel: str) -> None:
                          "postgres_fdw run the scan there (pg_kde of the same version installed on that server).")
 
 
+def _leaves(plpy, schema: str, relid, parent: str, cols) -> list:
+    """A partitioned table's leaf partitions, each as (oid, name, relkind, reader, attnums, coltypes), after
+    the same checks as the parent's columns (privileges, types, row-level security)."""
+    leaves = plpy.execute(plpy.prepare(
+        "SELECT p.relid::oid AS oid FROM pg_catalog.pg_partition_tree($1::regclass) p WHERE p.isleaf "
+        "ORDER BY p.relid::oid", ["oid"]), [relid])
+    if not leaves:
+        _fail(f"pg_kde: {parent} has no partitions", sqlstate="42809")
+    found = []
+    for leaf in (int(r["oid"]) for r in leaves):
+        rel, kind, _ = _relation(plpy, leaf)
+        names, exprs, scans, attnums, coltypes = _columns(plpy, schema, leaf, rel, cols)
+        found.append((leaf, rel, kind, SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema),
+                      attnums, coltypes))
+    return found
+
+
+def _unchanged(facts: dict, requested: Requested, attnums, state: dict) -> bool:
+    """Whether a stored synopsis (its header's facts) was built with this request on these columns, and its
+    table has not changed since."""
+    return (json.loads(facts["requested_text"]) == json.loads(requested.json())
+            and list(facts["attnums"]) == list(attnums)
+            and all(facts[k] == state[k] for k in ("mod_count", "storage_id", "pages")))
+
+
 def _build_partitioned(plpy, schema: str, relid, parent: str, cols, requested: Requested, started):
     """A partitioned table's 1-D synopsis: one synopsis per leaf partition (stored as that partition's own,
     so approx_* reads each partition too), rebuilt only where the partition changed since its synopsis was
@@ -321,18 +456,8 @@ def _build_partitioned(plpy, schema: str, relid, parent: str, cols, requested: R
     A leaf that is a foreign table (a shard on another server, through postgres_fdw) is read with two
     queries that postgres_fdw runs there when its server lists pg_kde in ``extensions``: the sample's
     order statistics and the scan's aggregate; only they travel. It is rebuilt at every refresh."""
-    leaves = plpy.execute(plpy.prepare(
-        "SELECT p.relid::oid AS oid FROM pg_catalog.pg_partition_tree($1::regclass) p WHERE p.isleaf "
-        "ORDER BY p.relid::oid", ["oid"]), [relid])
-    if not leaves:
-        _fail(f"pg_kde: {parent} has no partitions", sqlstate="42809")
-    leaves = [int(r["oid"]) for r in leaves]
-    found = []
-    for leaf in leaves:
-        rel, kind, _ = _relation(plpy, leaf)
-        names, exprs, scans, attnums, coltypes = _columns(plpy, schema, leaf, rel, cols)
-        found.append((leaf, rel, kind, SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema),
-                      attnums, coltypes))
+    found = _leaves(plpy, schema, relid, parent, cols)
+    leaves = [f[0] for f in found]
     current = _stored_1d(plpy, schema, relid, cols)
     hint = np.asarray(current[0].grid, dtype=np.float64) if current and current[0].grid_size >= 2 else None
     if hint is None:  # the first build: the grid of a sample of the whole table
@@ -347,14 +472,9 @@ def _build_partitioned(plpy, schema: str, relid, parent: str, cols, requested: R
             stored = None
         else:
             stored = _stored_1d(plpy, schema, leaf, cols)
-        if stored is not None:
-            built, facts = stored
-            same = (json.loads(facts["requested_text"]) == json.loads(requested.json())
-                    and list(facts["attnums"]) == list(attnums)
-                    and all(facts[k] == state[k] for k in ("mod_count", "storage_id", "pages")))
-            if same:
-                parts.append(built)
-                continue
+        if stored is not None and _unchanged(stored[1], requested, attnums, state):
+            parts.append(stored[0])
+            continue
         leaf_started = time.perf_counter()
         try:
             built = build_1d(reader, requested, select, interrupt=interrupt_check(plpy), started=leaf_started,

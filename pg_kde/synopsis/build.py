@@ -56,7 +56,7 @@ from .maths import (
     smooth_masses_2d,
     summed_area,
 )
-from .reader import TableReader, fine_quantum
+from .reader import TableReader, TableStats, fine_quantum
 
 #: Beyond 2^53 every float8 is a whole number: such columns are not treated as integer-valued.
 INTEGRAL_LIMIT = 2.0**53
@@ -385,32 +385,49 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     )
 
 
-def build_2d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
-             interrupt: Interrupt = None, started: Optional[float] = None) -> Built2D:
-    """A 2-D synopsis of the reader's pair of columns on an equal-depth grid: exact summed-area tables of
-    the grid cells' counts and sums (one scan), and a KDE in grid-index coordinates with a bandwidth matrix
-    (LSCV_H by default) shaping the cells a box cuts. ``started`` as in :func:`build_1d`."""
-    started = time.perf_counter() if started is None else started
-    chosen = counts_method(requested.method, 2)
-    rel = reader.relation
-    stats = reader.stats()
-    n_all, n = stats.rows, stats.non_null
-    names = ", ".join(reader.columns)
-    if n == 0:
-        raise UserError(f"pg_kde: {rel} has no rows with both {names} non-NULL" if n_all else f"pg_kde: {rel} is empty")
+@dataclass(frozen=True)
+class Layout2D:
+    """Where a 2-D synopsis' cells are: each axis's grid points, its value lattice (empty: none) and whether
+    it holds whole numbers (points on half-integers), in the columns' units. A partitioned table's
+    partitions share their parent's, so that their synopses merge exactly (:func:`.merge.merge_2d`)."""
+
+    grids: Tuple[Tuple[float, ...], Tuple[float, ...]]
+    lattices: Tuple[Tuple[float, ...], Tuple[float, ...]]
+    integral: Tuple[bool, bool]
+
+    def holds(self, stats: TableStats) -> bool:
+        """Whether a part's rows (its :class:`~.reader.TableStats`) fit these cells exactly: within each
+        axis's ends, whole numbers where the axis keeps them, and no discretised axis (a part's values are
+        not checked against a lattice)."""
+        if stats.non_null == 0:
+            return True
+        return all(not self.lattices[k] and self.grids[k][0] <= stats.lo[k] and stats.hi[k] <= self.grids[k][-1]
+                   and (stats.integral[k] or not self.integral[k]) for k in (0, 1))
+
+
+def check_pair(stats: TableStats, rel: str, names: str, columns, constant: bool = True) -> None:
+    """The errors a pair's facts show: no rows, NaN or infinite values, and (``constant``) a constant column."""
+    if stats.non_null == 0:
+        raise NoValuesError(f"pg_kde: {rel} has no rows with both {names} non-NULL" if stats.rows
+                            else f"pg_kde: {rel} is empty")
     if stats.non_finite:
         raise UserError(f"pg_kde: columns {names} of {rel} hold {stats.non_finite} NaN or infinite value(s); "
                         "a synopsis needs finite values")
-    for k, c in enumerate(reader.columns):
-        if stats.lo[k] == stats.hi[k]:
+    for k, c in enumerate(columns):
+        if constant and stats.lo[k] == stats.hi[k]:
             raise UserError(f"pg_kde: column {c} of {rel} is constant where both columns are non-NULL; "
                             "use a 1-D synopsis of the other column")
+
+
+def plan_2d(sample: np.ndarray, stats: TableStats, requested: Requested) -> Layout2D:
+    """The cells of a 2-D synopsis of a table with these facts, from a sample of its pairs (in the columns'
+    units; columns near the ends of float8 are planned at a power-of-two scale, as :func:`build_2d` scans
+    them): each axis at the sample's quantiles within the budget, a discretised axis's value lattice taking
+    at most an eighth of it."""
     bounds = [(stats.lo[k], stats.hi[k]) for k in (0, 1)]
-    integral = [stats.integral[k] and max(map(abs, bounds[k])) < INTEGRAL_LIMIT for k in (0, 1)]
-    scales = [_scan_scale(*b) for b in bounds]  # as in the 1-D build: scan power-of-two multiples
-    reader = reader.scaled(scales)
-    sample = reader.sample(requested.sample_size, n_all)
-    # Within the budget: a discretised axis's value lattice takes at most an eighth of it; the grid the rest.
+    integral = [bool(stats.integral[k]) and max(map(abs, bounds[k])) < INTEGRAL_LIMIT for k in (0, 1)]
+    scales = [_scan_scale(*b) for b in bounds]
+    sample = np.asarray(sample, dtype=np.float64).reshape(-1, 2) * np.array(scales)
     budget = requested.budget_2d
     lattice_values = max(2, budget // (8 * 8))
     size = requested.grid_size or grid_size_2d(budget)
@@ -425,13 +442,44 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         if lattice_bytes:
             size = grid_size_2d(budget - lattice_bytes)
             layouts = layout(size)
-    grids = [g for g, _ in layouts]
-    lattices = [(v.tolist() if v is not None else []) for _, v in layouts]
+    with np.errstate(over="ignore"):
+        grids = tuple(tuple((g / scales[k]).tolist()) for k, (g, _) in enumerate(layouts))
+        lattices = tuple(tuple((v / scales[k]).tolist()) if v is not None else () for k, (_, v) in enumerate(layouts))
+    return Layout2D(grids, lattices, (integral[0], integral[1]))
+
+
+def build_2d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
+             interrupt: Interrupt = None, started: Optional[float] = None,
+             layout: Optional[Layout2D] = None, stats: Optional[TableStats] = None) -> Built2D:
+    """A 2-D synopsis of the reader's pair of columns on an equal-depth grid: exact summed-area tables of
+    the grid cells' counts and sums (one scan), and a KDE in grid-index coordinates with a bandwidth matrix
+    (LSCV_H by default) shaping the cells a box cuts. ``started`` as in :func:`build_1d`. ``layout``: the
+    cells of the table this one is a part of (:func:`plan_2d`), so that the parts' synopses merge exactly;
+    a part may then hold a constant column. Where the part's rows do not fit them (:meth:`Layout2D.holds`)
+    it gets cells of its own. ``stats``: the reader's :meth:`~.reader.TableReader.stats`, when the caller
+    has read them already."""
+    started = time.perf_counter() if started is None else started
+    chosen = counts_method(requested.method, 2)
+    rel = reader.relation
+    stats = stats if stats is not None else reader.stats()
+    if layout is not None and not layout.holds(stats):
+        layout = None
+    n_all, n = stats.rows, stats.non_null
+    names = ", ".join(reader.columns)
+    check_pair(stats, rel, names, reader.columns, constant=layout is None)
+    sample = reader.sample(requested.sample_size, n_all)
+    if layout is None:
+        layout = plan_2d(sample, stats, requested)
+    bounds = [(layout.grids[k][0], layout.grids[k][-1]) for k in (0, 1)]
+    scales = [_scan_scale(*b) for b in bounds]  # as in the 1-D build: scan power-of-two multiples
+    reader = reader.scaled(scales)
+    sample = sample * np.array(scales)
+    grids = [np.asarray(layout.grids[k], dtype=np.float64) * scales[k] for k in (0, 1)]
     m1, m2 = len(grids[0]), len(grids[1])
     # The KDE lives in grid-index coordinates (each axis's cells of unit width): choose H on the sample
     # mapped there, carry it to N rows, and cap each axis at one cell.
     positions = np.column_stack([grid_positions(sample[:, k], grids[k]) for k in (0, 1)])
-    result = select_bandwidth(positions, chosen, requested.backend, required=False)
+    result = select_bandwidth(positions, chosen, requested.backend, required=False) if len(sample) >= 3 else None
     if result is None:  # e.g. one column a function of the other: exact cells, no smoothing
         H, used_method, used_backend = np.zeros((2, 2)), "grid", "none"
     else:
@@ -446,11 +494,9 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
     seconds = time.perf_counter() - started
     with np.errstate(over="ignore"):  # back to the columns' units (sums past float8's range become infinite)
         sums = np.stack([summed_area(sum1) / scales[0], summed_area(sum2) / scales[1]]).ravel().tolist()
-        grids = [grids[k] / scales[k] for k in (0, 1)]
-        lattices = [(np.asarray(lattices[k], dtype=np.float64) / scales[k]).tolist() for k in (0, 1)]
     return Built2D(
         method=used_method, bandwidth=H.ravel().tolist(), sample_size=len(sample), backend=used_backend,
-        n_rows=n, n_null=n_all - n, integer_valued=integral, grid1=grids[0].tolist(), grid2=grids[1].tolist(),
-        lattice1=lattices[0], lattice2=lattices[1], grid_size=[m1, m2], sat_count=sat(rows_in), sat_sum=sums,
-        kde_sat=sat(cell_masses(masses)), seconds=seconds,
+        n_rows=n, n_null=n_all - n, integer_valued=list(layout.integral), grid1=list(layout.grids[0]),
+        grid2=list(layout.grids[1]), lattice1=list(layout.lattices[0]), lattice2=list(layout.lattices[1]),
+        grid_size=[m1, m2], sat_count=sat(rows_in), sat_sum=sums, kde_sat=sat(cell_masses(masses)), seconds=seconds,
     )

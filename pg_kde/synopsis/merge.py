@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .catalog import Built1D
+from .catalog import Built1D, Built2D
 from .cells import ATOM_BYTES, ROW_BYTES_1D, cells_for_budget, on_lattice, profile_bytes
 from .maths import Atoms
 
@@ -147,4 +147,28 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         cell_cum_count=cum_count, cell_cum_sum=cum_sum, density=density,
         shape_var=max((p.shape_var for p in celled), default=0.0), budget=budget, seconds=seconds,
         period=period, profile=profile,
+    )
+
+
+def merge_2d(parts: Sequence[Built2D], seconds: float = 0.0) -> Built2D:
+    """The 2-D synopsis of the union of ``parts``, each built on the same cells
+    (:func:`pg_kde.synopsis.build.build_2d` with one :class:`~pg_kde.synopsis.build.Layout2D`): the
+    summed-area tables of counts and sums add exactly, and so do the KDE's cell masses (each part's rows
+    smoothed with its own bandwidth: the merged KDE is their mixture). Its bandwidth is the parts' H
+    weighted by their rows (what the summary shows; queries read the masses)."""
+    parts = [p for p in parts if p.n_rows > 0]
+    first = parts[0]
+    layout = (first.grid1, first.grid2, first.lattice1, first.lattice2, list(first.integer_valued))
+    if any((p.grid1, p.grid2, p.lattice1, p.lattice2, list(p.integer_valued)) != layout for p in parts):
+        raise ValueError("2-D parts merge only on the same cells")
+    add = lambda name: np.sum([np.asarray(getattr(p, name), dtype=np.float64) for p in parts], axis=0).tolist()  # noqa: E731
+    rows = np.array([p.n_rows for p in parts], dtype=np.float64)
+    H = (np.array([p.bandwidth for p in parts], dtype=np.float64) * rows[:, None]).sum(axis=0) / rows.sum()
+    backends = sorted({p.backend for p in parts} - {"none"}) or ["none"]
+    return Built2D(
+        method="merge", bandwidth=H.tolist(), sample_size=sum(p.sample_size for p in parts),
+        backend="+".join(backends), n_rows=int(rows.sum()), n_null=sum(p.n_null for p in parts),
+        integer_valued=list(first.integer_valued), grid1=list(first.grid1), grid2=list(first.grid2),
+        lattice1=list(first.lattice1), lattice2=list(first.lattice2), grid_size=list(first.grid_size),
+        sat_count=add("sat_count"), sat_sum=add("sat_sum"), kde_sat=add("kde_sat"), seconds=seconds,
     )

@@ -117,3 +117,63 @@ def test_a_role_that_cannot_read_a_partition_cannot_refresh_the_parent(db, sales
         with pytest.raises(psycopg.Error, match="permission denied|privilege"):
             refresh(conn, sales, "amount")
     assert db.execute("SELECT count(*) FROM kde_catalog WHERE relid::text LIKE %s", (f"%{sales}%",)).fetchone()[0] == 0
+
+
+def pair(db, relation):
+    """The stored 2-D synopsis of (t, amount) and the exact counts of its grid cells from the rows."""
+    with db.cursor(row_factory=dict_row) as cur:
+        row = cur.execute("SELECT * FROM kde_synopsis_2d WHERE relid = %s::regclass AND cols = '{t,amount}'",
+                          (f'"{relation}"',)).fetchone()
+    rows = np.array(db.execute(f'SELECT t, amount::float8 FROM "{relation}"').fetchall(), dtype=float)
+    g1, g2 = np.asarray(row["grid1"]), np.asarray(row["grid2"])
+    cells = np.histogram2d(rows[:, 0], rows[:, 1], bins=(g1, g2))[0]
+    return row, cells, rows
+
+
+def refresh_pair(db, relation):
+    return db.execute("SELECT kde_refresh(%s::regclass, ARRAY['t', 'amount'])", (f'"{relation}"',)).fetchone()[0]
+
+
+def test_a_pair_of_a_partitioned_table_merges_its_partitions(db, sales):
+    first = refresh_pair(db, sales)
+    assert (first["partitions"], first["rebuilt"], first["reused"], first["empty_partitions"]) == (4, 3, 0, 1)
+    parent, cells, rows = pair(db, sales)
+    # Every partition on the parent's cells, and the parent's tables their sums: exact cell counts.
+    sat = np.asarray(parent["sat_count"]).reshape(parent["grid_size"])
+    np.testing.assert_array_equal(np.diff(np.diff(sat, axis=0), axis=1), cells)
+    kde = np.zeros_like(sat)
+    for k in range(3):
+        part, part_cells, _ = pair(db, f"{sales}_{k}")
+        assert (part["grid1"], part["grid2"]) == (parent["grid1"], parent["grid2"])
+        kde += np.asarray(part["kde_sat"]).reshape(sat.shape)
+        np.testing.assert_array_equal(np.diff(np.diff(np.asarray(part["sat_count"]).reshape(sat.shape), axis=0),
+                                              axis=1), part_cells)
+    np.testing.assert_allclose(np.asarray(parent["kde_sat"]).reshape(sat.shape), kde, rtol=1e-12)
+    # Boxes on the parent and on a partition, against the rows.
+    rng = np.random.default_rng(31)
+    for _ in range(20):
+        (a, b), (c, d) = np.sort(rng.uniform(START, START + 3 * MONTH, 2)), np.sort(rng.choice(rows[:, 1], 2))
+        exact = int(((rows[:, 0] >= a) & (rows[:, 0] <= b) & (rows[:, 1] >= c) & (rows[:, 1] <= d)).sum())
+        got = db.execute("SELECT approx_count(%s::regclass, 't', %s, %s, 'amount', %s, %s)",
+                         (f'"{sales}"', a, b, c, d)).fetchone()[0]
+        assert abs(got - exact) <= 0.05 * exact + 30, (a, b, c, d, got, exact)
+    # Unchanged: nothing rebuilt. Growth inside the cells: only that partition.
+    assert refresh_pair(db, sales)["reused"] == 3
+    db.execute(f'INSERT INTO "{sales}" SELECT {START} + 1000 + g, 12.34 FROM generate_series(1, 500) g')
+    grown = refresh_pair(db, sales)
+    assert (grown["rebuilt"], grown["reused"], grown["rows"]) == (1, 2, 30500)
+    parent, cells, _ = pair(db, sales)
+    np.testing.assert_array_equal(np.diff(np.diff(np.asarray(parent["sat_count"]).reshape(parent["grid_size"]),
+                                                  axis=0), axis=1), cells)
+    # A partition refreshed alone keeps the parent's cells, so the next parent refresh reuses it.
+    refresh_pair(db, f"{sales}_2")
+    assert pair(db, f"{sales}_2")[0]["grid1"] == parent["grid1"]
+    assert refresh_pair(db, sales)["reused"] == 3
+    # Rows beyond the cells (a new, larger amount): new cells for the whole table, every partition rebuilt.
+    db.execute(f'INSERT INTO "{sales}" VALUES ({START + 2 * MONTH + 5}, 99999.99)')
+    wider = refresh_pair(db, sales)
+    assert (wider["rebuilt"], wider["reused"]) == (3, 0)
+    parent, cells, _ = pair(db, sales)
+    assert parent["grid2"][-1] >= 99999.99
+    np.testing.assert_array_equal(np.diff(np.diff(np.asarray(parent["sat_count"]).reshape(parent["grid_size"]),
+                                                  axis=0), axis=1), cells)
