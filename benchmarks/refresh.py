@@ -7,7 +7,8 @@ unchanged data repeat bit for bit.
 Without --dsn (or $PG_KDE_DSN) it starts the embedded local server of the current directory. It works in a
 database of its own (pg_kde_refresh_bench; dropped and recreated) holding the generated sales table of
 benchmarks/budget.py (amount numeric(12,2) log-normal cents, qty Zipf-like integers, created_at timestamptz
-with a daily rhythm), after a VACUUM ANALYZE. Every timing is taken on a warm table (it is read once first)
+with a daily rhythm), after a VACUUM ANALYZE. It also times approx_count on each column's synopsis: 20,000
+calls inside one statement, with bounds of the column's type. Every timing is taken on a warm table (it is read once first)
 and reported as the median of --repeats runs; count(*) runs between refreshes, in the same session. Writes
 benchmarks/results/refresh.md and prints it.
 """
@@ -29,6 +30,14 @@ from pg_kde import __version__, admin, server
 
 DATABASE = "pg_kde_refresh_bench"
 COLUMNS = ("amount", "qty", "created_at")
+CALLS = 20000
+#: Bounds of each column's type for the latency statements (i runs over the calls).
+LATENCY_BOUNDS = {
+    "amount": ("(i %% 300)::numeric", "(i %% 300 + 17.31)::numeric"),
+    "qty": ("i %% 50", "i %% 50 + 7"),
+    "created_at": ("to_timestamp(1704067200 + (i * 1571) %% (360 * 86400))",
+                   "to_timestamp(1704067200 + (i * 1571) %% (360 * 86400) + 3 * 86400)"),
+}
 
 
 def timed(conn, query: str, params=()) -> float:
@@ -71,6 +80,12 @@ def main(argv=None) -> int:
                     "SELECT md5(p::text) FROM kde_synopsis p WHERE relid = 'sales'::regclass AND cols = ARRAY[%s]",
                     (col,)).fetchone()[0])
         summaries = {c: conn.execute("SELECT kde_refresh('sales', %s)", (c,)).fetchone()[0] for c in COLUMNS}
+        # Query latency on each synopsis: CALLS calls inside one statement, bounds moving with i (of the
+        # column's type), the median of --repeats statements.
+        latency = {c: statistics.median(timed(conn, f"SELECT sum(approx_count('sales', '{c}', {lo}, {hi})) "
+                                                    f"FROM generate_series(1, {CALLS}) i") / CALLS
+                                        for _ in range(args.repeats))
+                   for c, (lo, hi) in LATENCY_BOUNDS.items()}
     # The first call in a new backend imports pg_kde (and numpy) into PL/Python; the second does not.
     first, second = [], []
     for _ in range(args.repeats):
@@ -89,7 +104,8 @@ def main(argv=None) -> int:
               f"`SELECT count(*) FROM sales`: **{count:.3f} s**; target: refresh ≤ 3 × count(*) + 1 s = "
               f"**{target:.2f} s**.", "",
               "| column | type | refresh (median) | runs | ÷ count(*) | target met | repeatable (payload md5) | "
-              "grid | heavy values |", "|---|---|---|---|---|---|---|---|---|"]
+              f"grid | heavy values | cut cells' shape | approx_count per call ({CALLS:,} in a statement) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     types = {"amount": "numeric(12,2)", "qty": "integer", "created_at": "timestamptz"}
     for col in COLUMNS:
         med = statistics.median(refreshes[col])
@@ -97,7 +113,8 @@ def main(argv=None) -> int:
         lines.append(f"| {col} | {types[col]} | **{med:.2f} s** | {', '.join(f'{t:.2f}' for t in refreshes[col])} | "
                      f"{med / count:.1f}× | {'yes' if med <= target else 'no'} | "
                      f"{'yes' if len(payloads[col]) == 1 else f'no ({len(payloads[col])} payloads)'} | "
-                     f"{s['grid_size']} points | {s['heavy_values']} |")
+                     f"{s['grid_size']} points | {s['heavy_values']} | "
+                     f"{'daily profile' if s.get('period') == 86400 else 'KDE cubic'} | {latency[col] * 1e6:.0f} µs |")
     lines += ["", f"First call in a new backend (imports pg_kde into PL/Python), a 1,000-row table: "
                   f"**{statistics.median(first) * 1e3:.0f} ms**; the same call again in that backend: "
                   f"{statistics.median(second) * 1e3:.0f} ms.", ""]

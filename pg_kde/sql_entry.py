@@ -267,16 +267,22 @@ def _ancestor_grid(plpy, schema: str, relid, cols):
     return np.asarray(rows[0]["grid"], dtype=np.float64) if rows else None
 
 
+def _stored_row(plpy, schema: str, payload: str, relid, cols):
+    """A synopsis' header and payload (table ``payload``) columns as one row, with its requested options as
+    text (None when there is none)."""
+    rows = plpy.execute(plpy.prepare(
+        f"SELECT k.*, p.*, k.requested::text AS requested_text FROM {schema}.kde_catalog k "
+        f"JOIN {schema}.{payload} p USING (relid, cols) WHERE k.relid = $1::regclass AND k.cols = $2",
+        ["oid", "text[]"]), [relid, list(cols)])
+    return rows[0] if rows else None
+
+
 def _stored_1d(plpy, schema: str, relid, cols):
     """The stored 1-D synopsis of a relation's columns as a :class:`~pg_kde.synopsis.catalog.Built1D`, with its
     header's requested options and staleness facts (None when there is none)."""
-    rows = plpy.execute(plpy.prepare(
-        f"SELECT k.*, p.*, k.requested::text AS requested_text FROM {schema}.kde_catalog k "
-        f"JOIN {schema}.kde_synopsis p USING (relid, cols) WHERE k.relid = $1::regclass AND k.cols = $2",
-        ["oid", "text[]"]), [relid, list(cols)])
-    if not rows:
+    r = _stored_row(plpy, schema, "kde_synopsis", relid, cols)
+    if r is None:
         return None
-    r = rows[0]
     built = Built1D(
         method=r["method"], bandwidth=float(r["bandwidth"][0]), sample_size=int(r["sample_size"]), backend=r["backend"],
         scale=None, n_rows=int(r["n_rows"]), n_null=int(r["n_null"]), step=float(r["step"]),
@@ -293,13 +299,9 @@ def _stored_1d(plpy, schema: str, relid, cols):
 def _stored_2d(plpy, schema: str, relid, cols):
     """The stored 2-D synopsis of a relation's pair as a :class:`~pg_kde.synopsis.catalog.Built2D`, with its
     header's requested options and staleness facts (None when there is none)."""
-    rows = plpy.execute(plpy.prepare(
-        f"SELECT k.*, p.*, k.requested::text AS requested_text FROM {schema}.kde_catalog k "
-        f"JOIN {schema}.kde_synopsis_2d p USING (relid, cols) WHERE k.relid = $1::regclass AND k.cols = $2",
-        ["oid", "text[]"]), [relid, list(cols)])
-    if not rows:
+    r = _stored_row(plpy, schema, "kde_synopsis_2d", relid, cols)
+    if r is None:
         return None
-    r = rows[0]
     built = Built2D(
         method=r["method"], bandwidth=[float(v) for v in r["bandwidth"]], sample_size=int(r["sample_size"]),
         backend=r["backend"], n_rows=int(r["n_rows"]), n_null=int(r["n_null"]),

@@ -58,6 +58,29 @@ def queries(rng, xs, k):
     return out
 
 
+def server_equals_reference(db, table, col, s, xs, rng, k=300):
+    """approx_count_ci and approx_sum on ``k`` queries (:func:`queries`) equal the float64 reference on the
+    stored row ``s``; the hard bounds hold the exact count of the sorted column ``xs``; zero width only
+    where the answer is exact."""
+    bounds = queries(rng, xs, k)
+    got = db.execute(
+        "SELECT q.i, (approx_count_ci(%s, %s, q.lo, q.hi)).*, approx_sum(%s, %s, q.lo, q.hi) "
+        "FROM unnest(%s::float8[], %s::float8[]) WITH ORDINALITY AS q(lo, hi, i) ORDER BY q.i",
+        (table, col, table, col, [b[0] for b in bounds], [b[1] for b in bounds])).fetchall()
+    for (lo, hi), (_, est, low, high, total) in zip(bounds, got):
+        r = range_1d(s, lo, hi, 0)
+        ref = interval(r, 0.95)
+        assert est == pytest.approx(ref[0], rel=1e-9, abs=1e-9), (col, lo, hi)
+        # (the server's normal quantile is a rational approximation, relative error < 1.2e-9, and the
+        # shape's doubt is a difference of near shares: the interval's ends agree to 1e-6 of its width)
+        assert (low, high) == pytest.approx(ref[1:], abs=1e-6 * max(1.0, ref[2] - ref[1])), (col, lo, hi)
+        assert total == pytest.approx(range_1d(s, lo, hi, 1).estimate, rel=1e-9, abs=1e-6)
+        truth = np.count_nonzero((xs >= lo) & (xs <= hi))
+        assert r.low <= truth <= r.high, (col, lo, hi, r, truth)
+        if high - low == 0:
+            assert est == truth  # zero width only where the answer is exact
+
+
 def test_sql_equals_the_reference_and_hard_bounds_hold(db, table):
     rng = np.random.default_rng(21)
     cols = generated(rng)
@@ -65,24 +88,7 @@ def test_sql_equals_the_reference_and_hard_bounds_hold(db, table):
     for col, x in cols.items():
         refresh(db, table, col, budget=2048)
         s = payload(db, table, col)
-        xs = np.sort(x)
-        bounds = queries(rng, xs, 300)
-        got = db.execute(
-            "SELECT q.i, (approx_count_ci(%s, %s, q.lo, q.hi)).*, approx_sum(%s, %s, q.lo, q.hi) "
-            "FROM unnest(%s::float8[], %s::float8[]) WITH ORDINALITY AS q(lo, hi, i) ORDER BY q.i",
-            (table, col, table, col, [b[0] for b in bounds], [b[1] for b in bounds])).fetchall()
-        for (lo, hi), (_, est, low, high, total) in zip(bounds, got):
-            r = range_1d(s, lo, hi, 0)
-            ref = interval(r, 0.95)
-            assert est == pytest.approx(ref[0], rel=1e-9, abs=1e-9), (col, lo, hi)
-            # (the server's normal quantile is a rational approximation, relative error < 1.2e-9, and the
-            # shape's doubt is a difference of near shares: the interval's ends agree to 1e-6 of its width)
-            assert (low, high) == pytest.approx(ref[1:], abs=1e-6 * max(1.0, ref[2] - ref[1])), (col, lo, hi)
-            assert total == pytest.approx(range_1d(s, lo, hi, 1).estimate, rel=1e-9, abs=1e-6)
-            truth = np.count_nonzero((xs >= lo) & (xs <= hi))
-            assert r.low <= truth <= r.high, (col, lo, hi, r, truth)
-            if high - low == 0:
-                assert est == truth  # zero width only where the answer is exact
+        server_equals_reference(db, table, col, s, np.sort(x), rng)
 
 
 def test_hard_bounds_hold_on_real_columns(db):
@@ -268,20 +274,7 @@ def test_periodic_profiles_of_time_columns(db, table):
         size = db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = ARRAY[%s]",
                           (table, col)).fetchone()[0]
         assert 0.8 * 2048 <= size <= 2048, (col, size)
-        xs = np.sort(x)
-        bounds = queries(rng, xs, 300)
-        got = db.execute(
-            "SELECT q.i, (approx_count_ci(%s, %s, q.lo, q.hi)).*, approx_sum(%s, %s, q.lo, q.hi) "
-            "FROM unnest(%s::float8[], %s::float8[]) WITH ORDINALITY AS q(lo, hi, i) ORDER BY q.i",
-            (table, col, table, col, [b[0] for b in bounds], [b[1] for b in bounds])).fetchall()
-        for (lo, hi), (_, est, low, high, total) in zip(bounds, got):
-            r = range_1d(s, lo, hi, 0)
-            ref = interval(r, 0.95)
-            assert est == pytest.approx(ref[0], rel=1e-9, abs=1e-9), (col, lo, hi)
-            assert (low, high) == pytest.approx(ref[1:], abs=1e-6 * max(1.0, ref[2] - ref[1])), (col, lo, hi)
-            assert total == pytest.approx(range_1d(s, lo, hi, 1).estimate, rel=1e-9, abs=1e-6)
-            truth = np.count_nonzero((xs >= lo) & (xs <= hi))
-            assert r.low <= truth <= r.high, (col, lo, hi, r, truth)
+        server_equals_reference(db, table, col, s, np.sort(x), rng)
     # A month of the daily pattern, typed bounds: the two cut cells (~1,800 rows each) put their rows by the
     # profile, within their binomial spread (~30 rows, 0.6%).
     exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE t BETWEEN '2024-03-01 10:30+00' AND "
