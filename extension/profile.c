@@ -5,8 +5,9 @@
  * float64 reference is pg_kde.synopsis.cells.profile_cut; this is the same arithmetic, step for step, so
  * that a 1-D query stays within its latency on profiled columns.
  *
- * profile (float4[], 3 (K + 1) + 1 values): cumulative shares C_0 .. C_K of K equal bins of the period,
- * cumulative first and second moments at the bin edges (in periods), then the sampled rows it was made from.
+ * profile (float4[], K + 2 values): cumulative shares C_0 .. C_K of K equal bins of the period (the density
+ * is constant in each), then the sampled rows it was made from. Moments are taken about the cell's start
+ * (whole periods in closed form, the rest bin by bin), so a narrow cell loses no precision.
  */
 #include "postgres.h"
 
@@ -25,67 +26,85 @@ PG_FUNCTION_INFO_V1(kde_profile_cut);
 
 typedef struct Profile
 {
-	const float4 *v;
+	const float4 *v;			/* C_0 .. C_K, then the sampled rows */
 	int			bins;
+	double		period;
+	double		h;				/* half the lattice step: the profile is of x + h */
+	double		g0;				/* moments are taken about the cell's start, in periods */
 } Profile;
 
-/* Mass, first and second moments (in periods) of the profile unrolled from origin to x >= origin. */
+/* Add the mass and first two moments over [a, b] (a <= b), bin by bin, to m. */
 static void
-profile_at(const Profile *p, double period, double origin, double x, double *mass, double *first,
-		   double *second)
+piece(const Profile *p, double a, double b, double *m)
 {
-	int			bins = p->bins;
-	const float4 *v = p->v;
-	double		y = (x - origin) / period;
-	double		j = floor(y);
-	double		r = y - j;
-	int			k = r * bins < bins ? (int) floor(r * bins) : bins - 1;	/* r in [0, 1) for finite x */
-	double		f,
-				e,
-				dc,
-				c,
-				m,
-				s2,
-				mu1 = v[2 * bins + 1],
-				mu2 = v[3 * bins + 2];
+	double		x = a;
 
-	if (k > bins - 1)
-		k = bins - 1;
-	if (k < 0)
-		k = 0;
-	f = r * bins - k;
-	e = (double) k / bins;
-	dc = (double) v[k + 1] - (double) v[k];
-	c = (double) v[k] + dc * f;
-	m = (double) v[bins + 1 + k] + dc * bins * (r * r - e * e) / 2;
-	s2 = (double) v[2 * bins + 2 + k] + dc * bins * (r * r * r - e * e * e) / 3;
-	*mass = j + c;
-	*first = j * (j - 1) / 2 + j * mu1 + j * c + m;
-	*second = (j - 1) * j * (2 * j - 1) / 6 + mu1 * j * (j - 1) + j * mu2 + j * j * c + 2 * j * m + s2;
+	while (x < b)
+	{
+		double		y = (x + p->h) / p->period;
+		double		j = floor(y);
+		double		r = (y - j) * p->bins;
+		int			k = r < p->bins ? (int) floor(r) : p->bins - 1;
+		double		edge,
+					e,
+					dens,
+					ds,
+					de;
+
+		if (k > p->bins - 1)
+			k = p->bins - 1;
+		edge = (j + (double) (k + 1) / p->bins) * p->period - p->h;
+		if (edge <= x)			/* x on the edge itself, rounded into the bin before */
+		{
+			k = k + 1;
+			edge = edge + p->period / p->bins;
+		}
+		e = fmin(b, edge);
+		dens = ((double) p->v[k % p->bins + 1] - (double) p->v[k % p->bins]) * p->bins;
+		ds = (x - p->g0) / p->period;
+		de = (e - p->g0) / p->period;
+		m[0] += dens * (de - ds);
+		m[1] += dens * (de * de - ds * ds) / 2;
+		m[2] += dens * (de * de * de - ds * ds * ds) / 3;
+		x = e;
+	}
 }
 
-/* The moments int p, int t p, int t^2 p over [x0, x1] (t = a + b y). */
+/* [int p, int d p, int d^2 p] over [a, b], d = (x - g0)/T: whole periods in closed form, the rest bin by bin. */
 static void
-moments(const Profile *p, double period, double origin, double a, double b, double x0, double x1, double *z)
+moments(const Profile *p, double a, double b, double *m)
 {
-	double		p0,
-				q0,
-				r0,
-				p1,
-				q1,
-				r1,
-				dp,
-				dq,
-				dr;
+	double		T = p->period;
+	double		first = ceil((a + p->h) / T) * T - p->h;
+	double		last = floor((b + p->h) / T) * T - p->h;
+	double		whole = last > first ? round((last - first) / T) : 0;
+	double		mu1 = 0,
+				mu2 = 0,
+				c,
+				n;
 
-	profile_at(p, period, origin, x0, &p0, &q0, &r0);
-	profile_at(p, period, origin, x1, &p1, &q1, &r1);
-	dp = p1 - p0;
-	dq = q1 - q0;
-	dr = r1 - r0;
-	z[0] = dp;
-	z[1] = a * dp + b * dq;
-	z[2] = a * a * dp + 2 * a * b * dq + b * b * dr;
+	m[0] = m[1] = m[2] = 0;
+	if (whole < 2)
+	{
+		piece(p, a, b, m);
+		return;
+	}
+	piece(p, a, first, m);
+	piece(p, last, b, m);
+	for (int k = 0; k < p->bins; k++)
+	{
+		double		share = (double) p->v[k + 1] - (double) p->v[k],
+					e0 = (double) k / p->bins,
+					e1 = (double) (k + 1) / p->bins;
+
+		mu1 += share * (e0 + e1) / 2;
+		mu2 += share * (e0 * e0 + e0 * e1 + e1 * e1) / 3;
+	}
+	c = (first - p->g0) / T;
+	n = whole;
+	m[0] += n;
+	m[1] += n * c + n * (n - 1) / 2 + n * mu1;
+	m[2] += n * c * c + c * n * (n - 1) + (n - 1) * n * (2 * n - 1) / 6 + 2 * mu1 * (n * c + n * (n - 1) / 2) + n * mu2;
 }
 
 /* _kde_profile_cut(profile, period, step, g0, g1, t0, t1, mean, OUT share, OUT pos, OUT doubt) */
@@ -102,11 +121,9 @@ kde_profile_cut(PG_FUNCTION_ARGS)
 	double		mean = PG_GETARG_FLOAT8(7);
 	int			n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
 	Profile		p;
-	double		h,
-				origin,
-				w,
-				a,
+	double		w,
 				b,
+				m[3],
 				z[3],
 				c[3],
 				under,
@@ -120,25 +137,31 @@ kde_profile_cut(PG_FUNCTION_ARGS)
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 
-	if (ARR_ELEMTYPE(array) != FLOAT4OID || ARR_NDIM(array) != 1 || ARR_HASNULL(array) || n < 7 || n % 3 != 1)
+	if (ARR_ELEMTYPE(array) != FLOAT4OID || ARR_NDIM(array) != 1 || ARR_HASNULL(array) || n < 3)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("pg_kde: a profile is a float4[] of 3 (K + 1) + 1 values without NULLs")));
+						errmsg("pg_kde: a profile is a float4[] of K + 2 values (K >= 1) without NULLs")));
 	if (!(period > 0) || !isfinite(period) || !(g1 > g0) || !isfinite(g0) || !isfinite(g1) || !isfinite(step)
-		|| !isfinite(t0) || !isfinite(t1) || !isfinite(mean))
+		|| !isfinite(t0) || !isfinite(t1) || !isfinite(mean) || !(0 <= t0 && t0 <= t1 && t1 <= 1))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("pg_kde: a profile's period and cell must be finite and positive")));
+						errmsg("pg_kde: a profile's period and cell must be finite and positive, 0 <= t0 <= t1 <= 1")));
 	p.v = (const float4 *) ARR_DATA_PTR(array);
-	p.bins = n / 3 - 1;
-	h = step / 2;
-	origin = floor((g0 + h) / period) * period;
+	p.bins = n - 2;
+	p.period = period;
+	p.h = step / 2;
+	p.g0 = g0;
 	w = g1 - g0;
-	a = (origin - h - g0) / w;
-	b = period / w;
-	moments(&p, period, origin, a, b, g0 + h, g1 + h, z);
+	b = period / w;				/* t = b d */
+	moments(&p, g0, g1, m);
+	z[0] = m[0];
+	z[1] = b * m[1];
+	z[2] = b * b * m[2];
 	under = mean * (z[1] - z[0] / 2) - (z[2] - z[1] / 2);
 	if (under != 0)
 		beta = fmin(PROFILE_TILT, fmax(-PROFILE_TILT, (z[1] - mean * z[0]) / under));
-	moments(&p, period, origin, a, b, g0 + t0 * w + h, g0 + t1 * w + h, c);
+	moments(&p, g0 + t0 * w, g0 + t1 * w, m);
+	c[0] = m[0];
+	c[1] = b * m[1];
+	c[2] = b * b * m[2];
 	total = z[0] + beta * (z[1] - z[0] / 2);
 	part = c[0] + beta * (c[1] - c[0] / 2);
 	share = total > 0 ? fmin(1, fmax(0, part / total)) : t1 - t0;

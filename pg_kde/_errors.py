@@ -28,3 +28,7 @@ class UserError(Exception):
 class NoValuesError(UserError):
     """The relation or column holds no non-NULL value: nothing to describe (a partitioned table's empty
     partitions are left out of its synopsis)."""
+
+    def __init__(self, message: str, *, rows: int = 0, **kwargs):
+        super().__init__(message, **kwargs)
+        self.rows = rows  # the relation's rows, all of them NULL in the column(s)

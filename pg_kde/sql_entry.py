@@ -245,9 +245,9 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
                                                              requested), built.catalog_types())
         return json.dumps({**built.summary(rel, cols if pair else cols[0]), **facts})
     if pair:
-        extra = {"layout": _ancestor_layout(plpy, schema, relid, cols)}
+        extra = {"layout": _ancestor_layout(plpy, schema, relid, cols, requested)}
     else:
-        extra = {"grid_hint": _ancestor_grid(plpy, schema, relid, cols), "period": _period(coltypes)}
+        extra = {"grid_hint": _ancestor_grid(plpy, schema, relid, cols, requested), "period": _period(coltypes)}
     built = (build_2d if pair else build_1d)(
         reader, requested, functools.partial(_select_bandwidth, plpy), interrupt=interrupt_check(plpy),
         started=started, **extra)
@@ -256,15 +256,25 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
     return json.dumps(built.summary(rel, cols if pair else cols[0]))
 
 
-def _ancestor_grid(plpy, schema: str, relid, cols):
-    """The grid of the nearest partitioned ancestor's synopsis of the same column, if any: a partition built
-    on it merges into the ancestor's synopsis exactly (:mod:`pg_kde.synopsis.merge`)."""
+def _ancestor_grid(plpy, schema: str, relid, cols, requested: Requested):
+    """The grid of the nearest partitioned ancestor's synopsis of the same column, if any and built with the
+    same request: a partition built on it merges into the ancestor's synopsis exactly
+    (:mod:`pg_kde.synopsis.merge`)."""
     rows = plpy.execute(plpy.prepare(
-        f"SELECT p.grid FROM pg_catalog.pg_partition_ancestors($1::regclass) WITH ORDINALITY a(relid, level) "
+        f"SELECT p.grid, k.requested::text AS requested_text "
+        f"FROM pg_catalog.pg_partition_ancestors($1::regclass) WITH ORDINALITY a(relid, level) "
         f"JOIN {schema}.kde_synopsis p ON p.relid = a.relid AND p.cols = $2 "
+        f"JOIN {schema}.kde_catalog k ON k.relid = p.relid AND k.cols = p.cols "
         f"WHERE a.relid <> $1::regclass AND cardinality(p.grid) >= 2 ORDER BY a.level LIMIT 1",
         ["oid", "text[]"]), [relid, list(cols)])
-    return np.asarray(rows[0]["grid"], dtype=np.float64) if rows else None
+    if not rows or not _same_request(rows[0]["requested_text"], requested):
+        return None
+    return np.asarray(rows[0]["grid"], dtype=np.float64)
+
+
+def _same_request(requested_text: str, requested: Requested) -> bool:
+    """Whether a stored synopsis was built with this request (its header's requested options)."""
+    return json.loads(requested_text) == json.loads(requested.json())
 
 
 def _stored_row(plpy, schema: str, payload: str, relid, cols):
@@ -319,15 +329,15 @@ def _layout_of(built) -> Layout2D:
                     (bool(built.integer_valued[0]), bool(built.integer_valued[1])))
 
 
-def _ancestor_layout(plpy, schema: str, relid, cols):
-    """The cells of the nearest partitioned ancestor's 2-D synopsis of the same pair, if any (a partition
-    built on them merges into the ancestor's synopsis exactly)."""
+def _ancestor_layout(plpy, schema: str, relid, cols, requested: Requested):
+    """The cells of the nearest partitioned ancestor's 2-D synopsis of the same pair, if any and built with the
+    same request (a partition built on them merges into the ancestor's synopsis exactly)."""
     rows = plpy.execute(plpy.prepare(
         f"SELECT a.relid::oid AS oid FROM pg_catalog.pg_partition_ancestors($1::regclass) WITH ORDINALITY a(relid, level) "
         f"JOIN {schema}.kde_synopsis_2d p ON p.relid = a.relid AND p.cols = $2 "
         f"WHERE a.relid <> $1::regclass ORDER BY a.level LIMIT 1", ["oid", "text[]"]), [relid, list(cols)])
     stored = _stored_2d(plpy, schema, int(rows[0]["oid"]), cols) if rows else None
-    return _layout_of(stored[0]) if stored else None
+    return _layout_of(stored[0]) if stored and _same_request(stored[1]["requested_text"], requested) else None
 
 
 def _union_stats(stats) -> TableStats:
@@ -348,7 +358,8 @@ def _build_partitioned_2d(plpy, schema: str, relid, parent: str, cols, requested
     axis's ends, a fraction on a whole-number axis, or any change on a discretised axis)."""
     found = _leaves(plpy, schema, relid, parent, cols)
     current = _stored_2d(plpy, schema, relid, cols)
-    layout = _layout_of(current[0]) if current else None
+    # The parent's cells, unless it was built with another request (a budget, a grid size)
+    layout = _layout_of(current[0]) if current and _same_request(current[1]["requested_text"], requested) else None
     select = functools.partial(_select_bandwidth, plpy)
     kept, todo = [], []
     for leaf, rel, kind, reader, attnums, coltypes in found:
@@ -379,13 +390,14 @@ def _build_partitioned_2d(plpy, schema: str, relid, parent: str, cols, requested
         pieces = [reader.sample(max(1, round(requested.sample_size * stats[leaf].rows / total)), stats[leaf].rows)
                   for leaf, _, reader, *_ in todo if stats[leaf].non_null]
         layout = plan_2d(np.concatenate([p.reshape(-1, 2) for p in pieces]), union, requested)
-    parts, rebuilt, empty = [built for _, built in kept], 0, 0
+    parts, rebuilt, empty, empty_rows = [built for _, built in kept], 0, 0, 0
     for leaf, rel, reader, attnums, coltypes, state in todo:
         if stats[leaf].non_null == 0:
-            empty += 1  # nothing to describe: no synopsis of its own, nothing to merge
+            empty += 1  # nothing to describe: no synopsis of its own, nothing to merge; its rows are NULLs
+            empty_rows += stats[leaf].rows
             continue
         built = build_2d(reader, requested, select, interrupt=interrupt_check(plpy), started=time.perf_counter(),
-                         layout=layout, stats=stats[leaf])
+                         layout=layout, stats=stats[leaf], shared=True)
         _upsert(plpy, schema, built.TABLE, built.catalog_row(leaf, list(cols), _identity(state, attnums, coltypes),
                                                              requested), built.catalog_types())
         parts.append(built)
@@ -393,6 +405,7 @@ def _build_partitioned_2d(plpy, schema: str, relid, parent: str, cols, requested
     if not parts:
         _fail(f"pg_kde: {parent} has no rows with both {', '.join(cols)} non-NULL in any partition")
     merged = merge_2d(parts, time.perf_counter() - started)
+    merged.n_null += empty_rows
     return merged, {"partitions": len(found), "rebuilt": rebuilt, "reused": len(parts) - rebuilt,
                     "empty_partitions": empty}
 
@@ -444,7 +457,7 @@ def _leaves(plpy, schema: str, relid, parent: str, cols) -> list:
 def _unchanged(facts: dict, requested: Requested, attnums, state: dict) -> bool:
     """Whether a stored synopsis (its header's facts) was built with this request on these columns, and its
     table has not changed since."""
-    return (json.loads(facts["requested_text"]) == json.loads(requested.json())
+    return (_same_request(facts["requested_text"], requested)
             and list(facts["attnums"]) == list(attnums)
             and all(facts[k] == state[k] for k in ("mod_count", "storage_id", "pages")))
 
@@ -461,12 +474,14 @@ def _build_partitioned(plpy, schema: str, relid, parent: str, cols, requested: R
     found = _leaves(plpy, schema, relid, parent, cols)
     leaves = [f[0] for f in found]
     current = _stored_1d(plpy, schema, relid, cols)
-    hint = np.asarray(current[0].grid, dtype=np.float64) if current and current[0].grid_size >= 2 else None
+    hint = (np.asarray(current[0].grid, dtype=np.float64)
+            if current and current[0].grid_size >= 2 and _same_request(current[1]["requested_text"], requested)
+            else None)
     if hint is None:  # the first build: the grid of a sample of the whole table
         values, span = _union_sample([f[3] for f in found], requested.sample_size)
         hint = plan_grid(values, requested, span, _period(found[0][5]))
     select = functools.partial(_select_bandwidth, plpy)
-    parts, rebuilt, empty = [], 0, 0
+    parts, rebuilt, empty, empty_rows = [], 0, 0, 0
     for leaf, rel, kind, reader, attnums, coltypes in found:
         state = _lock_state(plpy, schema, leaf, cols)  # the request was checked for the parent
         if kind == "f":  # a shard: its server's changes are not counted here, so it is always rebuilt
@@ -481,8 +496,9 @@ def _build_partitioned(plpy, schema: str, relid, parent: str, cols, requested: R
         try:
             built = build_1d(reader, requested, select, interrupt=interrupt_check(plpy), started=leaf_started,
                              grid_hint=hint, period=_period(coltypes))
-        except NoValuesError:
-            empty += 1  # nothing to describe: no synopsis of its own, nothing to merge
+        except NoValuesError as e:
+            empty += 1  # nothing to describe: no synopsis of its own, nothing to merge; its rows are NULLs
+            empty_rows += e.rows
             continue
         _upsert(plpy, schema, built.TABLE, built.catalog_row(leaf, list(cols), _identity(state, attnums, coltypes),
                                                              requested), built.catalog_types())
@@ -491,6 +507,7 @@ def _build_partitioned(plpy, schema: str, relid, parent: str, cols, requested: R
     if not parts:
         _fail(f"pg_kde: column {cols[0]} of {parent} has no non-NULL values in any partition")
     merged = merge_1d(parts, requested.budget_1d, time.perf_counter() - started)
+    merged.n_null += empty_rows
     return merged, {"partitions": len(leaves), "rebuilt": rebuilt, "reused": len(parts) - rebuilt,
                     "empty_partitions": empty}
 

@@ -9,8 +9,8 @@ ALTER TABLE kde_synopsis ADD COLUMN period float8 NOT NULL DEFAULT 0, ADD COLUMN
 ALTER TABLE kde_synopsis ADD CONSTRAINT kde_synopsis_profile_well_formed CHECK (
     period >= 0 AND period < 'Infinity' AND (period = 0) = (cardinality(profile) = 0)
     AND @extschema@._kde_is_vector(profile)
-    AND (cardinality(profile) = 0 OR (cardinality(profile) >= 7 AND cardinality(profile) % 3 = 1
-         AND profile[1] = 0 AND profile[cardinality(profile) / 3] = 1 AND profile[cardinality(profile)] >= 1)));
+    AND (cardinality(profile) = 0 OR (cardinality(profile) >= 3 AND profile[1] = 0
+         AND profile[cardinality(profile) - 1] = 1 AND profile[cardinality(profile)] >= 1)));
 
 -- budget: bytes the synopsis may take (its catalog rows, as pg_column_size counts them); NULL: 8192 for one
 -- column, 65536 for a pair. grid_size (points per axis), when given, sets the grid instead.
@@ -43,9 +43,9 @@ $$;
 -- The share of a cut cell [g0, g1]'s rows between fractions t0 <= t1 of the cell, their mean position there,
 -- and the variance of the share's error from the profile's own sample (per unit of share (1 - share)), under
 -- the periodic profile of a time column tilted to the cell's exact mean position (extension/profile.c; its
--- float64 reference is pg_kde.synopsis.cells.profile_cut): the profile's mass and first two moments unrolled
--- from a whole number of periods, at x + step/2 (a lattice value's rows sit in the bin of its half-steps).
--- docs/math.md §7.
+-- float64 reference is pg_kde.synopsis.cells.profile_cut): the profile's mass and first two moments about the
+-- cell's start (whole periods in closed form, the rest bin by bin), of x + step/2 (a lattice value's rows
+-- sit in the bin of its half-steps). docs/math.md §7.
 CREATE FUNCTION _kde_profile_cut(profile float4[], period float8, step float8, g0 float8, g1 float8, t0 float8,
                                  t1 float8, mean float8, OUT share float8, OUT pos float8, OUT doubt float8)
 AS 'MODULE_PATHNAME', 'kde_profile_cut' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;

@@ -236,7 +236,7 @@ def _scan_errors(scan, rel: str, col: str) -> None:
     """The errors a column's counts show (a :class:`~.reader.Scan1D` or a :class:`~.reader.Sample1D`)."""
     if scan.non_null == 0:
         raise NoValuesError(f"pg_kde: column {col} of {rel} has no non-NULL values" if scan.rows else
-                            f"pg_kde: {rel} is empty")
+                            f"pg_kde: {rel} is empty", rows=scan.rows)
     if scan.non_finite:
         raise UserError(f"pg_kde: column {col} of {rel} holds {scan.non_finite} NaN or infinite value(s); "
                         "a synopsis needs finite values")
@@ -409,7 +409,7 @@ def check_pair(stats: TableStats, rel: str, names: str, columns, constant: bool 
     """The errors a pair's facts show: no rows, NaN or infinite values, and (``constant``) a constant column."""
     if stats.non_null == 0:
         raise NoValuesError(f"pg_kde: {rel} has no rows with both {names} non-NULL" if stats.rows
-                            else f"pg_kde: {rel} is empty")
+                            else f"pg_kde: {rel} is empty", rows=stats.rows)
     if stats.non_finite:
         raise UserError(f"pg_kde: columns {names} of {rel} hold {stats.non_finite} NaN or infinite value(s); "
                         "a synopsis needs finite values")
@@ -450,19 +450,21 @@ def plan_2d(sample: np.ndarray, stats: TableStats, requested: Requested) -> Layo
 
 def build_2d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
              interrupt: Interrupt = None, started: Optional[float] = None,
-             layout: Optional[Layout2D] = None, stats: Optional[TableStats] = None) -> Built2D:
+             layout: Optional[Layout2D] = None, stats: Optional[TableStats] = None,
+             shared: bool = False) -> Built2D:
     """A 2-D synopsis of the reader's pair of columns on an equal-depth grid: exact summed-area tables of
     the grid cells' counts and sums (one scan), and a KDE in grid-index coordinates with a bandwidth matrix
     (LSCV_H by default) shaping the cells a box cuts. ``started`` as in :func:`build_1d`. ``layout``: the
     cells of the table this one is a part of (:func:`plan_2d`), so that the parts' synopses merge exactly;
     a part may then hold a constant column. Where the part's rows do not fit them (:meth:`Layout2D.holds`)
-    it gets cells of its own. ``stats``: the reader's :meth:`~.reader.TableReader.stats`, when the caller
-    has read them already."""
+    it gets cells of its own, unless ``shared``: the caller planned them for the whole table this part
+    belongs to (:func:`plan_2d` over all its parts), discretised axes included. ``stats``: the reader's
+    :meth:`~.reader.TableReader.stats`, when the caller has read them already."""
     started = time.perf_counter() if started is None else started
     chosen = counts_method(requested.method, 2)
     rel = reader.relation
     stats = stats if stats is not None else reader.stats()
-    if layout is not None and not layout.holds(stats):
+    if layout is not None and not shared and not layout.holds(stats):
         layout = None
     n_all, n = stats.rows, stats.non_null
     names = ", ".join(reader.columns)

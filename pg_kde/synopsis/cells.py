@@ -358,29 +358,24 @@ PROFILE_PRIOR = 1.0
 
 
 def profile_bytes(bins: int) -> int:
-    """Bytes a profile of ``bins`` bins adds to the payload row: 3 (bins + 1) + 1 float4, its period and the
-    array's header, with room."""
-    return 12 * (bins + 1) + 40
+    """Bytes a profile of ``bins`` bins adds to the payload row: bins + 2 float4, its period and the array's
+    header, with room."""
+    return 4 * (bins + 2) + 40
 
 
 def make_profile(sample: np.ndarray, period: float, bins: int, step: float = 0.0) -> np.ndarray:
     """The profile of ``sample`` over ``period``: the share of rows in each of ``bins`` equal bins of the
     period ((x + step/2) mod period: on a lattice of ``step`` each value's bin is the one its half-steps
     [v − q/2, v + q/2] fall in, as queries cut it), with :data:`PROFILE_PRIOR` added to each, stored as float4
-    at the bins' edges u_k = k T / K (p piecewise constant, integrating to 1 over the period): cumulative
-    shares C_0 = 0 .. C_K = 1, cumulative first moments M_k = ∫₀^{u_k} (v / T) p(v) dv and second moments
-    S_k = ∫₀^{u_k} (v / T)² p(v) dv, then the number of rows it was made from (its own sampling error widens
-    intervals: :func:`profile_cut`). docs/math.md §7."""
+    cumulative shares C_0 = 0 .. C_K = 1 at the bins' edges (the density is constant in each bin), then the
+    number of rows it was made from (its own sampling error widens intervals: :func:`profile_cut`).
+    docs/math.md §7."""
     phase = np.mod(np.asarray(sample, dtype=np.float64) + step / 2, period) / period
     k = np.minimum((phase * bins).astype(np.int64), bins - 1)
     counts = np.bincount(k, minlength=bins).astype(np.float64) + PROFILE_PRIOR
-    share = counts / counts.sum()
-    edges = np.arange(bins + 1) / bins
-    cum = np.concatenate([[0.0], np.cumsum(share)])
+    cum = np.concatenate([[0.0], np.cumsum(counts / counts.sum())])
     cum[-1] = 1.0
-    first = np.concatenate([[0.0], np.cumsum(share * (edges[:-1] + edges[1:]) / 2)])
-    second = np.concatenate([[0.0], np.cumsum(share * (edges[:-1] ** 2 + edges[:-1] * edges[1:] + edges[1:] ** 2) / 3)])
-    return np.concatenate([cum, first, second, [float(len(phase))]]).astype(np.float32).astype(np.float64)
+    return np.concatenate([cum, [float(len(phase))]]).astype(np.float32).astype(np.float64)
 
 
 def periodic(sample: np.ndarray, period: float, bins: int, step: float = 0.0) -> bool:
@@ -397,26 +392,52 @@ def periodic(sample: np.ndarray, period: float, bins: int, step: float = 0.0) ->
     return chi2 > (bins - 1) + 5 * math.sqrt(2 * (bins - 1))
 
 
-def profile_at(profile, period: float, origin: float, x: float) -> Tuple[float, float, float]:
-    """(P, Q, R): the mass and the first and second moments, in periods, of the profile unrolled from
-    ``origin`` (a whole number of periods) to x >= origin: ∫ p, ∫ y p and ∫ y² p over y = (s − origin)/T in
-    [0, (x − origin)/T], p integrating to 1 per period. As _kde_profile_cut in SQL."""
-    bins = len(profile) // 3 - 1
-    y = (x - origin) / period
-    j = math.floor(y)
-    r = y - j
-    k = min(int(r * bins), bins - 1)
-    f = r * bins - k
-    e = k / bins
-    dc = profile[k + 1] - profile[k]
-    c = profile[k] + dc * f
-    m = profile[bins + 1 + k] + dc * bins * (r * r - e * e) / 2
-    s2 = profile[2 * bins + 2 + k] + dc * bins * (r * r * r - e * e * e) / 3
-    mu1, mu2 = profile[2 * bins + 1], profile[3 * bins + 2]
-    mass = j + c
-    first = j * (j - 1) / 2 + j * mu1 + j * c + m
-    second = (j - 1) * j * (2 * j - 1) / 6 + mu1 * j * (j - 1) + j * mu2 + j * j * c + 2 * j * m + s2
-    return mass, first, second
+def _profile_piece(profile, bins: int, period: float, h: float, g0: float, a: float, b: float, m: list) -> None:
+    """Add to m the mass and first two moments of the profile's density over [a, b] (seconds, a <= b) about
+    g0, in periods (d = (x − g0)/T), bin by bin."""
+    x = a
+    while x < b:
+        y = (x + h) / period
+        j = math.floor(y)
+        k = min(int((y - j) * bins), bins - 1)
+        edge = (j + (k + 1) / bins) * period - h  # where this bin ends
+        if edge <= x:  # x on the edge itself, rounded into the bin before
+            k, edge = k + 1, edge + period / bins
+        e = min(b, edge)
+        dens = (profile[k % bins + 1] - profile[k % bins]) * bins
+        ds, de = (x - g0) / period, (e - g0) / period
+        m[0] += dens * (de - ds)
+        m[1] += dens * (de * de - ds * ds) / 2
+        m[2] += dens * (de * de * de - ds * ds * ds) / 3
+        x = e
+
+
+def profile_moments(profile, period: float, step: float, g0: float, a: float, b: float) -> list:
+    """[∫ p, ∫ d p, ∫ d² p] over [a, b] (seconds, a <= b), d = (x − g0)/T, p the profile's density (1 per
+    period, of x + step/2): whole periods in closed form, the rest bin by bin, everything about g0, so a
+    narrow cell loses no precision. As _kde_profile_cut in C (extension/profile.c)."""
+    bins = len(profile) - 2
+    h = step / 2
+    m = [0.0, 0.0, 0.0]
+    first = math.ceil((a + h) / period) * period - h  # the first period that starts in [a, b]
+    last = math.floor((b + h) / period) * period - h  # the last one's end
+    whole = round((last - first) / period) if last > first else 0
+    if whole < 2:
+        _profile_piece(profile, bins, period, h, g0, a, b, m)
+        return m
+    _profile_piece(profile, bins, period, h, g0, a, first, m)
+    _profile_piece(profile, bins, period, h, g0, last, b, m)
+    # One period's first and second moments about its start, then `whole` of them from c = (first − g0)/T.
+    mu1 = mu2 = 0.0
+    for k in range(bins):
+        share, e0, e1 = profile[k + 1] - profile[k], k / bins, (k + 1) / bins
+        mu1 += share * (e0 + e1) / 2
+        mu2 += share * (e0 * e0 + e0 * e1 + e1 * e1) / 3
+    c, n = (first - g0) / period, whole
+    m[0] += n
+    m[1] += n * c + n * (n - 1) / 2 + n * mu1
+    m[2] += n * c * c + c * n * (n - 1) + (n - 1) * n * (2 * n - 1) / 6 + 2 * mu1 * (n * c + n * (n - 1) / 2) + n * mu2
+    return m
 
 
 #: Largest tilt β of a profile's density p (1 + β (t − ½)) inside a cell: it stays non-negative.
@@ -432,17 +453,13 @@ def profile_cut(profile, period: float, g0: float, g1: float, t0: float, t1: flo
     the cell; the middle of [t0, t1] where the share is 0), and the variance of the share's error from the
     profile's own sample of k rows, per unit of share (1 − share): 1 / (k M max(M, 1)), M the cell's profile
     mass in periods (a cell within one period sees k M of the sample's rows; one of many periods errs only
-    in its partial periods, by 1/M of the whole). As _kde_profile_cut in SQL."""
-    h = step / 2
-    origin = math.floor((g0 + h) / period) * period
+    in its partial periods, by 1/M of the whole). As _kde_profile_cut in C."""
     w = g1 - g0
-    a, b = (origin - h - g0) / w, period / w  # t = a + b y
+    b = period / w  # t = b d
 
     def moments(x0, x1):  # ∫ p, ∫ t p, ∫ t² p over [x0, x1]
-        p0, q0, r0 = profile_at(profile, period, origin, x0 + h)
-        p1, q1, r1 = profile_at(profile, period, origin, x1 + h)
-        dp, dq, dr = p1 - p0, q1 - q0, r1 - r0
-        return dp, a * dp + b * dq, a * a * dp + 2 * a * b * dq + b * b * dr
+        m = profile_moments(profile, period, step, g0, x0, x1)
+        return m[0], b * m[1], b * b * m[2]
 
     z0, z1, z2 = moments(g0, g1)
     beta = 0.0

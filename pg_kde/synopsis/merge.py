@@ -97,7 +97,7 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         mixed = sum(w * np.asarray(p.profile, dtype=np.float64) for w, p in zip(weights, celled)) / weights.sum()
         mixed[-1] = sum(p.profile[-1] for p in celled)  # made from all the parts' sampled rows
         profile = mixed.astype(np.float32).astype(np.float64).tolist()
-    cells_budget = budget - (profile_bytes(len(profile) // 3 - 1) if profile else 0)
+    cells_budget = budget - (profile_bytes(len(profile) - 2) if profile else 0)
 
     grids = [np.asarray(p.grid, dtype=np.float64) for p in celled]
     ends = [g[0] for g in grids] + ([float(min(demoted))] if demoted else [])

@@ -26,8 +26,9 @@ MEAN_KNOWN = 3.0
 @dataclass
 class Range:
     """A moment over a range: the estimate, its variance (the cut cells' rows binomial around the shape's
-    share, plus the shape's error the sample showed, :func:`pg_kde.synopsis.cells.shape_variance`, plus half
-    the shape's distance from the straight line, squared), and hard bounds."""
+    share less what its exact mean pins down, plus the shape's error the sample showed,
+    :func:`pg_kde.synopsis.cells.shape_variance`, plus the shape's distance from the straight line, squared),
+    and hard bounds."""
 
     estimate: float = 0.0
     variance: float = 0.0
@@ -139,7 +140,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
             disagreement += apart * abs(x)
             out.low += min(0.0, n * (g0 * (1 - t0) + g1 * t0))
             out.high += max(0.0, n * (g0 * (1 - t1) + g1 * t1))
-    # The shape's own uncertainty: half of how far its shares are from the straight line's (docs/math.md §7).
+    # The shape's own uncertainty: how far its shares are from the straight line's (docs/math.md §7).
     out.variance += (SHAPE_DOUBT * disagreement) ** 2
     return out
 

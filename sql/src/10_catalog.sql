@@ -47,8 +47,7 @@ COMMENT ON TABLE kde_catalog IS 'pg_kde synopses: one header row each (relation,
 --     the size built (requested.grid_size is what was asked, if it was). period > 0 (0.6.0, a time column):
 --     the rows inside a cut cell follow the periodic profile instead of the KDE's shape: the share of rows in
 --     each of K bins of the period (the time of day, the day of the week), as cumulative shares at the K + 1
---     bin edges, then cumulative first and second moments there, then the sampled rows it was made from
---     (profile, float4, 3 (K + 1) + 1 values). docs/math.md §7.
+--     bin edges, then the sampled rows it was made from (profile, float4, K + 2 values). docs/math.md §7.
 CREATE TABLE kde_synopsis (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL,
@@ -141,8 +140,8 @@ ALTER TABLE kde_synopsis ADD CONSTRAINT kde_synopsis_well_formed CHECK (
 ALTER TABLE kde_synopsis ADD CONSTRAINT kde_synopsis_profile_well_formed CHECK (
     period >= 0 AND period < 'Infinity' AND (period = 0) = (cardinality(profile) = 0)
     AND @extschema@._kde_is_vector(profile)
-    AND (cardinality(profile) = 0 OR (cardinality(profile) >= 7 AND cardinality(profile) % 3 = 1
-         AND profile[1] = 0 AND profile[cardinality(profile) / 3] = 1 AND profile[cardinality(profile)] >= 1)));
+    AND (cardinality(profile) = 0 OR (cardinality(profile) >= 3 AND profile[1] = 0
+         AND profile[cardinality(profile) - 1] = 1 AND profile[cardinality(profile)] >= 1)));
 ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_well_formed CHECK (
     cardinality(cols) = 2
     AND cardinality(integer_valued) = 2 AND cardinality(grid_size) = 2 AND grid_size[1] >= 2 AND grid_size[2] >= 2

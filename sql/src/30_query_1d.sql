@@ -188,9 +188,9 @@ COMMENT ON FUNCTION _kde_cut(float8, float8, float8, float8, float8) IS 'pg_kde 
 -- The share of a cut cell [g0, g1]'s rows between fractions t0 <= t1 of the cell, their mean position there,
 -- and the variance of the share's error from the profile's own sample (per unit of share (1 - share)), under
 -- the periodic profile of a time column tilted to the cell's exact mean position (extension/profile.c; its
--- float64 reference is pg_kde.synopsis.cells.profile_cut): the profile's mass and first two moments unrolled
--- from a whole number of periods, at x + step/2 (a lattice value's rows sit in the bin of its half-steps).
--- docs/math.md §7.
+-- float64 reference is pg_kde.synopsis.cells.profile_cut): the profile's mass and first two moments about the
+-- cell's start (whole periods in closed form, the rest bin by bin), of x + step/2 (a lattice value's rows
+-- sit in the bin of its half-steps). docs/math.md §7.
 CREATE FUNCTION _kde_profile_cut(profile float4[], period float8, step float8, g0 float8, g1 float8, t0 float8,
                                  t1 float8, mean float8, OUT share float8, OUT pos float8, OUT doubt float8)
 AS 'MODULE_PATHNAME', 'kde_profile_cut' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;

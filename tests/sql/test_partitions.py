@@ -177,3 +177,44 @@ def test_a_pair_of_a_partitioned_table_merges_its_partitions(db, sales):
     assert parent["grid2"][-1] >= 99999.99
     np.testing.assert_array_equal(np.diff(np.diff(np.asarray(parent["sat_count"]).reshape(parent["grid_size"]),
                                                   axis=0), axis=1), cells)
+
+
+def test_pairs_of_partitions_with_a_discretised_axis_another_request_and_empty_partitions(db, table):
+    """A discretised axis (a lattice of ten values) merges on the parent's cells; a changed request (a grid
+    size, a budget) plans new cells, also for a partition refreshed alone; a partition whose pairs are all
+    NULL counts its rows as NULLs."""
+    rng = np.random.default_rng(32)
+    n = 9000
+    k = rng.integers(0, 3, n)
+    a = rng.normal(0, 1, n) + k
+    c = np.floor(rng.uniform(0, 10, n)) + 0.5
+    db.execute(f'CREATE TABLE "{table}" (k int, a float8, c float8) PARTITION BY LIST (k)')
+    for part in range(4):
+        db.execute(f'CREATE TABLE "{table}_{part}" PARTITION OF "{table}" FOR VALUES IN ({part})')
+    with db.cursor().copy(f'COPY "{table}" FROM STDIN') as cp:
+        for row in zip(k, a, c):
+            cp.write_row((int(row[0]), float(row[1]), float(row[2])))
+        for _ in range(50):  # partition 3: only NULL pairs
+            cp.write_row((3, None, 1.5))
+    t = f'"{table}"'
+    first = db.execute("SELECT kde_refresh(%s::regclass, ARRAY['a', 'c'])", (t,)).fetchone()[0]
+    assert (first["rebuilt"], first["empty_partitions"], first["rows"], first["nulls"]) == (3, 1, n, 50)
+    with db.cursor(row_factory=dict_row) as cur:
+        row = cur.execute("SELECT * FROM kde_synopsis_2d WHERE relid = %s::regclass", (t,)).fetchone()
+    assert len(row["lattice2"]) == 10  # the discretised axis
+    cells = np.histogram2d(a, c, bins=(row["grid1"], row["grid2"]))[0]
+    np.testing.assert_array_equal(np.diff(np.diff(np.asarray(row["sat_count"]).reshape(row["grid_size"]), axis=0),
+                                          axis=1), cells)
+    exact = int(((a >= 0) & (a <= 1.5) & (c >= 2) & (c <= 6)).sum())
+    got = db.execute("SELECT approx_count(%s::regclass, 'a', 0, 1.5, 'c', 2, 6)", (t,)).fetchone()[0]
+    assert abs(got - exact) <= 0.05 * exact
+    # Another request: new cells, every partition rebuilt on them
+    again = db.execute("SELECT kde_refresh(%s::regclass, ARRAY['a', 'c'], grid_size => 12)", (t,)).fetchone()[0]
+    assert again["rebuilt"] == 3 and again["grid_size"][0] <= 12
+    # A partition refreshed alone with another budget gets cells of its own within that budget
+    alone = db.execute("SELECT kde_refresh(%s::regclass, ARRAY['a', 'c'], budget => 4096)",
+                       (f'"{table}_1"',)).fetchone()[0]
+    assert alone["rows"] == int((k == 1).sum())
+    size = db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = '{a,c}'",
+                      (f'"{table}_1"',)).fetchone()[0]
+    assert size <= 4096
