@@ -14,9 +14,10 @@ two) cells it cuts are estimated, from a shape of the rows inside the cell:
   :func:`lattice_grid`): cells hold similar shares of the rows wherever the data are dense.
 - **The shape inside a cell** (:func:`cell_shape`): a cubic density that keeps the cell's exact row count
   and exact mean, and meets the KDE's density at both of its ends (:func:`binned_kde_at`, the reflection KDE
-  of the rows as the cells count them, with the bandwidth selected on the sample). Where that cubic would go negative, the exponential with the exact
-  mean stands in for a tail cell (rows crowding one end), the linear density with it (format 1's shape)
-  otherwise.
+  of the rows as the cells count them, with the bandwidth selected on the sample). Where that cubic would
+  go negative, the exponential with the exact mean stands in for a tail cell (rows crowding one end), the
+  linear density with it (format 1's shape) otherwise. A time column may follow its periodic profile
+  instead (:func:`profile_cut`).
 
 docs/math.md §7 gives the formulas; sql/src/30_query_1d.sql evaluates them at query time and
 :mod:`pg_kde.synopsis.query` is their float64 reference.
