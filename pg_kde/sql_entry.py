@@ -278,21 +278,24 @@ def _same_request(requested_text: str, requested: Requested) -> bool:
 
 
 def _stored_row(plpy, schema: str, payload: str, relid, cols):
-    """A synopsis' header and payload (table ``payload``) columns as one row, with its requested options as
-    text (None when there is none)."""
+    """A synopsis' header and payload (table ``payload``) columns as one row (with its requested options as
+    text), and the header's requested options and staleness facts; None when there is none."""
     rows = plpy.execute(plpy.prepare(
         f"SELECT k.*, p.*, k.requested::text AS requested_text FROM {schema}.kde_catalog k "
         f"JOIN {schema}.{payload} p USING (relid, cols) WHERE k.relid = $1::regclass AND k.cols = $2",
         ["oid", "text[]"]), [relid, list(cols)])
-    return rows[0] if rows else None
+    if not rows:
+        return None
+    return rows[0], {k: rows[0][k] for k in ("mod_count", "storage_id", "pages", "attnums", "requested_text")}
 
 
 def _stored_1d(plpy, schema: str, relid, cols):
     """The stored 1-D synopsis of a relation's columns as a :class:`~pg_kde.synopsis.catalog.Built1D`, with its
     header's requested options and staleness facts (None when there is none)."""
-    r = _stored_row(plpy, schema, "kde_synopsis", relid, cols)
-    if r is None:
+    stored = _stored_row(plpy, schema, "kde_synopsis", relid, cols)
+    if stored is None:
         return None
+    r, facts = stored
     built = Built1D(
         method=r["method"], bandwidth=float(r["bandwidth"][0]), sample_size=int(r["sample_size"]), backend=r["backend"],
         scale=None, n_rows=int(r["n_rows"]), n_null=int(r["n_null"]), step=float(r["step"]),
@@ -302,16 +305,16 @@ def _stored_1d(plpy, schema: str, relid, cols):
         cell_cum_sum=list(r["cell_cum_sum"]), density=[float(d) for d in r["density"]], shape_var=float(r["shape_var"]),
         budget=int(json.loads(r["requested_text"]).get("budget") or 0), seconds=float(r["build_seconds"]),
         period=float(r["period"]), profile=[float(v) for v in r["profile"]])
-    facts = {k: r[k] for k in ("mod_count", "storage_id", "pages", "attnums", "requested_text")}
     return built, facts
 
 
 def _stored_2d(plpy, schema: str, relid, cols):
     """The stored 2-D synopsis of a relation's pair as a :class:`~pg_kde.synopsis.catalog.Built2D`, with its
     header's requested options and staleness facts (None when there is none)."""
-    r = _stored_row(plpy, schema, "kde_synopsis_2d", relid, cols)
-    if r is None:
+    stored = _stored_row(plpy, schema, "kde_synopsis_2d", relid, cols)
+    if stored is None:
         return None
+    r, facts = stored
     built = Built2D(
         method=r["method"], bandwidth=[float(v) for v in r["bandwidth"]], sample_size=int(r["sample_size"]),
         backend=r["backend"], n_rows=int(r["n_rows"]), n_null=int(r["n_null"]),
@@ -319,7 +322,6 @@ def _stored_2d(plpy, schema: str, relid, cols):
         lattice1=list(r["lattice1"]), lattice2=list(r["lattice2"]), grid_size=[int(v) for v in r["grid_size"]],
         sat_count=list(r["sat_count"]), sat_sum=list(r["sat_sum"]), kde_sat=list(r["kde_sat"]),
         seconds=float(r["build_seconds"]))
-    facts = {k: r[k] for k in ("mod_count", "storage_id", "pages", "attnums", "requested_text")}
     return built, facts
 
 
