@@ -357,7 +357,8 @@ def _build_partitioned_2d(plpy, schema: str, relid, parent: str, cols, requested
     on the parent's cells (:class:`~pg_kde.synopsis.build.Layout2D`), so the merge adds their tables exactly
     (:func:`pg_kde.synopsis.merge.merge_2d`); a partition is rebuilt only when it changed, and the cells are
     planned again, with every partition rebuilt, only when a changed partition's rows leave them (beyond an
-    axis's ends, a fraction on a whole-number axis, or any change on a discretised axis)."""
+    axis's ends, a fraction on a whole-number axis, or any change on a discretised axis) or no partition's
+    rows reach an outer cell any more (:func:`_cells_past_rows`)."""
     found = _leaves(plpy, schema, relid, parent, cols)
     current = _stored_2d(plpy, schema, relid, cols)
     # The parent's cells, unless it was built with another request (a budget, a grid size)
@@ -377,7 +378,8 @@ def _build_partitioned_2d(plpy, schema: str, relid, parent: str, cols, requested
         else:
             todo.append((leaf, rel, reader, attnums, coltypes, state))
     stats = {leaf: reader.stats() for leaf, _, reader, *_ in todo}
-    if layout is None or not all(layout.holds(s) for s in stats.values()):
+    if (layout is None or not all(layout.holds(s) for s in stats.values())
+            or _cells_past_rows(layout, [built for _, built in kept], stats.values())):
         # New cells for the whole table: from every partition's facts and a sample of each, its share of
         # sample_size by its rows; every partition is then rebuilt on them.
         for leaf, rel, kind, reader, attnums, coltypes in found:
@@ -410,6 +412,27 @@ def _build_partitioned_2d(plpy, schema: str, relid, parent: str, cols, requested
     merged.n_null += empty_rows
     return merged, {"partitions": len(found), "rebuilt": rebuilt, "reused": len(parts) - rebuilt,
                     "empty_partitions": empty}
+
+
+def _cells_past_rows(layout: Layout2D, kept, stats) -> bool:
+    """Whether the cells reach past every partition's rows on some axis: an outer row or column of cells
+    that no partition's rows fall in (a partition detached, rows deleted at an end). A fresh layout ends at
+    the rows' min and max, so its outer cells hold rows; reused cells that no longer do would share the
+    outer rows over empty space."""
+    used = [np.zeros(len(g) - 1, dtype=bool) for g in layout.grids]
+    for built in kept:
+        sat = np.asarray(built.sat_count, dtype=np.float64).reshape(built.grid_size)
+        cells = np.diff(np.diff(sat, axis=0), axis=1)
+        used[0] |= cells.sum(axis=1) > 0
+        used[1] |= cells.sum(axis=0) > 0
+    for st in stats:
+        if st.non_null:
+            for k in (0, 1):
+                g = np.asarray(layout.grids[k])
+                lo, hi = (min(max(int(np.searchsorted(g, v, side="right")) - 1, 0), len(g) - 2)
+                          for v in (st.lo[k], st.hi[k]))
+                used[k][lo:hi + 1] = True
+    return any(not u[0] or not u[-1] for u in used if len(u))
 
 
 def _union_sample(readers, size: int):

@@ -177,6 +177,19 @@ def test_a_pair_of_a_partitioned_table_merges_its_partitions(db, sales):
     assert parent["grid2"][-1] >= 99999.99
     np.testing.assert_array_equal(np.diff(np.diff(np.asarray(parent["sat_count"]).reshape(parent["grid_size"]),
                                                   axis=0), axis=1), cells)
+    # The last month detached: no partition's rows reach the outer cells of t any more, so new cells for the
+    # two months left, both rebuilt on them.
+    db.execute(f'ALTER TABLE "{sales}" DETACH PARTITION "{sales}_2"')
+    try:
+        narrower = refresh_pair(db, sales)
+        assert (narrower["rebuilt"], narrower["reused"]) == (2, 0)
+        parent, cells, _ = pair(db, sales)
+        assert parent["grid1"][-1] < START + 2 * MONTH
+        np.testing.assert_array_equal(np.diff(np.diff(np.asarray(parent["sat_count"]).reshape(parent["grid_size"]),
+                                                      axis=0), axis=1), cells)
+        assert refresh_pair(db, sales)["reused"] == 2  # and the new cells are reused again
+    finally:
+        db.execute(f'DROP TABLE "{sales}_2"')
 
 
 def test_pairs_of_partitions_with_a_discretised_axis_another_request_and_empty_partitions(db, table):
