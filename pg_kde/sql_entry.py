@@ -364,19 +364,14 @@ def _build_partitioned_2d(plpy, schema: str, relid, parent: str, cols, requested
     # The parent's cells, unless it was built with another request (a budget, a grid size)
     layout = _layout_of(current[0]) if current and _same_request(current[1]["requested_text"], requested) else None
     select = functools.partial(_select_bandwidth, plpy)
-    kept, todo = [], []
+    kept, todo, states = [], [], {}
     for leaf, rel, kind, reader, attnums, coltypes in found:
-        state = _lock_state(plpy, schema, leaf, cols)  # the request was checked for the parent
-        stored = None
-        if kind == "f":  # a shard: its server's changes are not counted here, so it is always rebuilt
-            _note_pushdown(plpy, leaf, rel)
-        else:
-            stored = _stored_2d(plpy, schema, leaf, cols)
+        states[leaf], stored = _leaf_state(plpy, schema, leaf, rel, kind, cols, _stored_2d)
         if (stored is not None and layout is not None and _layout_of(stored[0]) == layout
-                and _unchanged(stored[1], requested, attnums, state)):
+                and _unchanged(stored[1], requested, attnums, states[leaf])):
             kept.append((leaf, stored[0]))
         else:
-            todo.append((leaf, rel, reader, attnums, coltypes, state))
+            todo.append((leaf, rel, reader, attnums, coltypes, states[leaf]))
     stats = {leaf: reader.stats() for leaf, _, reader, *_ in todo}
     if (layout is None or not all(layout.holds(s) for s in stats.values())
             or _cells_past_rows(layout, [built for _, built in kept], stats.values())):
@@ -384,8 +379,7 @@ def _build_partitioned_2d(plpy, schema: str, relid, parent: str, cols, requested
         # sample_size by its rows; every partition is then rebuilt on them.
         for leaf, rel, kind, reader, attnums, coltypes in found:
             if leaf not in stats:
-                state = _lock_state(plpy, schema, leaf, cols)
-                todo.append((leaf, rel, reader, attnums, coltypes, state))
+                todo.append((leaf, rel, reader, attnums, coltypes, states[leaf]))
                 stats[leaf] = reader.stats()
         kept = []
         union = _union_stats(list(stats.values()))
@@ -479,6 +473,17 @@ def _leaves(plpy, schema: str, relid, parent: str, cols) -> list:
     return found
 
 
+def _leaf_state(plpy, schema: str, leaf, rel: str, kind: str, cols, stored_of):
+    """A partition's table state, its synopsis row locked (the request was checked for the parent), and its
+    stored synopsis (``stored_of``: :func:`_stored_1d` or :func:`_stored_2d`); None for a shard, whose
+    server's changes are not counted here: it is always rebuilt."""
+    state = _lock_state(plpy, schema, leaf, cols)
+    if kind == "f":
+        _note_pushdown(plpy, leaf, rel)
+        return state, None
+    return state, stored_of(plpy, schema, leaf, cols)
+
+
 def _unchanged(facts: dict, requested: Requested, attnums, state: dict) -> bool:
     """Whether a stored synopsis (its header's facts) was built with this request on these columns, and its
     table has not changed since."""
@@ -508,12 +513,7 @@ def _build_partitioned(plpy, schema: str, relid, parent: str, cols, requested: R
     select = functools.partial(_select_bandwidth, plpy)
     parts, rebuilt, empty, empty_rows = [], 0, 0, 0
     for leaf, rel, kind, reader, attnums, coltypes in found:
-        state = _lock_state(plpy, schema, leaf, cols)  # the request was checked for the parent
-        if kind == "f":  # a shard: its server's changes are not counted here, so it is always rebuilt
-            _note_pushdown(plpy, leaf, rel)
-            stored = None
-        else:
-            stored = _stored_1d(plpy, schema, leaf, cols)
+        state, stored = _leaf_state(plpy, schema, leaf, rel, kind, cols, _stored_1d)
         if stored is not None and _unchanged(stored[1], requested, attnums, state):
             parts.append(stored[0])
             continue

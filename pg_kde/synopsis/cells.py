@@ -371,12 +371,16 @@ def make_profile(sample: np.ndarray, period: float, bins: int, step: float = 0.0
     cumulative shares C_0 = 0 .. C_K = 1 at the bins' edges (the density is constant in each bin), then the
     number of rows it was made from (its own sampling error widens intervals: :func:`profile_cut`).
     docs/math.md §7."""
-    phase = np.mod(np.asarray(sample, dtype=np.float64) + step / 2, period) / period
-    k = np.minimum((phase * bins).astype(np.int64), bins - 1)
-    counts = np.bincount(k, minlength=bins).astype(np.float64) + PROFILE_PRIOR
+    counts = _period_counts(sample, period, bins, step) + PROFILE_PRIOR
     cum = np.concatenate([[0.0], np.cumsum(counts / counts.sum())])
     cum[-1] = 1.0
-    return np.concatenate([cum, [float(len(phase))]]).astype(np.float32).astype(np.float64)
+    return np.concatenate([cum, [float(len(sample))]]).astype(np.float32).astype(np.float64)
+
+
+def _period_counts(sample: np.ndarray, period: float, bins: int, step: float) -> np.ndarray:
+    """The sample's rows in each of ``bins`` equal bins of the period, by the phase of x + step/2."""
+    phase = np.mod(np.asarray(sample, dtype=np.float64) + step / 2, period) / period
+    return np.bincount(np.minimum((phase * bins).astype(np.int64), bins - 1), minlength=bins).astype(np.float64)
 
 
 def periodic(sample: np.ndarray, period: float, bins: int, step: float = 0.0) -> bool:
@@ -384,9 +388,8 @@ def periodic(sample: np.ndarray, period: float, bins: int, step: float = 0.0) ->
     them): Pearson's χ² against even bins beyond its mean (bins − 1) by five of its standard deviations
     (√(2 (bins − 1))). Where they are spread evenly a profile is the straight line, and its bytes are
     better spent on cells."""
-    phase = np.mod(np.asarray(sample, dtype=np.float64) + step / 2, period) / period
-    counts = np.bincount(np.minimum((phase * bins).astype(np.int64), bins - 1), minlength=bins)
-    expected = len(phase) / bins
+    counts = _period_counts(sample, period, bins, step)
+    expected = len(sample) / bins
     if expected < 5:
         return False
     chi2 = float(((counts - expected) ** 2).sum() / expected)

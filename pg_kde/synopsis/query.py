@@ -111,22 +111,21 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
             continue
         coef, mean = shape_of(g0, g1, n, sums[c + 1] - sums[c], density[c], density[c + 1], s["kde_rows"],
                               half_range)
-        share = min(1.0, max(0.0, mass(coef, t1) - mass(coef, t0)))
-        # Binomial, less what the cell's exact mean pins down, plus the shape's error. A cut cell is never
-        # certain: its share counts as at least one row's each side.
-        f = min(max(share, 1 / (n + 1)), n / (n + 1))
         doubt = 0.0
         if s.get("period", 0.0) > 0:
             # The periodic profile's shape, tilted to the cell's mean; its own sampling error adds
             # n² f (1 − f) / (k M max(M, 1)) to the variance.
             share, pos, doubt = profile_cut(s["profile"], s["period"], g0, g1, t0, t1, s["step"], mean)
             apart = 0.0
-            f = min(max(share, 1 / (n + 1)), n / (n + 1))
         else:
+            share = min(1.0, max(0.0, mass(coef, t1) - mass(coef, t0)))
             pos = (moment(coef, t1) - moment(coef, t0)) / share if share > 0 else (t0 + t1) / 2
             pos = min(t1, max(t0, pos))
             lin = linear(mean)
             apart = n * abs(share - (mass(lin, t1) - mass(lin, t0)))  # how far the straight line would put it
+        # Binomial, less what the cell's exact mean pins down, plus the shape's error. A cut cell is never
+        # certain: its share counts as at least one row's each side.
+        f = min(max(share, 1 / (n + 1)), n / (n + 1))
         spread = f * (1 - f) * (n * (1 - MEAN_KNOWN * f * (1 - f)) + 4 * n * n * s["shape_var"] + n * n * doubt)
         if order == 0:
             out.estimate += n * share
