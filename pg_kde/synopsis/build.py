@@ -40,6 +40,7 @@ from .cells import (
     repeatable_bandwidth,
     shape_fit,
     shape_variance,
+    stored_density,
     trim_ends,
 )
 from .maths import (
@@ -354,7 +355,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         h_eff = math.hypot(h, step / math.sqrt(12.0))
         f = binned_kde_at(points, rows_in, h_eff, interrupt=interrupt)
         # Relative to the grid's mean density (f integrates to 1 over it): O(1) numbers, whatever the units.
-        stored = (f * 2 * (points[-1] / 2 - points[0] / 2)).astype(np.float32).astype(np.float64)
+        stored = stored_density(f * 2 * (points[-1] / 2 - points[0] / 2))
         population = len(sample) >= n
         fit = shape_fit(points, rows_in, sums_in, stored, rest, step, population)
         tau2 = shape_variance(fit)

@@ -190,12 +190,20 @@ def order_statistics(sample: np.ndarray, k: int) -> np.ndarray:
 BINNED_REACH = 9.0
 
 
+def stored_density(density: np.ndarray) -> np.ndarray:
+    """Densities relative to a grid's mean as float4 stores them (read back as float64): capped at float4's
+    largest number, which a cell narrower than 1e-38 of the grid's span would pass (one value far beyond
+    the rest, as 1e300 among cents)."""
+    return np.minimum(np.asarray(density, dtype=np.float64), float(np.finfo(np.float32).max)) \
+        .astype(np.float32).astype(np.float64)
+
+
 def normal_cdf(u: np.ndarray) -> np.ndarray:
     """Φ(u) = erfc(−u/√2)/2 with erfc by the Chebyshev fit of Numerical Recipes (Press et al., 2nd ed., §6.2,
     erfcc): relative error below 1.2e-7 everywhere, tails included; NumPy only (no SciPy import in a new
     backend's first refresh)."""
     x = -np.asarray(u, dtype=np.float64) / math.sqrt(2.0)
-    z = np.abs(x)
+    z = np.minimum(np.abs(x), 40.0)  # erfc(40) is far below float8's least number: the same 0 without overflow
     t = 1.0 / (1.0 + 0.5 * z)
     poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (
         0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))

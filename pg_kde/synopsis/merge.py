@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from .catalog import Built1D, Built2D
-from .cells import ATOM_BYTES, ROW_BYTES_1D, cells_for_budget, on_lattice, profile_bytes
+from .cells import ATOM_BYTES, ROW_BYTES_1D, cells_for_budget, on_lattice, profile_bytes, stored_density
 from .maths import Atoms
 
 
@@ -135,7 +135,7 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         # Relative to the merged grid's mean density, as a part stores it.
         mean = max(sum(p.kde_rows for p in celled), 1) / (2 * (points[-1] / 2 - points[0] / 2))
         grid, cum_count, cum_sum = points.tolist(), counts_below.tolist(), sums_below.tolist()
-        density = (rows_density / mean).astype(np.float32).astype(np.float64).tolist()
+        density = stored_density(rows_density / mean).tolist()
     atoms = Atoms(kept, np.array([heavy[v][0] for v in kept]))
     atom_count, atom_sum = atoms.cumulative()
     backends = sorted({p.backend for p in parts} - {"none"}) or ["none"]
