@@ -9,7 +9,10 @@
  *   - per candidate heavy value (a sorted float8 array), its rows (they stay out of the cells);
  *   - the column's facts: non-NULL and non-finite rows, rows off the quantum's lattice, rows that are not
  *     whole numbers, rows whose quanta do not fit an int64, and the min and max of all values and of the
- *     cells' values.
+ *     cells' values;
+ *   - the TAIL_VALUES smallest and largest of the cells' values (two heaps, with repeats): where the grid
+ *     was placed from a sample of the table's blocks, rows beyond the sampled range fall in the outer cells,
+ *     and these values let the build cut those cells exactly (docs/math.md §7).
  *
  * It is written in C because the scan is the refresh's cost: SQL expressions cost ~100 ns per row each,
  * this ~20 ns. The state is a bytea with a combine function: PostgreSQL's parallel query runs the aggregate
@@ -19,7 +22,8 @@
  *
  * The state (and the aggregate's value), read by pg_kde.synopsis.sql_reader, in the server's byte order:
  *   4 bytes of padding | header (struct CellsHeader) | grid[m] float8 | candidates[k] float8 |
- *   cell rows[m-1] int64 | cell quanta[m-1] (int64 low, int64 high) | candidate rows[k] int64
+ *   cell rows[m-1] int64 | cell quanta[m-1] (int64 low, int64 high) | candidate rows[k] int64 |
+ *   smallest[TAIL_VALUES] float8 (a max-heap, `n_low` used) | largest[TAIL_VALUES] float8 (a min-heap)
  * (the padding puts the arrays on 8-byte boundaries after the 4-byte varlena header); the transition
  * functions update it in place.
  */
@@ -45,7 +49,9 @@
 PG_MODULE_MAGIC;
 
 #define CELLS_MAGIC 0x4345444bu /* "KDEC" */
-#define CELLS_VERSION 1
+#define CELLS_VERSION 2
+/* cell values kept at each end (the smallest and the largest) */
+#define TAIL_VALUES 256
 /* cells.on_lattice's tolerance: LATTICE_ULPS (8) times float8's epsilon, relative to max(|v / q|, 1) */
 #define LATTICE_TOLERANCE (8.0 * DBL_EPSILON)
 /* rint(v / q) must stay below 2^63 in magnitude to be added as an int64 */
@@ -67,6 +73,8 @@ typedef struct CellsHeader
 	double		hi;
 	double		all_lo;			/* min and max of all finite values (NaN when none) */
 	double		all_hi;
+	int32		n_low;			/* values in the heaps (at most TAIL_VALUES each) */
+	int32		n_high;
 } CellsHeader;
 
 /* Pointers into a state's bytea. */
@@ -78,6 +86,8 @@ typedef struct CellsState
 	int64	   *rows;
 	int64	   *quanta;			/* (low, high) pairs of int128 sums */
 	int64	   *candidate_rows;
+	double	   *low;			/* max-heap of the smallest cell values */
+	double	   *high;			/* min-heap of the largest */
 } CellsState;
 
 #define STATE_PAD 4
@@ -96,7 +106,7 @@ static Size
 state_size(int m, int k)
 {
 	return VARHDRSZ + STATE_PAD + sizeof(CellsHeader) + sizeof(double) * ((Size) m + (Size) k) +
-		3 * sizeof(int64) * ((Size) m - 1) + sizeof(int64) * (Size) k;
+		3 * sizeof(int64) * ((Size) m - 1) + sizeof(int64) * (Size) k + 2 * sizeof(double) * TAIL_VALUES;
 }
 
 /* Whether b is a whole, well-formed state of this version, 8-byte aligned (so view() may read it). */
@@ -110,7 +120,8 @@ state_ok(const bytea *b)
 		return false;
 	h = (const CellsHeader *) ((const char *) b + VARHDRSZ + STATE_PAD);
 	return h->magic == CELLS_MAGIC && h->version == CELLS_VERSION && h->m >= 2 && h->m <= STATE_LIMIT &&
-		h->k >= 0 && h->k <= STATE_LIMIT && VARSIZE(b) == state_size(h->m, h->k);
+		h->k >= 0 && h->k <= STATE_LIMIT && h->n_low >= 0 && h->n_low <= TAIL_VALUES && h->n_high >= 0 &&
+		h->n_high <= TAIL_VALUES && VARSIZE(b) == state_size(h->m, h->k);
 }
 
 static bytea *state_copy(bytea *from, MemoryContext context);
@@ -132,6 +143,52 @@ view(bytea *b, CellsState *s)
 	s->quanta = (int64 *) p;
 	p += 2 * sizeof(int64) * (s->h->m - 1);
 	s->candidate_rows = (int64 *) p;
+	p += sizeof(int64) * s->h->k;
+	s->low = (double *) p;
+	p += sizeof(double) * TAIL_VALUES;
+	s->high = (double *) p;
+}
+
+/*
+ * Keep v among the TAIL_VALUES smallest (small: a max-heap, its root the largest kept) or largest (a
+ * min-heap) values seen: pushed while the heap has room, else put in the root's place when it beats the
+ * root. *n is the heap's size.
+ */
+static void
+keep_extreme(double *heap, int32 *n, double v, bool small)
+{
+	int			i;
+
+#define WORSE(a, b) (small ? (a) > (b) : (a) < (b))	/* a is farther from the end kept than b */
+	if (*n < TAIL_VALUES)
+	{
+		i = (*n)++;
+		while (i > 0 && WORSE(v, heap[(i - 1) / 2]))
+		{
+			heap[i] = heap[(i - 1) / 2];
+			i = (i - 1) / 2;
+		}
+		heap[i] = v;
+		return;
+	}
+	if (!WORSE(heap[0], v))
+		return;
+	i = 0;
+	for (;;)
+	{
+		int			child = 2 * i + 1;
+
+		if (child >= *n)
+			break;
+		if (child + 1 < *n && WORSE(heap[child + 1], heap[child]))
+			child++;
+		if (!WORSE(heap[child], v))
+			break;
+		heap[i] = heap[child];
+		i = child;
+	}
+	heap[i] = v;
+#undef WORSE
 }
 
 static void
@@ -270,6 +327,8 @@ add_value(CellsState *s, double v)
 	c = Min(Max(lo - 1, 0), s->h->m - 2);
 	s->rows[c]++;
 	widen(&s->h->lo, &s->h->hi, v);
+	keep_extreme(s->low, &s->h->n_low, v, true);
+	keep_extreme(s->high, &s->h->n_high, v, false);
 	t = v / s->h->quantum;
 	r = rint(t);
 	if (fabs(t - r) > LATTICE_TOLERANCE * Max(fabs(t), 1.0))
@@ -537,5 +596,9 @@ kde_cells_combine(PG_FUNCTION_ARGS)
 	}
 	for (int i = 0; i < sa.h->k; i++)
 		sa.candidate_rows[i] += sb.candidate_rows[i];
+	for (int i = 0; i < sb.h->n_low; i++)
+		keep_extreme(sa.low, &sa.h->n_low, sb.low[i], true);
+	for (int i = 0; i < sb.h->n_high; i++)
+		keep_extreme(sa.high, &sa.h->n_high, sb.high[i], false);
 	PG_RETURN_BYTEA_P(a);
 }

@@ -432,10 +432,12 @@ def _cells_past_rows(layout: Layout2D, kept, stats) -> bool:
 def _union_sample(readers, size: int):
     """A sample of a partitioned table's column as its partitions' samples together, each its share of
     ``size`` by its rows (TABLESAMPLE on the parent would read a foreign partition whole), and the
-    column's min and max over all of them (None when none holds a finite value)."""
+    column's min and max over all of them (None when none holds a finite value): the sampled blocks' of a
+    large partition (:meth:`~pg_kde.synopsis.sql_reader.SqlTableReader.plan_sample_1d`), so that a large
+    partition is read once, by its build's scan."""
     rows = [r.row_estimate() for r in readers]
     total = max(sum(rows), 1)
-    firsts = [r.sample_1d(max(1, round(size * k / total)), k) for r, k in zip(readers, rows) if k > 0]
+    firsts = [r.plan_sample_1d(max(1, round(size * k / total))) for r, k in zip(readers, rows) if k > 0]
     values = np.concatenate([f.values for f in firsts]) if firsts else np.empty(0)
     los = [f.lo for f in firsts if f.lo is not None]
     his = [f.hi for f in firsts if f.hi is not None]

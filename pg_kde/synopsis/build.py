@@ -26,7 +26,10 @@ from .cells import (
     ROW_BYTES_1D,
     STEP_RANGE,
     binned_kde_at,
+    boundary_above,
+    boundary_below,
     cells_for_budget,
+    cut_outer_cells,
     depth_grid,
     grid_size_2d,
     lattice_grid,
@@ -57,7 +60,7 @@ from .maths import (
     smooth_masses_2d,
     summed_area,
 )
-from .reader import TableReader, TableStats, fine_quantum
+from .reader import TAIL_VALUES, TableReader, TableStats, fine_quantum, sample_share
 
 #: Beyond 2^53 every float8 is a whole number: such columns are not treated as integer-valued.
 INTEGRAL_LIMIT = 2.0**53
@@ -260,11 +263,13 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     values when they fit), and the other rows' exact cells, on the column's value lattice when it has one,
     with the KDE's density at the cell boundaries (docs/math.md §7, :mod:`.cells`).
 
-    The table is read twice: a repeatable sample with the column's range and counts
-    (:meth:`TableReader.sample_1d`) places the grid and chooses candidate heavy values, then one scan
-    (:meth:`TableReader.scan_1d`; both parallel aggregates in SQL) counts everything stored. A second scan
-    follows only when the scan contradicts the sample: values off the lattice the sample showed, or values
-    that need another scale or quantum. ``started`` (a
+    A large table is read once: a repeatable sample of its blocks (:meth:`TableReader.plan_sample_1d`)
+    places the grid and chooses candidate heavy values, then one scan (:meth:`TableReader.scan_1d`, a
+    parallel aggregate in SQL) counts everything stored and takes the repeatable row sample that chooses the
+    bandwidth and fits the shape. A smaller one is read twice: first its row sample with the column's range
+    and counts (:meth:`TableReader.sample_1d`), then the scan. Another scan follows only when the scan
+    contradicts the sample: values off the lattice the sample showed, or values that need another scale or
+    quantum. ``started`` (a
     :func:`time.perf_counter` reading) is where ``seconds`` counts from; the call by default. ``grid_hint``:
     the grid of the table this one is a part of (a partition's parent), whose boundaries the part shares
     where its values reach them, so that the parts' synopses merge exactly (:mod:`.merge`). ``period``:
@@ -277,22 +282,33 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     chosen = counts_method(requested.method, 1)
     rel, (col,) = reader.relation, reader.columns
     budget = requested.budget_1d
-    first = reader.sample_1d(requested.sample_size, reader.row_estimate())
-    _scan_errors(first, rel, col)  # empty, all NULL, NaN or infinite: before the scan
-    if len(first.values) == 0:  # the non-NULL values too sparse for the sample's share: a share of those
-        first = reader.sample_1d(requested.sample_size, first.non_null)
-    sample = first.values
+    size = requested.sample_size
+    first = reader.plan_sample_1d(size)
+    if not first.whole and len(first.values) == 0:  # the sampled blocks held no value: every row, first
+        first = reader.sample_1d(size, first.rows)
+    if first.whole:
+        _scan_errors(first, rel, col)  # empty, all NULL, NaN or infinite: before the scan
+        if len(first.values) == 0:  # the non-NULL values too sparse for the sample's share: a share of those
+            first = reader.sample_1d(size, first.non_null)
+    sample, span = first.values, (first.lo, first.hi)
+    # A sample of blocks placed the grid: the scan takes the row sample the rest of the build uses.
+    taking = None if first.whole else (size, sample_share(size, max(first.non_null, 1)))
     period = _usable_period(sample, requested, period)
     cells_budget = _cells_budget(requested, period)
     # Values near the ends of float8: scan a power-of-two multiple (exact) so the grid's widths and the
     # KDE stay finite; everything is stored in the column's units again at the end. (No lattice then.)
-    scale, continuous, quantum = _scan_scale(first.lo, first.hi), False, None
+    scale, continuous, quantum = _scan_scale(*span), False, None
     for _ in range(4):
         scanned = sample * scale
         plan = _plan_1d(scanned, requested, cells_budget, continuous or scale != 1.0, quantum,
-                        grid_hint if scale == 1.0 else None, (first.lo * scale, first.hi * scale))
-        scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum)
+                        grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale))
+        scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum, taking)
         _scan_errors(scan, rel, col)
+        if taking:  # from here on, the row sample and the column's true range
+            sample, span, taking = scan.sample / scale, (scan.all_lo / scale, scan.all_hi / scale), None
+            if len(sample) < min(size, scan.non_null) // 2:  # far fewer rows than the blocks promised
+                sample = reader.sample_1d(size, scan.non_null).values
+            scanned = sample * scale
         true_scale = _scan_scale(scan.all_lo / scale, scan.all_hi / scale)
         if true_scale != scale:  # a value far beyond the sample's range
             scale = true_scale
@@ -327,6 +343,20 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             lo = min([v for v in (lo, float(candidates[back].min())) if v is not None])
             hi = max([v for v in (hi, float(candidates[back].max())) if v is not None])
     kde_rows = n - atoms.rows
+    if kde_rows > 0 and (lo < points[0] or hi > points[-1]):
+        # Rows beyond the range the grid was placed on (a sample of blocks): cut the outer cells where the
+        # scan's extreme values and the candidates folded back into cells say where each row lies.
+        folded = (candidates[back], scan.candidate_rows[back]) if not plan.few and back.any() else (np.empty(0),) * 2
+        ends = []
+        for heap in (scan.low, scan.high):
+            values = np.concatenate([heap, folded[0]])
+            order = np.argsort(values, kind="stable")
+            ends.append((values[order], np.concatenate([np.ones(len(heap)), folded[1]])[order]))
+        every = len(scan.high) < TAIL_VALUES  # the scan kept every cell value
+        points, rows_in, quanta = cut_outer_cells(
+            points, rows_in, quanta, ends[0], None if every else boundary_below(float(scan.low[-1]), step),
+            ends[1], None if every else boundary_above(float(scan.high[0]), step), lo, hi, step, plan.quantum,
+            keep=grid_hint if grid_hint is not None and scale == 1.0 else np.empty(0))
 
     h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None
     grid, cell_count, cell_sum, density, tau2 = [], [], [], [], 0.0

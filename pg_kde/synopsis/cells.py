@@ -180,6 +180,97 @@ def trim_ends(points: np.ndarray, lo: Optional[float], hi: Optional[float], step
     return points
 
 
+def boundary_above(v: float, step: float) -> float:
+    """The lowest boundary with ``v`` below it: the next half-step on a lattice, the next float8 otherwise."""
+    return (round(v / step) + 0.5) * step if step > 0 else float(np.nextafter(v, np.inf))
+
+
+def boundary_below(v: float, step: float) -> float:
+    """The highest boundary with ``v`` at or above it (cells are [a, b)): the half-step below on a lattice."""
+    return (round(v / step) - 0.5) * step if step > 0 else float(v)
+
+
+def _snap(cuts: np.ndarray, step: float) -> np.ndarray:
+    return (np.floor(cuts / step) + 0.5) * step if step > 0 else cuts
+
+
+def cut_outer_cells(points: np.ndarray, rows: np.ndarray, quanta: list, low: Tuple[np.ndarray, np.ndarray],
+                    low_done: Optional[float], high: Tuple[np.ndarray, np.ndarray], high_done: Optional[float],
+                    lo: float, hi: float, step: float, quantum: float, keep: np.ndarray = np.empty(0)):
+    """Cut the outer cells where rows lie beyond the grid (placed from a sample of the table's blocks, whose
+    range the table exceeds), as a grid placed over the whole range would have: the extra part of the range
+    gets its share of the :data:`WIDTH_SHARE` evenly spaced boundaries. The cuts go only where every row is
+    known: ``low`` (values, rows of each) holds every cell value below ``low_done``, ``high`` every one at or
+    above ``high_done`` (None: every value of that outer cell), so the new cells' rows and sums in quanta
+    are exact. As many interior boundaries go as cuts come, those between the
+    neighbours with the fewest rows (never one of ``keep``): the number of cells stays. ``lo``, ``hi``: the
+    cells' min and max. Returns (points, rows, quanta), unchanged when no row lies beyond the grid."""
+    points, rows, quanta = np.asarray(points, dtype=np.float64), np.asarray(rows, dtype=np.float64), list(quanta)
+    m = len(points)
+    if m < 4 or not hi > lo:
+        return points, rows, quanta
+    free = [j for j in range(2, m - 2) if points[j] not in set(np.asarray(keep, dtype=np.float64).tolist())]
+    wide = int((m - 1) * WIDTH_SHARE)
+
+    def share(beyond):
+        return min(int(round(wide * beyond / (hi - lo))), len(free) // 2)
+
+    pieces = []  # (new boundaries, the cell they replace)
+    if hi > points[-1]:
+        start = points[-2]
+        first = start if high_done is None else max(start, high_done)
+        r = share(hi - points[-1])
+        cuts = _snap(np.linspace(first, hi, r + 1)[:-1], step) if r else np.empty(0)
+        cuts = np.unique(cuts[(cuts > start) & (cuts >= first) & (cuts < hi)])
+        if len(cuts):
+            pieces.append((np.concatenate([[start], cuts, [hi if step == 0 else boundary_above(hi, step)]]), m - 2))
+    if lo < points[0]:
+        end = points[1]
+        last = end if low_done is None else min(end, low_done)
+        r = share(points[0] - lo)
+        cuts = _snap(np.linspace(lo, last, r + 1)[1:], step) if r else np.empty(0)
+        cuts = np.unique(cuts[(cuts > lo) & (cuts <= last) & (cuts < end)])
+        if len(cuts):
+            pieces.append((np.concatenate([[lo if step == 0 else boundary_below(lo, step)], cuts, [end]]), 0))
+    if not pieces:
+        return points, rows, quanta
+    for bounds, c in sorted(pieces, key=lambda p: -p[1]):  # the upper end first: the lower's index stays
+        known, weights = high if c else low
+        q = np.rint(known / quantum)
+        # the new cells' indices (the last closed: it ends at the max) of the values in the replaced cell
+        at = np.clip(np.searchsorted(bounds, known, side="right") - 1, 0, len(bounds) - 2)
+        inside = (known >= points[c]) if c else (known < points[1])
+        counts = np.bincount(at[inside], weights=weights[inside], minlength=len(bounds) - 1)
+        sums = [0] * (len(bounds) - 1)
+        for k, w, v in zip(at[inside], weights[inside], q[inside]):
+            sums[k] += int(w) * int(v)
+        rest = 0 if c else len(bounds) - 2  # the piece that keeps the rows not known one by one
+        counts[rest] = rows[c] - (counts.sum() - counts[rest])
+        sums[rest] = quanta[c] - (sum(sums) - sums[rest])
+        points = np.concatenate([points[:c], bounds, points[c + 2:]])
+        rows = np.concatenate([rows[:c], counts, rows[c + 1:]])
+        quanta = quanta[:c] + sums + quanta[c + 1:]
+    offset = len(pieces[-1][0]) - 2 if pieces[-1][1] == 0 else 0  # cells added at the lower end shift indices
+    total, even = max(float(rows.sum()), 1.0), (hi - lo) / max(wide, 1)
+
+    def cost(b):
+        """(0, rows) for a union no wider than 1.5 even spacings, else (1, the larger of its shares of rows
+        and of the range): neither resolution is given up where it is fine. (1.5, not 1: pairs of cells
+        spaced at the sampled range's even spacing are wider than the whole range's.)"""
+        merged_rows, width = rows[b + offset - 1] + rows[b + offset], points[b + offset + 1] - points[b + offset - 1]
+        return (0, merged_rows) if width <= 1.5 * even else (1, max(merged_rows / total, width / (hi - lo)))
+
+    for _ in range(len(points) - m):
+        j = min(free, key=cost)
+        free.remove(j)
+        free = [b - 1 if b > j else b for b in free]
+        i = j + offset  # boundary i goes: cells i - 1 and i merge
+        points = np.delete(points, i)
+        rows = np.concatenate([rows[:i - 1], [rows[i - 1] + rows[i]], rows[i + 1:]])
+        quanta = quanta[:i - 1] + [quanta[i - 1] + quanta[i]] + quanta[i + 1:]
+    return points, rows, quanta
+
+
 def order_statistics(sample: np.ndarray, k: int) -> np.ndarray:
     """The sample sorted, thinned to ``k`` evenly spaced order statistics when larger (deterministic)."""
     x = np.sort(np.asarray(sample, dtype=np.float64))

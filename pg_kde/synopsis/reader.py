@@ -23,6 +23,10 @@ from .cells import LATTICE_ULPS
 SAMPLE_SEED = 20261122
 
 
+#: Cell values a scan keeps at each end (the smallest and the largest, with repeats): TAIL_VALUES in
+#: extension/cells.c.
+TAIL_VALUES = 256
+
 #: Bits of a quantum's integer (int64): a value's quanta stay below 2^63 in magnitude.
 QUANTA_BITS = 62
 
@@ -38,7 +42,10 @@ class Scan1D:
     cell values of 2^63 quanta or more (left out of the sums); ``lo``, ``hi``: min and max of the cells'
     values, ``all_lo``, ``all_hi``: of all finite values (None when there are none); ``cell_rows`` per cell
     (width_bucket's rule, values beyond the grid in the outer cells); ``cell_quanta`` per cell, the exact sum
-    of rint(v / quantum) (Python ints); ``candidate_rows`` per candidate."""
+    of rint(v / quantum) (Python ints); ``candidate_rows`` per candidate; ``low``, ``high``: the
+    :data:`TAIL_VALUES` smallest and largest cell values, sorted, repeats included (all of them when the
+    cells hold no more); ``sample``: where asked for, a repeatable random sample of the finite values taken
+    in the same pass (:meth:`TableReader.scan_1d`)."""
 
     rows: int
     non_null: int
@@ -54,6 +61,9 @@ class Scan1D:
     cell_quanta: Tuple[int, ...]
     candidate_rows: np.ndarray
     quantum: float
+    low: np.ndarray
+    high: np.ndarray
+    sample: Optional[np.ndarray] = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +71,9 @@ class Sample1D:
     """A 1-D build's first read: ``values``, up to the asked size of the finite non-NULL values (a repeatable
     random subset, :func:`thin`'s order); and over every row, ``rows`` (NULLs included), ``non_null``,
     ``non_finite`` (NaN, ±Infinity), ``lo`` and ``hi``, the min and max of the finite values (None when
-    there are none)."""
+    there are none). Where ``whole`` is False the read was a sample of the table's blocks
+    (:meth:`TableReader.plan_sample_1d`): the values are theirs, the counts estimates scaled to the table,
+    ``lo`` and ``hi`` the sampled values' own."""
 
     values: np.ndarray
     rows: int
@@ -69,6 +81,7 @@ class Sample1D:
     non_finite: int
     lo: Optional[float]
     hi: Optional[float]
+    whole: bool = True
 
 
 def sample_share(size: int, rows: int) -> float:
@@ -131,10 +144,16 @@ class TableReader(Protocol):
         """A single column's sample (as :meth:`sample`, finite values only) and its facts over every row
         (:class:`Sample1D`), in one pass where the reader can."""
 
-    def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float) -> Scan1D:
+    def plan_sample_1d(self, size: int) -> Sample1D:
+        """The read that places a single column's grid: :meth:`sample_1d` of every row, or, for a large
+        table, a repeatable sample of its blocks (``whole`` False), so that :meth:`scan_1d` reads it once."""
+
+    def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float,
+                sample: Optional[Tuple[int, float]] = None) -> Scan1D:
         """One pass over a single column: :class:`Scan1D` for the grid ``points`` (two or more, ascending),
         the sorted ``candidates`` and the ``quantum``. Counts and sums are exact integers, the same in any
-        scan order."""
+        scan order. With ``sample`` (size, share), also a repeatable random sample of about that share of the
+        finite values, thinned to size (:attr:`Scan1D.sample`)."""
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray) -> Tuple[np.ndarray, ...]:
         """Per cell (i, j) of the grids' product (shape (len(grid1) − 1, len(grid2) − 1), clamped as in
@@ -162,7 +181,9 @@ def _cells(values: np.ndarray, points: np.ndarray):
 @dataclass(frozen=True)
 class ArrayTableReader:
     """A table held as NumPy arrays, one per column; NaN is NULL unless ``nulls`` (one boolean mask per
-    column) says which rows are NULL, in which case NaN is a value as in float8."""
+    column) says which rows are NULL, in which case NaN is a value as in float8. ``blocks`` (rows per block,
+    blocks sampled) makes :meth:`plan_sample_1d` sample whole blocks of consecutive rows, as the SQL reader
+    does on a large table, where the table holds more than twice that many blocks."""
 
     values: Tuple[np.ndarray, ...]
     nulls: Optional[Tuple[np.ndarray, ...]] = None
@@ -170,6 +191,7 @@ class ArrayTableReader:
     columns: Tuple[str, ...] = ()
     scales: Tuple[float, ...] = ()
     seed: int = SAMPLE_SEED
+    blocks: Optional[Tuple[int, int]] = None
 
     def __post_init__(self):
         values = tuple(np.asarray(v, dtype=np.float64) for v in self.values)
@@ -226,9 +248,32 @@ class ArrayTableReader:
                         non_finite=len(v) - len(finite), lo=float(finite.min()) if len(finite) else None,
                         hi=float(finite.max()) if len(finite) else None)
 
-    def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float) -> Scan1D:
+    def plan_sample_1d(self, size: int) -> Sample1D:
+        per_block, sampled = self.blocks or (1, 0)
+        count = -(-self.row_count() // per_block)
+        if not sampled or count <= 2 * sampled:
+            return self.sample_1d(size, self.row_count())
+        chosen = np.sort(np.random.default_rng(self.seed).choice(count, sampled, replace=False))
+        rows = (chosen[:, None] * per_block + np.arange(per_block)).ravel()
+        rows = rows[rows < self.row_count()]
+        v = self._scanned(0)[rows][~self.nulls[0][rows]]
+        finite = v[np.isfinite(v)]
+        scaled = lambda k: round(k * count / sampled)  # noqa: E731
+        return Sample1D(values=thin(finite.reshape(-1, 1), size)[:, 0], rows=scaled(len(rows)),
+                        non_null=scaled(len(v)), non_finite=scaled(len(v) - len(finite)),
+                        lo=float(finite.min()) if len(finite) else None,
+                        hi=float(finite.max()) if len(finite) else None, whole=False)
+
+    def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float,
+                sample: Optional[Tuple[int, float]] = None) -> Scan1D:
         if len(self.values) != 1:
             raise ValueError("a 1-D scan is of a single column")
+        taken = None
+        if sample:
+            size, share = sample
+            keep = ~self.nulls[0] & (np.random.default_rng(self.seed).random(self.row_count()) < share)
+            kept = self._scanned(0)[keep]
+            taken = thin(kept[np.isfinite(kept)].reshape(-1, 1), size)[:, 0]
         v = self._scanned(0)[~self.nulls[0]]
         finite = v[np.isfinite(v)]
         candidates = np.asarray(candidates, dtype=np.float64)
@@ -247,13 +292,15 @@ class ArrayTableReader:
         np.add.at(high, c[fits], q >> 32)
         np.add.at(low, c[fits], q & 0xFFFFFFFF)
         span = lambda a: (float(a.min()), float(a.max())) if len(a) else (None, None)  # noqa: E731
+        ordered = np.sort(rest)
         (lo, hi), (all_lo, all_hi) = span(rest), span(finite)
         return Scan1D(rows=self.row_count(), non_null=len(v), non_finite=len(v) - len(finite),
                       non_integral=int((finite != np.trunc(finite)).sum()), off_lattice=int(off.sum()),
                       overflow=int((~fits).sum()), lo=lo, hi=hi, all_lo=all_lo, all_hi=all_hi,
                       cell_rows=np.bincount(c, minlength=m).astype(np.float64),
                       cell_quanta=tuple((int(a) << 32) + int(b) for a, b in zip(high, low)),
-                      candidate_rows=candidate_rows, quantum=float(quantum))
+                      candidate_rows=candidate_rows, quantum=float(quantum), low=ordered[:TAIL_VALUES],
+                      high=ordered[-TAIL_VALUES:] if len(ordered) else ordered, sample=taken)
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray):
         if len(self.values) != 2:

@@ -14,7 +14,8 @@ from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .reader import SAMPLE_SEED, Sample1D, Scan1D, TableStats, sample_share, thin
+from .._errors import UserError
+from .reader import SAMPLE_SEED, TAIL_VALUES, Sample1D, Scan1D, TableStats, sample_share, thin
 
 #: Relation kinds TABLESAMPLE can read (tables, partitioned tables, materialized views).
 _SAMPLEABLE = {"r", "p", "m"}
@@ -134,24 +135,51 @@ class SqlTableReader:
         sample = _sample(self.plpy, self.relation, self.kind, list(self.exprs), rows, size)
         return sample if all(s == 1.0 for s in self.scales) else sample * np.array(self.scales)
 
-    def row_estimate(self) -> int:
-        """Counted when the relation is small (16 MB or less) or cannot be block-sampled; otherwise read off
-        a repeatable sample of about :data:`ESTIMATE_PAGES` blocks, the same for unchanged data
-        (pg_class.reltuples is not: ANALYZE moves it)."""
-        plpy, rel = self.plpy, self.relation
-        if self.kind not in _SAMPLEABLE:
-            return self.row_count()
-        # A partitioned table's blocks are its partitions' (pg_partition_tree lists a plain table alone).
-        pages = int(plpy.execute(plpy.prepare(
+    def _pages(self) -> int:
+        """The relation's blocks (a partitioned table's are its partitions')."""
+        plpy = self.plpy
+        # pg_partition_tree lists a plain table alone.
+        return int(plpy.execute(plpy.prepare(
             "SELECT (greatest(pg_catalog.pg_relation_size($1::regclass), (SELECT coalesce(sum(pg_catalog.pg_relation_size("
             "relid)), 0) FROM pg_catalog.pg_partition_tree($1::regclass))) / pg_catalog.current_setting('block_size')::int8"
-            ")::int8 AS p", ["text"]), [rel])[0]["p"])
-        if pages <= 2 * ESTIMATE_PAGES:
+            ")::int8 AS p", ["text"]), [self.relation])[0]["p"])
+
+    def _block_percent(self, blocks: int) -> Optional[float]:
+        """The percentage of blocks a repeatable ``TABLESAMPLE SYSTEM`` sample of ``blocks`` blocks reads, or
+        None where the relation is read whole instead: it is not a table, partitioned table or materialized
+        view, holds no more than twice that many blocks, or ``blocks`` is 0."""
+        if self.kind not in _SAMPLEABLE or not blocks:
+            return None
+        pages = self._pages()
+        return 100.0 * blocks / pages if pages > 2 * blocks else None
+
+    def row_estimate(self) -> int:
+        """Counted when the relation is small (no more than twice :data:`SAMPLE_BLOCKS` blocks) or cannot be
+        block-sampled; otherwise read off a repeatable sample of that many blocks, the same for unchanged
+        data (pg_class.reltuples is not: ANALYZE moves it)."""
+        percent = self._block_percent(SAMPLE_BLOCKS)
+        if percent is None:
             return self.row_count()
-        percent = 100.0 * ESTIMATE_PAGES / pages
-        seen = int(plpy.execute(f"SELECT count(*) AS n FROM {rel} TABLESAMPLE SYSTEM ({percent!r}) "
-                                f"REPEATABLE ({SAMPLE_SEED})")[0]["n"])
+        seen = int(self.plpy.execute(f"SELECT count(*) AS n FROM {self.relation} TABLESAMPLE SYSTEM ({percent!r}) "
+                                     f"REPEATABLE ({SAMPLE_SEED})")[0]["n"])
         return max(1, round(seen * 100.0 / percent))
+
+    def plan_sample_1d(self, size: int) -> Sample1D:
+        """The read that places a 1-D grid. A large table's (:meth:`_block_percent` of
+        :func:`sample_blocks`): every value of a repeatable ``TABLESAMPLE SYSTEM`` sample of that many blocks,
+        thinned to ``size``, with its counts scaled to the table (``whole`` False: :meth:`scan_1d` then takes
+        the row sample, and the table is read once). Other relations: :meth:`sample_1d` (every row read)."""
+        percent = self._block_percent(sample_blocks(self.plpy))
+        if percent is None:
+            return self.sample_1d(size, self.row_estimate() if self.kind in _SAMPLEABLE else 0)
+        # Share 1 keeps every row the blocks hold: the row's identity is not needed.
+        row = self.plpy.execute(f"SELECT count(*) AS n, {self.schema}._kde_sample({self._scan_value()}, '(0,0)'::tid, "
+                                f"0::oid, 1::float8, {SAMPLE_SEED}) AS s FROM {self.relation} "
+                                f"TABLESAMPLE SYSTEM ({percent!r}) REPEATABLE ({SAMPLE_SEED})")[0]
+        seen = decode_sample(int(row["n"]), row["s"], size)
+        scaled = lambda k: round(k * 100.0 / percent)  # noqa: E731
+        return replace(seen, rows=max(1, scaled(seen.rows)), non_null=scaled(seen.non_null),
+                       non_finite=scaled(seen.non_finite), whole=False)
 
     def _scan_value(self) -> str:
         """What the aggregates read of the single column: its scan expression as it is (they take float8,
@@ -174,29 +202,47 @@ class SqlTableReader:
                             non_finite=len(values) - len(finite), lo=float(finite.min()) if len(finite) else None,
                             hi=float(finite.max()) if len(finite) else None)
         share = sample_share(size, rows)
-        # A role granted the column alone may not read ctid or tableoid: then the aggregate only counts, and
-        # the rows come from a Bernoulli sample (a second read).
-        ctid = plpy.execute(plpy.prepare("SELECT pg_catalog.has_column_privilege($1::regclass, 'ctid', 'SELECT') AS ok",
-                                         ["text"]), [rel])[0]["ok"]
-        row_id = "ctid, tableoid" if ctid else "NULL::tid, NULL::oid"  # system columns: both readable or neither
-        row = plpy.execute(f"SELECT count(*) AS n, {self.schema}._kde_sample({self._scan_value()}, {row_id}, "
-                           f"{share!r}::float8, {SAMPLE_SEED}) AS s FROM {rel}")[0]
+        # A role that may not read ctid and tableoid: the aggregate only counts, and the rows come from a
+        # Bernoulli sample (a second read).
+        row_id = self._row_id()
+        row = plpy.execute(f"SELECT count(*) AS n, {self.schema}._kde_sample({self._scan_value()}, "
+                           f"{row_id or 'NULL::tid, NULL::oid'}, {share!r}::float8, {SAMPLE_SEED}) AS s FROM {rel}")[0]
         first = decode_sample(int(row["n"]), row["s"], size)
-        if ctid:
+        if row_id:
             return first
         values = self.sample(size, rows)[:, 0]
         return replace(first, values=values[np.isfinite(values)])
 
-    def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float) -> Scan1D:
+    def _row_id(self) -> Optional[str]:
+        """What ``_kde_sample`` hashes to keep a row: its ctid and table, or None where the role may not read
+        them (a role granted the column alone): system columns are both readable or neither."""
+        ok = self.plpy.execute(self.plpy.prepare(
+            "SELECT pg_catalog.has_column_privilege($1::regclass, 'ctid', 'SELECT') AS ok", ["text"]), [self.relation])
+        return "ctid, tableoid" if ok[0]["ok"] else None
+
+    def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float,
+                sample: Optional[Tuple[int, float]] = None) -> Scan1D:
         """One pass of the aggregate ``_kde_cells``, run by plpy.execute on the query's text (a prepared plan
         never runs in parallel; the grid and candidates are float8 literals written by repr, which float8
-        reads back exactly)."""
+        reads back exactly). With ``sample`` (size, share), the same pass also runs ``_kde_sample`` (the rows
+        its hash keeps, thinned to size); a role that may not read ctid gets a Bernoulli sample instead (a
+        second read)."""
         grid = float8_array(points)
         heavy = float8_array(candidates)
+        row_id = self._row_id() if sample else None
+        also = (f", {self.schema}._kde_sample({self._scan_value()}, {row_id}, {sample[1]!r}::float8, "
+                f"{SAMPLE_SEED}) AS r" if row_id else "")
         row = self.plpy.execute(
             f"SELECT count(*) AS n, {self.schema}._kde_cells({self._scan_value()}, {grid}, {heavy}, "
-            f"{float(quantum)!r}::float8) AS s FROM {self.relation}")[0]
-        return decode_cells(int(row["n"]), row["s"], len(points), len(candidates), quantum)
+            f"{float(quantum)!r}::float8) AS s{also} FROM {self.relation}")[0]
+        scan = decode_cells(int(row["n"]), row["s"], len(points), len(candidates), quantum)
+        if not sample:
+            return scan
+        if row_id:
+            values = decode_sample(int(row["n"]), row["r"], sample[0]).values
+        else:
+            values = self.sample(sample[0], scan.non_null)[:, 0]
+        return replace(scan, sample=values[np.isfinite(values)])
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray):
         plpy, rel, exprs = self.plpy, self.relation, self.exprs
@@ -228,12 +274,32 @@ class SqlTableReader:
         return rows_in, sum1, sum2, t1, t2, t12
 
 
-#: Blocks the row estimate samples (8 MB of 8 kB pages).
-ESTIMATE_PAGES = 1024
+#: Blocks of the repeatable block sample that estimates a large table's rows and places a 1-D grid (8 MB of
+#: 8 kB pages); ``pg_kde.sample_blocks`` sets another number (0: read the table whole instead).
+SAMPLE_BLOCKS = 1024
+
+
+def sample_blocks(plpy) -> int:
+    """``pg_kde.sample_blocks`` (a custom setting: ``SET pg_kde.sample_blocks = 4096``), or
+    :data:`SAMPLE_BLOCKS` when unset or empty; a UserError when it is not a whole number of blocks >= 0."""
+    text = plpy.execute("SELECT pg_catalog.current_setting('pg_kde.sample_blocks', true) AS v")[0]["v"]
+    if text is None or not text.strip():
+        return SAMPLE_BLOCKS
+    try:
+        blocks = int(text.strip())
+    except ValueError:
+        blocks = -1
+    if not 0 <= blocks <= 2**31 - 1:
+        raise UserError(f"pg_kde: pg_kde.sample_blocks must be a whole number of blocks >= 0, not {text!r}",
+                        hint=f"RESET pg_kde.sample_blocks ({SAMPLE_BLOCKS} blocks), or 0 to read the table whole "
+                             "for the sample that places the grid")
+    return blocks
+
+
 #: The state of _kde_cells: 4 bytes of padding, then its header (struct CellsHeader in extension/cells.c).
 _PAD = 4
-_HEADER = struct.Struct("=IIiid5q4d")
-_MAGIC, _VERSION = 0x4345444B, 1
+_HEADER = struct.Struct("=IIiid5q4dii")
+_MAGIC, _VERSION = 0x4345444B, 2
 
 
 def float8_array(values) -> str:
@@ -266,10 +332,10 @@ def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: flo
     if state is None:
         return Scan1D(rows=rows, non_null=0, non_finite=0, non_integral=0, off_lattice=0, overflow=0, lo=None,
                       hi=None, all_lo=None, all_hi=None, cell_rows=np.zeros(m - 1), cell_quanta=(0,) * (m - 1),
-                      candidate_rows=np.zeros(k), quantum=float(quantum))
+                      candidate_rows=np.zeros(k), quantum=float(quantum), low=np.empty(0), high=np.empty(0))
     data = bytes(state)
     (magic, version, m_, k_, quantum_, non_null, non_finite, off, non_integral, overflow,
-     lo, hi, all_lo, all_hi) = _HEADER.unpack_from(data, _PAD)
+     lo, hi, all_lo, all_hi, n_low, n_high) = _HEADER.unpack_from(data, _PAD)
     if (magic, version, m_, k_) != (_MAGIC, _VERSION, m, k):
         raise ValueError("pg_kde: the scan returned a state of another grid or version")
     at = _PAD + _HEADER.size + 8 * (m + k)
@@ -278,12 +344,15 @@ def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: flo
     halves = np.frombuffer(data, dtype=np.int64, count=2 * (m - 1), offset=at).reshape(m - 1, 2)
     at += 16 * (m - 1)
     candidate_rows = np.frombuffer(data, dtype=np.int64, count=k, offset=at)
+    at += 8 * k
+    low = np.sort(np.frombuffer(data, dtype=np.float64, count=n_low, offset=at))
+    high = np.sort(np.frombuffer(data, dtype=np.float64, count=n_high, offset=at + 8 * TAIL_VALUES))
     quanta = tuple((int(high) << 64) + (int(low) & 0xFFFFFFFFFFFFFFFF) for low, high in halves)
     return Scan1D(rows=rows, non_null=non_null, non_finite=non_finite, non_integral=non_integral, off_lattice=off,
                   overflow=overflow, lo=_unless_nan(lo), hi=_unless_nan(hi), all_lo=_unless_nan(all_lo),
                   all_hi=_unless_nan(all_hi),
                   cell_rows=cell_rows.astype(np.float64), cell_quanta=quanta,
-                  candidate_rows=candidate_rows.astype(np.float64), quantum=float(quantum_))
+                  candidate_rows=candidate_rows.astype(np.float64), quantum=float(quantum_), low=low, high=high)
 
 
 def _float(value):

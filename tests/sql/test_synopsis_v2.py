@@ -293,3 +293,63 @@ def test_periodic_profiles_of_time_columns(db, table):
     assert refresh(db, table, "t", budget=1024).get("period") is None
     assert db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = '{t}'",
                       (table,)).fetchone()[0] <= 1024
+
+
+def scans_in_a_refresh(db, table, col, blocks):
+    """(summary, sequential scans of ``table`` the refresh makes, serial plans) with
+    ``pg_kde.sample_blocks`` set to ``blocks`` (a block sample is not a sequential scan)."""
+    with db.transaction():
+        db.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+        db.execute(sql.SQL("SET LOCAL pg_kde.sample_blocks = {}").format(sql.Literal(str(blocks))))
+        # the backend's pending count holds earlier transactions' scans until it flushes its statistics
+        before = db.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (table,)).fetchone()[0]
+        summary = refresh(db, table, col)
+        scans = db.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (table,)).fetchone()[0] - before
+    return summary, scans
+
+
+def test_a_large_table_is_read_once(db, table):
+    """With pg_kde.sample_blocks well below the table's blocks, a sample of its blocks places the grid and the
+    refresh reads the table once (one sequential scan, which also takes the row sample); with 0 it reads it
+    at least twice (the row sample first). The rows are stored sorted (the blocks' values cluster, as a time column's
+    do): the cells, totals and hard bounds are exact all the same, the server equals the reference on the
+    stored row, and refreshes repeat bit for bit in parallel and serial plans."""
+    rng = np.random.default_rng(31)
+    x = np.sort(np.round(rng.lognormal(3.0, 1.0, 60000), 2))
+    x[-1] = 1e7  # far beyond what the sampled blocks show: the scan's true range and scale
+    load(db, table, {"amount": x}, types={"amount": "numeric(12,2)"})
+    pages = db.execute("SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int", (table,)).fetchone()[0]
+    assert pages > 40
+    first, once = scans_in_a_refresh(db, table, "amount", 8)
+    s = payload(db, table, "amount")
+    second, twice = scans_in_a_refresh(db, table, "amount", 0)
+    assert once == 1 and twice >= 2
+    assert first["rows"] == second["rows"] == len(x) and first["step"] == 0.01
+    scans_in_a_refresh(db, table, "amount", 8)
+    assert payload(db, table, "amount") == s  # repeatable
+    db.execute(sql.SQL("SET pg_kde.sample_blocks = 8"))
+    try:
+        refresh(db, table, "amount")  # parallel plans where the server chooses them
+        assert payload(db, table, "amount") == s
+    finally:
+        db.execute("RESET pg_kde.sample_blocks")
+    # Exact cells: every row counted once, each in the cell that holds its value.
+    grid, counts = np.asarray(s["grid"]), np.diff(s["cell_cum_count"])
+    heavy = np.isin(x, s["atom_values"])
+    assert counts.sum() + heavy.sum() == len(x) == s["kde_rows"] + heavy.sum()
+    inner = x[~heavy]
+    assert grid[0] <= inner.min() and inner.max() <= grid[-1]
+    np.testing.assert_array_equal(counts, np.histogram(inner, bins=grid)[0])
+    server_equals_reference(db, table, "amount", s, x, rng)
+
+
+@pytest.mark.parametrize("setting", ["many", "-1", "1.5", "99999999999"])
+def test_sample_blocks_errors(db, table, setting):
+    load(db, table, {"x": np.arange(100.0)})
+    db.execute(sql.SQL("SET pg_kde.sample_blocks = {}").format(sql.Literal(setting)))
+    try:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="pg_kde.sample_blocks must be a whole number"):
+            refresh(db, table, "x")
+    finally:
+        db.execute("RESET pg_kde.sample_blocks")
+    assert db.execute("SELECT count(*) FROM kde_catalog WHERE relid = %s::regclass", (table,)).fetchone()[0] == 0

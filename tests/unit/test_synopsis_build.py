@@ -205,6 +205,75 @@ def test_values_near_the_ends_of_float8_are_scanned_scaled(rng):
     assert built.grid[0] == x.min() and built.grid[-1] == x.max() and np.isfinite(built.bandwidth)
 
 
+
+@pytest.mark.parametrize("column", ["cents", "normal", "few", "outlier", "sparse", "off_lattice"])
+def test_a_sample_of_blocks_places_the_grid(rng, column):
+    """A large table (more blocks than twice those sampled) is planned from a sample of whole blocks and read
+    once: the synopsis is as exact as when planned from a row sample, even where the rows are stored sorted
+    (each block's values cluster), a value lies far beyond every sampled block, most rows are NULL or the
+    table breaks the lattice its blocks show. The bandwidth is chosen on the scan's row sample."""
+    n = 200_000
+    x = {"cents": np.round(rng.lognormal(3.0, 1.0, n), 2), "normal": rng.standard_normal(n),
+         "few": rng.integers(0, 30, n) * 0.5, "outlier": np.round(rng.gamma(2.0, 3.0, n), 2),
+         "sparse": np.where(rng.random(n) < 0.97, np.nan, rng.standard_normal(n)),
+         "off_lattice": np.round(rng.normal(50.0, 5.0, n), 2)}[column]
+    x = np.sort(x)  # NaN (NULL) last
+    if column == "outlier":
+        x[-1] = 1e300
+    if column == "off_lattice":
+        x[-3:] = [80.001, 80.0015, 81.0001]
+    blocks = ArrayTableReader((x,), blocks=(20, 1000))
+    assert not blocks.plan_sample_1d(50000).whole and ArrayTableReader((x,)).plan_sample_1d(50000).whole
+    built, _ = build(x, blocks=(20, 1000))
+    values = x[~np.isnan(x)]
+    check_1d(built, values, nulls=int(np.isnan(x).sum()))
+    assert built.grid == [] or (built.grid[0] <= values.min() and built.grid[-1] >= values.max())
+    whole, _ = build(x)
+    assert built.step == whole.step
+    if column in ("cents", "normal"):  # chosen on as many of the row sample's points
+        assert built.sample_size == whole.sample_size
+
+
+def test_a_sample_of_blocks_with_no_value_reads_the_rows(rng):
+    x = np.full(100_000, np.nan)
+    x[50_000:50_050] = rng.standard_normal(50)  # in 50 of 500 blocks: the sampled ones may miss them all
+    for seed in range(3):
+        built, _ = build(x, blocks=(200, 10), seed=seed)
+        check_1d(built, x[~np.isnan(x)], nulls=100_000 - 50)
+
+
+@pytest.mark.parametrize("sign", [1, -1])  # the long tail above or below
+@pytest.mark.parametrize("lattice", [True, False])
+@pytest.mark.parametrize("beyond", [40, 5000])  # rows beyond the grid at each end: all known, or only the extremes
+def test_outer_cells_are_cut_exactly_where_their_rows_are_known(rng, lattice, beyond, sign):
+    from pg_kde.synopsis.cells import boundary_above, boundary_below, cut_outer_cells, depth_grid
+    from pg_kde.synopsis.reader import TAIL_VALUES
+
+    x = sign * rng.lognormal(3.0, 1.0, 100_000)
+    x = np.sort(np.round(x, 2) if lattice else x)
+    step = 0.01 if lattice else 0.0
+    a, b = x[beyond], x[-beyond - 1]
+    points = depth_grid(x[beyond:-beyond], a, b, 120)
+    if lattice:
+        points = np.unique((np.floor(points / step) + 0.5) * step)
+    quantum = 0.01 if lattice else fine_quantum(x[0], x[-1])
+    scan = ArrayTableReader((x,)).scan_1d(points, np.array([]), quantum)
+    assert len(scan.high) == TAIL_VALUES and scan.cell_rows[0] >= beyond and scan.cell_rows[-1] >= beyond
+    every = False  # the heaps are full: each vouches only for the values past its last one
+    keep = points[5:8]
+    got, rows, quanta = cut_outer_cells(
+        points, scan.cell_rows, scan.cell_quanta, (scan.low, np.ones(len(scan.low))),
+        None if every else boundary_below(float(scan.low[-1]), step), (scan.high, np.ones(len(scan.high))),
+        None if every else boundary_above(float(scan.high[0]), step), scan.lo, scan.hi, step, quantum, keep=keep)
+    assert len(got) == len(points) and np.all(np.diff(got) > 0) and np.isin(keep, got).all()
+    # the long tail is cut (the short one is not: its share of evenly spaced boundaries rounds to none)
+    assert (got[-1] >= x[-1] and got[-2] > points[-2]) if sign > 0 else (got[0] <= x[0] and got[1] < points[1])
+    again = ArrayTableReader((x,)).scan_1d(got, np.array([]), quantum)  # the cells counted afresh
+    np.testing.assert_array_equal(rows, again.cell_rows)
+    assert list(quanta) == list(again.cell_quanta)
+    if beyond < TAIL_VALUES:  # every row beyond the grid is known: cut as a grid over the whole range would be
+        assert ((got > points[-2]) if sign > 0 else (got < points[1])).sum() >= 4
+
 # ------------------------------------------------------------------------------------------------ 2-D
 def build2(x1, x2, *, sample_size=2000, grid_size=64, **kwargs):
     requested = Requested("auto", sample_size, grid_size, "auto")
