@@ -126,7 +126,17 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
         # Binomial, less what the cell's exact mean pins down, plus the shape's error. A cut cell is never
         # certain: its share counts as at least one row's each side.
         f = min(max(share, 1 / (n + 1)), n / (n + 1))
-        spread = f * (1 - f) * (n * (1 - MEAN_KNOWN * f * (1 - f)) + 4 * n * n * s["shape_var"] + n * n * doubt)
+        cuts = f * (1 - f)  # the shape's error at one cut, per 4 n² τ²
+        if 0 < t0 and t1 < 1 and s["shape_var"] > 0 and not s.get("period", 0.0) > 0:
+            # A range inside one cell cuts it twice: the KDE's shape errs at the two cuts apart (rows
+            # clustered on a few values make its error jump), each as at a cut from the cell's start, never
+            # less than the range's own share gives. (A periodic profile errs smoothly over the period: its
+            # errors at two cuts of one cell move together.)
+            below = min(1.0, max(0.0, mass(coef, t0)))
+            upto = min(1.0, below + share)
+            cuts = max(cuts, below * (1 - below) + upto * (1 - upto))
+        spread = (f * (1 - f) * (n * (1 - MEAN_KNOWN * f * (1 - f)) + n * n * doubt)
+                  + 4 * n * n * s["shape_var"] * cuts)
         if order == 0:
             out.estimate += n * share
             out.variance += spread

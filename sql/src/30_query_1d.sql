@@ -205,8 +205,10 @@ COMMENT ON FUNCTION _kde_profile_cut(float4[], float8, float8, float8, float8, f
 --   cells: whole ones exactly from the cumulative arrays; the (at most two) a range cuts by the share of
 --     their rows their shape (_kde_cut, or a time column's periodic profile, _kde_profile_cut) puts inside,
 --     with its variance (binomial less what the cell's exact mean pins down, n s (1 - s) (1 - 3 s (1 - s)),
---     plus the shape's error n^2 tau^2 4 s (1 - s), the profile's sampling error, and the shares' distance
---     from the straight line's, squared) and hard bounds (none to all of a cut cell's rows; on a continuous
+--     plus the shape's error n^2 tau^2 4 s (1 - s), or for a range inside one cell under the KDE's shape the
+--     two cuts' errors added, n^2 tau^2 4 (a (1 - a) + b (1 - b)) with a, b the shares below its ends, when
+--     larger; the profile's sampling error, and the shares' distance from the straight line's, squared) and
+--     hard bounds (none to all of a cut cell's rows; on a continuous
 --     column a row may sit on the upper bound itself).
 CREATE FUNCTION _kde_range(s kde_synopsis, lo float8, hi float8, moment integer,
                            OUT estimate float8, OUT variance float8, OUT low float8, OUT high float8)
@@ -241,6 +243,11 @@ DECLARE
     pos float8;
     apart float8;
     sampled float8;
+    cuts float8;
+    below float8;
+    upto float8;
+    d0 float8;
+    d1 float8;
     x float8;
 BEGIN
     estimate := 0; variance := 0; low := 0; high := 0;
@@ -323,8 +330,9 @@ BEGIN
         ELSE
             -- The KDE's densities at the ends relative to the cell's mean density (stored relative to the
             -- grid's).
-            cut := @extschema@._kde_cut(s.density[c + 1] * (w / half_range) * (s.kde_rows / n),
-                s.density[c + 2] * (w / half_range) * (s.kde_rows / n), mean, t0, t1);
+            d0 := s.density[c + 1] * (w / half_range) * (s.kde_rows / n);
+            d1 := s.density[c + 2] * (w / half_range) * (s.kde_rows / n);
+            cut := @extschema@._kde_cut(d0, d1, mean, t0, t1);
             share := cut.share;
             pos := cut.pos;
             apart := cut.apart;
@@ -334,8 +342,18 @@ BEGIN
         -- integral), plus the shape's error. A cut cell is never certain: its share counts as at least one
         -- row's each side.
         spread := least(greatest(share, 1 / (n + 1)), n / (n + 1));
-        spread := spread * (1 - spread) * (n * (1 - 3 * spread * (1 - spread)) + 4 * n * n * s.shape_var
-                                           + n * n * sampled);
+        cuts := spread * (1 - spread);  -- the shape's error at one cut, per 4 n^2 tau^2
+        IF t0 > 0 AND t1 < 1 AND s.shape_var > 0 AND s.period = 0 THEN
+            -- A range inside one cell cuts it twice: the KDE's shape errs at the two cuts apart (rows
+            -- clustered on a few values make its error jump), each as at a cut from the cell's start, never
+            -- less than the range's own share gives. (A periodic profile errs smoothly over the period: its
+            -- errors at two cuts of one cell move together.)
+            below := least(1, greatest(0, (@extschema@._kde_cut(d0, d1, mean, 0, t0)).share));
+            upto := least(1, below + share);
+            cuts := greatest(cuts, below * (1 - below) + upto * (1 - upto));
+        END IF;
+        spread := spread * (1 - spread) * (n * (1 - 3 * spread * (1 - spread)) + n * n * sampled)
+                  + 4 * n * n * s.shape_var * cuts;
         IF moment = 0 THEN
             estimate := estimate + n * share;
             variance := variance + spread;

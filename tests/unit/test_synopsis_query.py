@@ -19,10 +19,12 @@ from pg_kde.synopsis.cells import (
     lattice_grid,
     lattice_step,
     levels,
+    linear,
     make_profile,
     mass,
     moment,
     profile_cut,
+    shape_of,
 )
 from pg_kde.synopsis.query import interval, lattice_value, range_1d, snap
 
@@ -243,3 +245,55 @@ def test_a_daily_profile_beats_the_kdes_shape_on_daily_times(rng):
     assert np.median(errors[True]) * 4 < np.median(errors[False])
     flat = 1704067200 + np.floor(rng.uniform(0, 366 * 86400, 400_000))
     assert build_1d(ArrayTableReader((flat,)), requested, quiet, period=DAY_PROFILE).period == 0.0
+
+
+def fahrenheit(rng, n=30000):
+    """Temperatures read in whole (mostly) or tenths of °C, stored in °F with two decimals, as weather
+    stations report them: on the cent lattice, but a few values per cell at a small budget."""
+    celsius = np.round(rng.normal(12.0, 9.0, n))
+    tenths = rng.random(n) < 0.15
+    celsius[tenths] = np.round(rng.normal(12.0, 9.0, tenths.sum()), 1)
+    return np.round(32 + 1.8 * celsius, 2)
+
+
+def test_a_range_inside_one_cell_adds_its_two_cuts_shape_errors(rng):
+    """Where the sample shows the shape missing the data (rows on a few values per cell: τ² > 0), a range
+    inside one cell has the shape's error of both its cuts, each as a cut from the cell's start; a range
+    from a cell's start keeps one cut's. Point queries, all inside one cell, then get intervals that cover
+    most of them (the shape's error of the share alone, 4f(1 − f), vanished for a narrow range)."""
+    x = np.sort(fahrenheit(rng))
+    s = synopsis(x, budget=2048)
+    assert s["shape_var"] > 0 and s["step"] == 0.01
+    grid, counts = s["grid"], s["cell_cum_count"]
+    c = int(np.argmax(np.diff(counts)))  # the fullest cell
+    g0, g1 = grid[c], grid[c + 1]
+    inner = np.unique(x[(x > g0 + 0.01) & (x < g1 - 0.01)])
+    a, b = float(inner[len(inner) // 3]), float(inner[2 * len(inner) // 3])
+    inside, from_start = range_1d(s, a, b, 0), range_1d(s, g0 + 0.005, b, 0)
+    n = counts[c + 1] - counts[c]
+    coef, mean = shape_of(g0, g1, n, s["cell_cum_sum"][c + 1] - s["cell_cum_sum"][c], s["density"][c],
+                          s["density"][c + 1], s["kde_rows"], grid[-1] / 2 - grid[0] / 2)
+    w = g1 / 2 - g0 / 2
+    ta, tb = ((a - 0.005) / 2 - g0 / 2) / w, ((b + 0.005) / 2 - g0 / 2) / w
+    below, upto = mass(coef, ta), mass(coef, tb)
+    f = upto - below
+    binomial = f * (1 - f) * n * (1 - 3 * f * (1 - f))
+    shape = 4 * n * n * s["shape_var"] * (below * (1 - below) + upto * (1 - upto))
+    apart = n * abs(f - (mass(linear(mean), tb) - mass(linear(mean), ta)))  # the shape's doubt, squared below
+    assert inside.variance == pytest.approx(binomial + shape + apart ** 2, rel=1e-9)
+    assert shape > 4 * n * n * s["shape_var"] * f * (1 - f)  # more than the range's own share gave
+    # From the cell's start: one cut, the shape's error of its share alone.
+    one = mass(coef, tb)
+    assert from_start.variance == pytest.approx(
+        one * (1 - one) * n * (1 - 3 * one * (1 - one)) + 4 * n * n * s["shape_var"] * one * (1 - one)
+        + (n * abs(one - mass(linear(mean), tb))) ** 2, rel=1e-9)
+    covered = total = 0
+    for v in rng.choice(x, 300):
+        est, low, high = interval(range_1d(s, float(v), float(v), 0), 0.95)
+        truth = np.count_nonzero(x == v)
+        if high > low:
+            total += 1
+            covered += low <= truth <= high
+    # 0.6.0's intervals covered 9-15% of them on such columns (seeds 0-2), these 38-51%: far from 95%, but no
+    # longer blind to the values' clustering (docs/benchmarks.md has the real columns' coverage).
+    assert total > 100 and covered / total >= 0.3, (covered, total)
