@@ -129,6 +129,7 @@ class _Plan1D:
     few: bool  # the candidates are every sampled value (the whole column may fit as a frequency table)
     atoms_room: int  # heavy values the budget keeps beside the cells
     most_cells: int  # cells the budget holds with no heavy value: a cell's share of rows is 1 / most_cells
+    flagged: np.ndarray  # the values the sample showed as heavy (counted apart, given cells, or not in the budget)
 
 
 def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, step: float, cells: int,
@@ -195,7 +196,23 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     else:
         points = place(source, lo, hi, cells)
     quantum = quantum or (step if step > 0 else fine_quantum(lo, hi))
-    return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells)
+    return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells,
+                   np.asarray(heavy, dtype=np.float64))
+
+
+def _misses_heavy(plan: _Plan1D, sample: np.ndarray) -> bool:
+    """Whether a row sample holds a value with a cell's share of its rows or more (1 / most_cells) that the
+    plan's sample did not even flag as heavy (half that share; atom_candidates) and that does not sit alone
+    in a cell: a heavy value the sample of blocks that placed the grid saw too little of (its rows stored
+    together, in blocks the sample missed). Twice the share apart, and 0.1% of the sample at least (a large
+    budget's share is a few dozen of its rows, among which sampling noise alone gets that far)."""
+    values, counts = np.unique(sample, return_counts=True)
+    frequent = values[(counts >= max(2.0, len(sample) / 1000)) & (counts * plan.most_cells >= len(sample))]
+    frequent = frequent[~np.isin(frequent, plan.candidates) & ~np.isin(frequent, plan.flagged)]
+    if plan.step > 0 and len(frequent):  # a value alone in a cell one step wide is exact as it is
+        cells = np.clip(np.searchsorted(plan.points, frequent, side="right") - 1, 0, len(plan.points) - 2)
+        frequent = frequent[np.diff(plan.points)[cells] > 1.5 * plan.step]
+    return len(frequent) > 0
 
 
 #: Cells a budget must leave beside a periodic profile for the profile to be tried (below, the cells' own
@@ -266,10 +283,12 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     A large table is read once: a repeatable sample of its blocks (:meth:`TableReader.plan_sample_1d`)
     places the grid and chooses candidate heavy values, then one scan (:meth:`TableReader.scan_1d`, a
     parallel aggregate in SQL) counts everything stored and takes the repeatable row sample that chooses the
-    bandwidth and fits the shape. A smaller one is read twice: first its row sample with the column's range
-    and counts (:meth:`TableReader.sample_1d`), then the scan. Another scan follows only when the scan
-    contradicts the sample: values off the lattice the sample showed, or values that need another scale or
-    quantum. ``started`` (a
+    bandwidth and fits the shape; a second scan, planned from that row sample, follows where the row sample
+    shows a heavy value the plan neither counts apart nor gives a cell of its own, or decides the periodic
+    profile otherwise (:func:`_misses_heavy`, :func:`_usable_period`: rows stored together fool a sample of
+    blocks). A smaller table is read twice: first its row sample with the column's range and counts
+    (:meth:`TableReader.sample_1d`), then the scan. Another scan follows only when the scan contradicts the
+    sample: values off the lattice the sample showed, or values that need another scale or quantum. ``started`` (a
     :func:`time.perf_counter` reading) is where ``seconds`` counts from; the call by default. ``grid_hint``:
     the grid of the table this one is a part of (a partition's parent), whose boundaries the part shares
     where its values reach them, so that the parts' synopses merge exactly (:mod:`.merge`). ``period``:
@@ -293,7 +312,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     sample, span = first.values, (first.lo, first.hi)
     # A sample of blocks placed the grid: the scan takes the row sample the rest of the build uses.
     taking = None if first.whole else (size, sample_share(size, max(first.non_null, 1)))
-    period = _usable_period(sample, requested, period)
+    wanted, period = period, _usable_period(sample, requested, period)
     cells_budget = _cells_budget(requested, period)
     # Values near the ends of float8: scan a power-of-two multiple (exact) so the grid's widths and the
     # KDE stay finite; everything is stored in the column's units again at the end. (No lattice then.)
@@ -304,11 +323,18 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
                         grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale))
         scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum, taking)
         _scan_errors(scan, rel, col)
+        replan = False  # (another scan below plans from the row sample too)
         if taking:  # from here on, the row sample and the column's true range
             sample, span, taking = scan.sample / scale, (scan.all_lo / scale, scan.all_hi / scale), None
             if len(sample) < min(size, scan.non_null) // 2:  # far fewer rows than the blocks promised
                 sample = reader.sample_1d(size, scan.non_null).values
             scanned = sample * scale
+            # The row sample shows what the blocks may not have: heavy values stored together, in blocks
+            # the sample missed, or a rhythm made up by clusters of neighbouring rows. Then plan again from
+            # it, and scan again.
+            checked = _usable_period(sample, requested, wanted)
+            replan = checked != period or _misses_heavy(plan, scanned)
+            period, cells_budget = checked, _cells_budget(requested, checked)
         true_scale = _scan_scale(scan.all_lo / scale, scan.all_hi / scale)
         if true_scale != scale:  # a value far beyond the sample's range
             scale = true_scale
@@ -319,6 +345,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             continue
         if scan.overflow:  # values past 2^63 quanta: the quantum of the scanned range
             quantum = fine_quantum(scan.all_lo, scan.all_hi)
+            continue
+        if replan:
             continue
         break
     else:

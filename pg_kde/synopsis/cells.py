@@ -202,14 +202,18 @@ def cut_outer_cells(points: np.ndarray, rows: np.ndarray, quanta: list, low: Tup
     gets its share of the :data:`WIDTH_SHARE` evenly spaced boundaries. The cuts go only where every row is
     known: ``low`` (values, rows of each) holds every cell value below ``low_done``, ``high`` every one at or
     above ``high_done`` (None: every value of that outer cell), so the new cells' rows and sums in quanta
-    are exact. As many interior boundaries go as cuts come, those between the
-    neighbours with the fewest rows (never one of ``keep``): the number of cells stays. ``lo``, ``hi``: the
-    cells' min and max. Returns (points, rows, quanta), unchanged when no row lies beyond the grid."""
+    are exact. As many interior boundaries go as cuts come (never one of ``keep``), so the number of cells
+    stays: first between neighbours whose union is no wider than 1.5 times the whole range's even spacing
+    (the fewest rows first: the grid over the sampled range spaced its evenly spaced boundaries closer),
+    then where the union is smallest in share of rows and of the range, whichever is larger. ``lo``,
+    ``hi``: the cells' min and max. Returns (points, rows, quanta), unchanged when no row lies beyond the
+    grid."""
     points, rows, quanta = np.asarray(points, dtype=np.float64), np.asarray(rows, dtype=np.float64), list(quanta)
     m = len(points)
     if m < 4 or not hi > lo:
         return points, rows, quanta
-    free = [j for j in range(2, m - 2) if points[j] not in set(np.asarray(keep, dtype=np.float64).tolist())]
+    kept = set(np.asarray(keep, dtype=np.float64).tolist())
+    free = [j for j in range(2, m - 2) if points[j] not in kept]  # boundaries that may go
     wide = int((m - 1) * WIDTH_SHARE)
 
     def share(beyond):

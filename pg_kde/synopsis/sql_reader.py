@@ -8,6 +8,7 @@ Identifiers reach SQL text only quoted: the relation as ``format('%I.%I')`` wrot
 from __future__ import annotations
 
 import math
+import re
 import struct
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence, Tuple
@@ -285,10 +286,8 @@ def sample_blocks(plpy) -> int:
     text = plpy.execute("SELECT pg_catalog.current_setting('pg_kde.sample_blocks', true) AS v")[0]["v"]
     if text is None or not text.strip():
         return SAMPLE_BLOCKS
-    try:
-        blocks = int(text.strip())
-    except ValueError:
-        blocks = -1
+    # ASCII digits only: int() would also read '1_000', '+8' and other scripts' digits.
+    blocks = int(text) if re.fullmatch(r"\s*[0-9]+\s*", text) else -1
     if not 0 <= blocks <= 2**31 - 1:
         raise UserError(f"pg_kde: pg_kde.sample_blocks must be a whole number of blocks >= 0, not {text!r}",
                         hint=f"RESET pg_kde.sample_blocks ({SAMPLE_BLOCKS} blocks), or 0 to read the table whole "

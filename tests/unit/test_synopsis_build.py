@@ -1,6 +1,7 @@
 """Synopsis builds (pg_kde.synopsis.build) from in-memory tables (ArrayTableReader), without PostgreSQL:
 the catalog payload against exact counts and sums computed here, and the errors of kde_refresh."""
 
+import dataclasses
 import json
 import warnings
 
@@ -11,6 +12,8 @@ from pg_kde import sql_entry
 from pg_kde._errors import UserError
 from pg_kde.synopsis.catalog import HEADER_COLUMNS, split_row
 from pg_kde.synopsis.cells import ATOM_BYTES, BOUNDARY_BYTES, DEFAULT_BUDGET_1D, KDE_POINTS, ROW_BYTES_1D, cells_for_budget
+from pg_kde.synopsis import build as build_module
+from pg_kde.synopsis.query import range_1d
 from pg_kde.synopsis.reader import fine_quantum
 from pg_kde.synopsis import (
     CATALOG_TYPES,
@@ -241,6 +244,71 @@ def test_a_sample_of_blocks_with_no_value_reads_the_rows(rng):
         built, _ = build(x, blocks=(200, 10), seed=seed)
         check_1d(built, x[~np.isnan(x)], nulls=100_000 - 50)
 
+
+
+@dataclasses.dataclass(frozen=True)
+class CountingReader(ArrayTableReader):
+    """An ArrayTableReader that counts its scans (its scaled copies share the count)."""
+
+    calls: list = dataclasses.field(default_factory=list)
+
+    @property
+    def scans(self) -> int:
+        return len(self.calls)
+
+    def scan_1d(self, *args, **kwargs):
+        self.calls.append(1)
+        return super().scan_1d(*args, **kwargs)
+
+
+def unsampled_blocks(reader: ArrayTableReader, count: int) -> np.ndarray:
+    """The blocks the reader's sample of blocks leaves out (as plan_sample_1d draws them)."""
+    per_block, sampled = reader.blocks
+    chosen = np.random.default_rng(reader.seed).choice(count, sampled, replace=False)
+    return np.setdiff1d(np.arange(count), chosen)
+
+
+@pytest.mark.parametrize("lattice", [True, False])
+def test_heavy_values_stored_where_the_blocks_missed_them_get_a_second_scan(rng, lattice):
+    """Rows of a heavy value stored together, in blocks the sample of blocks left out: the row sample of the
+    scan shows the value, and the build plans again from it and scans again, so the value is exact. Where
+    the blocks saw every heavy value, one scan."""
+    n, per_block = 200_000, 20
+    x = np.round(rng.uniform(0, 1000, n), 2) if lattice else rng.uniform(0, 1000, n)
+    probe = CountingReader((x,), blocks=(per_block, 1000))
+    missed = unsampled_blocks(probe, n // per_block)[:60]  # 60 blocks: 1200 rows, 0.6% of the table
+    rows = (missed[:, None] * per_block + np.arange(per_block)).ravel()
+    x[rows] = 321.5
+    requested = Requested("auto", 50000, None, "auto", None)
+    reader = CountingReader((x,), blocks=(per_block, 1000))
+    built = build_1d(reader, requested, quiet_select)
+    check_1d(built, x)
+    assert reader.scans == 2
+    s = built.catalog_row(1, ["x"], IDENTITY, requested)
+    answer, truth = range_1d(s, 321.5, 321.5, 0), np.count_nonzero(x == 321.5)
+    assert answer.estimate == truth and answer.low <= truth <= answer.high
+    assert not lattice or answer.low == answer.high  # (a continuous column's cell may hold rows at a bound)
+    plain = CountingReader((np.round(rng.uniform(0, 1000, n), 2),), blocks=(per_block, 1000))
+    build_1d(plain, requested, quiet_select)
+    assert plain.scans == 1
+
+
+def test_a_rhythm_made_up_by_clustered_blocks_is_checked_on_the_row_sample(rng):
+    """Dates stored in date order, 200 rows a day for 1,000 days: a sample of blocks sees runs of single
+    days, spread unevenly over the week, where the rows are not. The row sample decides (no weekly profile)
+    and the build scans again; its weeks are then exact (with the blocks' profile: off by up to 294 rows of
+    1,400)."""
+    days = np.repeat(np.arange(18262, 18262 + 1000), 200).astype(np.float64) * 86400.0
+    requested = Requested("auto", 50000, None, "auto", None)
+    reader = CountingReader((days,), blocks=(200, 200))
+    blocks_say = build_module._usable_period(reader.plan_sample_1d(50000).values, requested, (604800.0, 7))
+    assert blocks_say == (604800.0, 7)
+    built = build_1d(reader, requested, quiet_select, period=(604800.0, 7))
+    check_1d(built, days)
+    assert built.period == 0.0 and reader.scans == 2
+    s = built.catalog_row(1, ["x"], IDENTITY, requested)
+    for day in days[::3000]:
+        assert range_1d(s, day, day + 6 * 86400, 0).estimate == 1400
 
 @pytest.mark.parametrize("sign", [1, -1])  # the long tail above or below
 @pytest.mark.parametrize("lattice", [True, False])
