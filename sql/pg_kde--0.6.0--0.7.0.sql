@@ -142,6 +142,14 @@ BEGIN
         w := g1 / 2 - g0 / 2;  -- halves: no difference of values near the ends of float8 overflows
         t0 := CASE WHEN c = ca THEN least(1, greatest(0, (a / 2 - g0 / 2) / w)) ELSE 0 END;
         t1 := CASE WHEN c = cb THEN least(1, greatest(0, (b / 2 - g0 / 2) / w)) ELSE 1 END;
+        -- A bound inside the cell never makes it whole or empty, however the division rounds (a cell 1e300
+        -- wide puts a bound near its end at t = 1 exactly): the hard bounds stay the cut cell's.
+        IF c = cb AND b < g1 THEN
+            t1 := least(t1, 0.9999999999999999);
+        END IF;
+        IF c = ca AND a > g0 THEN
+            t0 := greatest(t0, 1e-300);
+        END IF;
         n := s.cell_cum_count[c + 2] - s.cell_cum_count[c + 1];
         -- (On a lattice no row sits on a boundary; a continuous column's rows may sit on b.)
         CONTINUE WHEN n <= 0 OR t1 < t0 OR (t1 = t0 AND q > 0);

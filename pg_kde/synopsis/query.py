@@ -21,6 +21,9 @@ SHAPE_DOUBT = 1.0
 #: distribution function in the cell less the shape's is a Brownian bridge, here conditioned on its
 #: integral, which the exact mean fixes: var B(s) = s (1 − s) − 3 s² (1 − s)²). docs/math.md §7.
 MEAN_KNOWN = 3.0
+#: The offsets a bound strictly inside a cell keeps from its ends: the largest float8 below 1, and a tiny
+#: positive number (the same literals in sql/src/30_query_1d.sql).
+INSIDE_HIGH, INSIDE_LOW = 0.9999999999999999, 1e-300
 
 
 @dataclass
@@ -100,6 +103,12 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
         t0 = (A / 2 - g0 / 2) / w if c == ka else 0.0
         t1 = (B / 2 - g0 / 2) / w if c == kb else 1.0
         t0, t1 = max(0.0, min(1.0, t0)), max(0.0, min(1.0, t1))
+        # A bound inside the cell never makes it whole or empty, however the division rounds (a cell
+        # 1e300 wide puts a bound near its end at t = 1 exactly): the hard bounds stay the cut cell's.
+        if c == kb and B < g1:
+            t1 = min(t1, INSIDE_HIGH)
+        if c == ka and A > g0:
+            t0 = max(t0, INSIDE_LOW)
         n = counts[c + 1] - counts[c]
         if n <= 0 or t1 < t0 or (t1 == t0 and not continuous):
             continue  # (on a lattice no row sits on a boundary; a continuous column's rows may sit on B)

@@ -393,3 +393,22 @@ def test_a_heavy_value_in_blocks_the_sample_missed_gets_a_second_scan(db, table)
     assert reads == 2 and summary["step"] == 0.01
     est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'v', 321.5, 321.5)", (table,)).fetchone()
     assert est == low == high == heavy.sum() + np.count_nonzero(x[~heavy] == 321.5)
+
+
+def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
+    """The server's _kde_range on a crafted row agrees with the reference: a cell 1e300 wide whose rows sit
+    near its upper end, where a bound divides to t = 1 exactly; the range cuts the cell, whose hard bounds
+    stay none to all of its rows (tests/unit/test_synopsis_query.py has the reference's own test)."""
+    WIDE_CELL = {"atom_values": [], "atom_cum_count": [], "atom_cum_sum": [], "kde_rows": 157,
+                 "grid": [-1e300, 0.006, 10.0], "grid_size": 3, "cell_cum_count": [0.0, 57.0, 157.0],
+                 "cell_cum_sum": [0.0, -1e300 + 0.1, -1e300 + 500.0], "step": 0.0, "density": [0.0, 1.0, 1.0],
+                 "shape_var": 0.0, "period": 0.0, "profile": []}
+    row = ("ROW('pg_class'::regclass, '{x}'::text[], %(atom_values)s::float8[], %(atom_cum_count)s::float8[], "
+           "%(atom_cum_sum)s::float8[], %(kde_rows)s, %(grid)s::float8[], %(grid_size)s, %(cell_cum_count)s::float8[], "
+           "%(cell_cum_sum)s::float8[], %(step)s, %(density)s::float4[], %(shape_var)s, %(period)s, "
+           "%(profile)s::float4[])::kde_synopsis")
+    for lo, hi in [(None, 0.001), (None, 0.006), (-1e300 + 1e285, 0.001)]:
+        got = db.execute(f"SELECT (_kde_range({row}, %(lo)s, %(hi)s, 0)).*", {**WIDE_CELL, "lo": lo, "hi": hi}).fetchone()
+        ref = range_1d(WIDE_CELL, lo, hi, 0)
+        assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9, abs=1e-9), (lo, hi)
+        assert lo is not None or hi == 0.006 or got[2:] == (0, 57)

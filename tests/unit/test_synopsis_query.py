@@ -297,3 +297,22 @@ def test_a_range_inside_one_cell_adds_its_two_cuts_shape_errors(rng):
     # 0.6.0's intervals covered 9-15% of them on such columns (seeds 0-2), these 38-51%: far from 95%, but no
     # longer blind to the values' clustering (docs/benchmarks.md has the real columns' coverage).
     assert total > 100 and covered / total >= 0.3, (covered, total)
+
+
+#: A cell 1e300 wide whose 57 rows sit near its upper end (one value of -1e300 in the table, the rest in
+#: [0, 10]): a bound near that end divides to t = 1 exactly.
+WIDE_CELL = {"atom_values": [], "atom_cum_count": [], "atom_cum_sum": [], "kde_rows": 157,
+             "grid": [-1e300, 0.006, 10.0], "grid_size": 3, "cell_cum_count": [0.0, 57.0, 157.0],
+             "cell_cum_sum": [0.0, -1e300 + 0.1, -1e300 + 500.0], "step": 0.0, "density": [0.0, 1.0, 1.0],
+             "shape_var": 0.0, "period": 0.0, "profile": []}
+
+
+def test_a_bound_inside_a_very_wide_cell_keeps_the_cut_cells_hard_bounds():
+    """0.001 lies inside [-1e300, 0.006): the range cuts that cell, whatever (0.001 + 1e300) / 1e300 rounds
+    to. Before, it counted as holding the cell whole: exact 57 with zero width, where the table held 11."""
+    r = range_1d(WIDE_CELL, None, 0.001, 0)
+    assert r.low == 0 and r.high == 57 and r.variance > 0
+    whole = range_1d(WIDE_CELL, None, 0.006, 0)  # the cell's end itself: the cell whole (and rows on 0.006)
+    assert whole.low == whole.estimate == 57
+    r = range_1d(WIDE_CELL, -1e300 + 1e285, 0.001, 0)  # both bounds inside
+    assert r.low == 0 and r.high == 57
