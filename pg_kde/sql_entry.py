@@ -437,7 +437,7 @@ def _union_sample(readers, size: int):
     partition is read once, by its build's scan."""
     rows = [r.row_estimate() for r in readers]
     total = max(sum(rows), 1)
-    firsts = [r.plan_sample_1d(max(1, round(size * k / total))) for r, k in zip(readers, rows) if k > 0]
+    firsts = [r.plan_sample_1d(max(1, round(size * k / total)), k) for r, k in zip(readers, rows) if k > 0]
     values = np.concatenate([f.values for f in firsts]) if firsts else np.empty(0)
     los = [f.lo for f in firsts if f.lo is not None]
     his = [f.hi for f in firsts if f.hi is not None]

@@ -144,9 +144,10 @@ class TableReader(Protocol):
         """A single column's sample (as :meth:`sample`, finite values only) and its facts over every row
         (:class:`Sample1D`), in one pass where the reader can."""
 
-    def plan_sample_1d(self, size: int) -> Sample1D:
-        """The read that places a single column's grid: :meth:`sample_1d` of every row, or, for a large
-        table, a repeatable sample of its blocks (``whole`` False), so that :meth:`scan_1d` reads it once."""
+    def plan_sample_1d(self, size: int, rows: Optional[int] = None) -> Sample1D:
+        """The read that places a single column's grid: :meth:`sample_1d` of every row (``rows``: the
+        relation's :meth:`row_estimate` when the caller has it), or, for a large table, a repeatable sample of
+        its blocks (``whole`` False), so that :meth:`scan_1d` reads it once."""
 
     def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float,
                 sample: Optional[Tuple[int, float]] = None) -> Scan1D:
@@ -248,11 +249,11 @@ class ArrayTableReader:
                         non_finite=len(v) - len(finite), lo=float(finite.min()) if len(finite) else None,
                         hi=float(finite.max()) if len(finite) else None)
 
-    def plan_sample_1d(self, size: int) -> Sample1D:
+    def plan_sample_1d(self, size: int, rows: Optional[int] = None) -> Sample1D:
         per_block, sampled = self.blocks or (1, 0)
         count = -(-self.row_count() // per_block)
         if not sampled or count <= 2 * sampled:
-            return self.sample_1d(size, self.row_count())
+            return self.sample_1d(size, self.row_count() if rows is None else rows)
         chosen = np.sort(np.random.default_rng(self.seed).choice(count, sampled, replace=False))
         rows = (chosen[:, None] * per_block + np.arange(per_block)).ravel()
         rows = rows[rows < self.row_count()]

@@ -165,14 +165,17 @@ class SqlTableReader:
                                      f"REPEATABLE ({SAMPLE_SEED})")[0]["n"])
         return max(1, round(seen * 100.0 / percent))
 
-    def plan_sample_1d(self, size: int) -> Sample1D:
+    def plan_sample_1d(self, size: int, rows: Optional[int] = None) -> Sample1D:
         """The read that places a 1-D grid. A large table's (:meth:`_block_percent` of
         :func:`sample_blocks`): every value of a repeatable ``TABLESAMPLE SYSTEM`` sample of that many blocks,
         thinned to ``size``, with its counts scaled to the table (``whole`` False: :meth:`scan_1d` then takes
-        the row sample, and the table is read once). Other relations: :meth:`sample_1d` (every row read)."""
+        the row sample, and the table is read once). Other relations: :meth:`sample_1d` (every row read), its
+        share from ``rows`` when the caller has them (:meth:`row_estimate`'s), else from its own."""
         percent = self._block_percent(sample_blocks(self.plpy))
         if percent is None:
-            return self.sample_1d(size, self.row_estimate() if self.kind in _SAMPLEABLE else 0)
+            if rows is None:
+                rows = self.row_estimate() if self.kind in _SAMPLEABLE else 0
+            return self.sample_1d(size, rows)
         # Share 1 keeps every row the blocks hold: the row's identity is not needed.
         row = self.plpy.execute(f"SELECT count(*) AS n, {self.schema}._kde_sample({self._scan_value()}, '(0,0)'::tid, "
                                 f"0::oid, 1::float8, {SAMPLE_SEED}) AS s FROM {self.relation} "
