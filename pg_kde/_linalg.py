@@ -13,6 +13,10 @@ import numpy as np
 
 from ._validate import check_spread
 
+#: Magnitudes whose squares (and sums of n of them) stay inside float64: 2^500 ≈ 3e150 and 2^-480 ≈ 3e-145.
+_LARGEST = 2.0**500
+_SMALLEST = 2.0**-480
+
 
 def covariance(X: np.ndarray, *, name: str = "X"):
     """Mean, sample covariance (ddof = 1) and its lower Cholesky factor.
@@ -20,11 +24,23 @@ def covariance(X: np.ndarray, *, name: str = "X"):
     Raises ``ValueError`` if a column is constant or the columns are (nearly) collinear.
     """
     check_spread(X, name=name)
+    top = float(np.max(np.abs(X)))
+    if top > _LARGEST:
+        raise ValueError(
+            f"{name} holds a value of magnitude {top:.3g}: its squares overflow float64; rescale {name} "
+            "(bandwidths are scale-equivariant: H(cX) = c²H(X)). The 1-D plug-in selectors accept far outliers"
+        )
     n, d = X.shape
     mean = X.mean(axis=0)
     centred = X - mean
     sigma = np.einsum("ni,nj->ij", centred, centred) / (n - 1)
     scale = np.sqrt(np.diag(sigma))
+    if not (scale > _SMALLEST).all():
+        col = int(np.flatnonzero(~(scale > _SMALLEST))[0])
+        raise ValueError(
+            f"column {col} of {name} spreads over only {float(np.ptp(X[:, col])):.3g}: its squared deviations "
+            f"underflow float64; rescale {name} (bandwidths are scale-equivariant: H(cX) = c²H(X))"
+        )
     corr = sigma / np.outer(scale, scale)
     smallest = float(np.linalg.eigvalsh(corr).min())
     if smallest < 1e-10 * d:

@@ -59,8 +59,8 @@ def as_data(X, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
 
 def check_spread(X: np.ndarray, *, name: str = "X") -> None:
     """Raise ``ValueError`` if a column is constant (zero variance)."""
-    span = np.ptp(X, axis=0)
-    for col in np.flatnonzero(span == 0):
+    constant = X.max(axis=0) == X.min(axis=0)  # not np.ptp: max − min overflows for ±1e308
+    for col in np.flatnonzero(constant):
         raise ValueError(
             f"column {col} of {name} is constant (every value is {X[0, col]!r}): a bandwidth needs data "
             "with spread"

@@ -22,14 +22,57 @@ _SQRT_PI = math.sqrt(math.pi)
 SCALES = ("sd", "minim")
 
 
+def _power_of_two_above(x: np.ndarray) -> float:
+    """2^k near max |x| (1 for zeros; at most 2^1023, so quotients stay below 2): dividing by it is exact,
+    and squares of the quotients neither overflow (values near 1e308) nor underflow (values near 1e-300)."""
+    top = float(np.max(np.abs(x)))
+    return math.ldexp(1.0, min(math.frexp(top)[1], 1023)) if top > 0 else 1.0
+
+
 def _plugin_sigma(x: np.ndarray, scale: str = "sd") -> float:
-    """σ̂ by ``scale`` (see :data:`SCALES`; :func:`_plugin_stages` has checked it)."""
-    s = float(np.std(x, ddof=1))
+    """σ̂ by ``scale`` (see :data:`SCALES`; :func:`_plugin_stages` has checked it), computed on x / 2^k so
+    that it neither overflows nor underflows, whatever the values' magnitude."""
+    unit = _power_of_two_above(x)
+    y = x / unit
+    s = float(np.std(y, ddof=1)) * unit
     if scale == "sd":
         return s
-    q75, q25 = np.percentile(x, [75.0, 25.0])
-    iqr = float(q75 - q25)
+    q75, q25 = np.percentile(y, [75.0, 25.0])
+    iqr = float(q75 - q25) * unit
     return min(s, iqr / 1.349) if iqr > 0 else s
+
+
+#: Pair distances of at least REACH pilot bandwidths add nothing to a stage's pair sum: every kernel
+#: derivative used (order ≤ 6) is below float64's smallest number there (|u|⁶ e^{−u²/2} at u = 40).
+REACH = 40.0
+
+
+class _Standardised:
+    """The data on the σ̂ scale for the pair sums of each stage.
+
+    Where sorted neighbours lie more than REACH pilot bandwidths apart (a far outlier: 1e300 among values
+    near 1, or values near 1e-300 beside a 1), the gap is shortened to REACH bandwidths: no pair term
+    changes (each across the gap was and stays 0), and the standardised values stay small enough for
+    float32 and for exact differences near the bulk, whose median is put at 0. Elsewhere the values are
+    (x − x̄) / σ̂, as the paper's eq. 12–13 standardise them."""
+
+    def __init__(self, x: np.ndarray, sigma: float):
+        self._x, self._sigma = x, sigma
+        order = np.sort(x)
+        with np.errstate(over="ignore"):  # a difference past float8's range is a gap past any reach
+            self._gaps = np.diff(order) / sigma
+        self._plain = None
+
+    def at(self, g: float) -> np.ndarray:
+        """The standardised values for a stage with pilot bandwidth g (σ̂ units)."""
+        reach = REACH * g
+        if not (self._gaps > reach).any():
+            if self._plain is None:
+                unit = _power_of_two_above(self._x)
+                self._plain = (self._x - float(np.mean(self._x / unit)) * unit) / self._sigma
+            return self._plain
+        z = np.concatenate([[0.0], np.cumsum(np.minimum(self._gaps, reach))])
+        return z - z[len(z) // 2]
 
 
 def _psi(pair_sum: float, n: int, g: float, r: int) -> float:
@@ -38,9 +81,10 @@ def _psi(pair_sum: float, n: int, g: float, r: int) -> float:
     return (n * k0 + 2.0 * pair_sum) / (_SQRT_2PI * n * n * g ** (r + 1))
 
 
-def _psi_estimate(be, z: np.ndarray, g: float, r: int, dt, interrupt: Interrupt) -> float:
-    """Ψ̂_r(g) on z from the backend's pair sum; Ψ_r has the sign of (−1)^{r/2}, and an estimate of the
+def _psi_estimate(be, data: _Standardised, g: float, r: int, dt, interrupt: Interrupt) -> float:
+    """Ψ̂_r(g) on the standardised data from the backend's pair sum; Ψ_r has the sign of (−1)^{r/2}, and an estimate of the
     other sign means the data are too degenerate for the plug-in selectors."""
+    z = data.at(g)
     psi = _psi(be.plugin_pair_sum(z, g, r, dt, interrupt=interrupt), z.shape[0], g, r)
     negative = (r // 2) % 2 == 1
     if not (psi < 0 if negative else psi > 0):
@@ -49,6 +93,17 @@ def _psi_estimate(be, z: np.ndarray, g: float, r: int, dt, interrupt: Interrupt)
             "the data are too degenerate for the plug-in selector (use normal_reference)"
         )
     return psi
+
+
+def _checked_bandwidth(h: float, sigma: float, method: str) -> float:
+    """h, or a clear error where h or H = h² leaves float64's range (σ̂ of values near 1e300 times a large
+    factor; values spread over 1e-300)."""
+    if not (math.isfinite(h * h) and h * h > 0):
+        raise ValueError(
+            f"{method}'s bandwidth is {h:.3g} (σ̂ = {sigma:.3g}): H = h² leaves float64's range; rescale the data "
+            "(bandwidths are scale-equivariant), or use scale='minim', which far outliers do not inflate"
+        )
+    return h
 
 
 def _plugin_stages(x, backend, dtype, method: str, interrupt: Interrupt, scale: str):
@@ -69,7 +124,7 @@ def _plugin_stages(x, backend, dtype, method: str, interrupt: Interrupt, scale: 
     sigma = _plugin_sigma(x1, scale)
     # Work on the standardised scale (σ̂ = 1): the selector is scale-equivariant, and unit-scale numbers
     # keep float32 pair sums accurate. Ψ₈ for a normal with σ = 1: 105 / (32 √π).
-    z = (x1 - x1.mean()) / sigma
+    z = _Standardised(x1, sigma)
     psi8 = 105.0 / (32.0 * _SQRT_PI)
     g1 = (30.0 / (_SQRT_2PI * psi8 * n)) ** (1.0 / 9.0)  # (−2K⁽⁶⁾(0) / (μ₂ Ψ₈ n))^{1/9}
     psi6 = _psi_estimate(be, z, g1, 6, dt, interrupt)
@@ -117,7 +172,8 @@ def plugin(x, *, backend="auto", dtype="float64", scale: str = "sd", interrupt: 
     Wand & Jones (1995), §3.6.1 (h_DPI,2); Sheather & Jones (1991); Andrzejewski et al. (2015), eq. 12–19 (σ̂ of eq. 12–13 is ``scale="sd"``).
     """
     z, n, sigma, be, dt, g1, psi6, g2, psi4 = _plugin_stages(x, backend, dtype, "plugin", interrupt, scale)
-    h = sigma * (1.0 / (2.0 * _SQRT_PI * psi4 * n)) ** 0.2  # R(K) = 1/(2√π), μ₂(K) = 1
+    # R(K) = 1/(2√π), μ₂(K) = 1
+    h = _checked_bandwidth(sigma * (1.0 / (2.0 * _SQRT_PI * psi4 * n)) ** 0.2, sigma, "plugin")
     return BandwidthResult(
         H=np.array([[h * h]]),
         h=h,
@@ -174,7 +230,7 @@ def plugin_cdf(x, *, backend="auto", dtype="float64", scale: str = "sd", interru
     z, n, sigma, be, dt, g1, psi6, g2, psi4 = _plugin_stages(x, backend, dtype, "plugin_cdf", interrupt, scale)
     g3 = (2.0 / (_SQRT_2PI * psi4 * n)) ** 0.2  # (−2K⁽²⁾(0) / (μ₂ Ψ̂₄ n))^{1/5}, K⁽²⁾(0) = −1/√(2π)
     psi2 = _psi_estimate(be, z, g3, 2, dt, interrupt)
-    h = sigma * (1.0 / (_SQRT_PI * -psi2 * n)) ** (1.0 / 3.0)
+    h = _checked_bandwidth(sigma * (1.0 / (_SQRT_PI * -psi2 * n)) ** (1.0 / 3.0), sigma, "plugin_cdf")
     return BandwidthResult(
         H=np.array([[h * h]]),
         h=h,

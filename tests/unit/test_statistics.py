@@ -33,6 +33,48 @@ def test_plugin_with_the_robust_scale_ignores_a_far_outlier(selector, dtype):
     assert selector(x, backend="native", dtype=dtype, scale="minim").h == pytest.approx(ref, rel=rel)
 
 
+@pytest.mark.parametrize("selector", [bandwidth.plugin, bandwidth.plugin_cdf])
+@pytest.mark.parametrize("far", [1e20, 1e300, 1.7e308])
+def test_plugin_bandwidth_does_not_depend_on_how_far_the_outlier_is(selector, far):
+    # Every kernel term between the outlier and the rest is 0 however far it is, and the robust scale ignores
+    # it: the bandwidth is the same with the outlier at 1e10 or at 1e300. (Centred on the mean, values of
+    # 1e20 / 4096 cancelled the other rows to one point: h was 12 times too small; 1e300 overflowed the
+    # standard deviation's squares and float32.)
+    x = np.random.default_rng(15).gamma(1.0, 3.0, 4096)
+    near, away = x.copy(), x.copy()
+    near[0], away[0] = 1e10, far
+    ref = selector(near, backend="reference", scale="minim").h
+    assert selector(away, backend="reference", scale="minim").h == pytest.approx(ref, rel=1e-9)
+    assert selector(away, backend="native", dtype="float64", scale="minim").h == pytest.approx(ref, rel=1e-9)
+    assert selector(away, backend="native", dtype="float32", scale="minim").h == pytest.approx(ref, rel=1e-3)
+
+
+def test_plugin_accepts_values_spanning_float8():
+    x = np.concatenate([np.random.default_rng(16).random(3000), [-1.7e308, 1.7e308]])
+    h = bandwidth.plugin_cdf(x, backend="native", dtype="float32", scale="minim").h
+    assert 0 < h < 0.1
+
+
+@pytest.mark.parametrize("values", [
+    lambda rng: rng.random(3000) * 1e-300,  # h² underflows
+    lambda rng: rng.random(3000) * 1e307 + 1e308,  # h² overflows
+])
+def test_plugin_says_when_the_bandwidth_leaves_float8(values):
+    with pytest.raises(ValueError, match="leaves float64's range; rescale"):
+        bandwidth.plugin(values(np.random.default_rng(17)), backend="native")
+
+
+@pytest.mark.parametrize("method", ["lscv_h", "lscv_H", "normal_reference"])
+@pytest.mark.parametrize("values, message", [
+    (lambda rng: np.concatenate([rng.gamma(1.0, 3.0, 500), [1e300]]), "magnitude 1e\\+300: its squares overflow"),
+    (lambda rng: rng.random(500) * 1e-300, "spreads over only .* underflow"),
+    (lambda rng: np.concatenate([rng.random(500), [-1.7e308, 1.7e308]]), "magnitude 1.7e\\+308"),
+])
+def test_covariance_based_selectors_say_when_squares_leave_float8(method, values, message):
+    with pytest.raises(ValueError, match=message):
+        bandwidth.select(values(np.random.default_rng(18)), method=method, backend="native")
+
+
 @pytest.mark.parametrize("rho", [0.8, -0.6])
 def test_lscv_H_recovers_the_sign_of_the_correlation(rho):
     rng = np.random.default_rng(13)
