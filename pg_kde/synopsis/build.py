@@ -29,6 +29,7 @@ from .cells import (
     boundary_above,
     boundary_below,
     cells_for_budget,
+    cut_far_gaps,
     cut_outer_cells,
     depth_grid,
     grid_size_2d,
@@ -110,11 +111,22 @@ def _scan_scale(lo: float, hi: float) -> float:
     return 1.0 if top < _SCAN_LIMIT else math.ldexp(1.0, 960 - math.frexp(top)[1])
 
 
-def _selection_unit(values: np.ndarray) -> float:
-    """1, or a power of two near the values' magnitude when it is past 2^500: the selectors square
-    differences of values, which would overflow. Bandwidths are equivariant, so h = h(x / u) * u."""
-    top = float(np.max(np.abs(values))) if len(values) else 0.0
-    return 1.0 if top < 2.0**500 else math.ldexp(1.0, math.frexp(top)[1])
+def _selection_frame(values: np.ndarray) -> Tuple[np.ndarray, float]:
+    """The values the selector sees, and the unit u of their scale: the values themselves (u = 1) where
+    their spread and magnitude are ordinary; otherwise (x − median) / u, u a power of two near their
+    interquartile range, with values beyond 2^400 units (farther than any kernel reaches) held there.
+    Bandwidths are translation-invariant and scale-equivariant, so h = h(frame) · u: a column spread over
+    1e-300, values near 1e308 or a far outlier (1e300 among cents) give the bandwidth of the bulk, which
+    float8 can hold even where h² or the outlier's square cannot (docs/math.md §7)."""
+    q25, q75 = (float(q) for q in np.percentile(values, [25.0, 75.0]))
+    spread = q75 - q25 if q75 > q25 else float(values.max()) / 2 - float(values.min()) / 2
+    top = float(np.max(np.abs(values)))
+    if 2.0**-200 <= spread <= 2.0**200 and top <= 2.0**500:
+        return values, 1.0
+    unit = math.ldexp(1.0, math.frexp(spread)[1])
+    with np.errstate(over="ignore"):
+        framed = (values - float(np.median(values))) / unit
+    return np.clip(framed, -(2.0**400), 2.0**400), unit
 
 
 @dataclass(frozen=True)
@@ -196,6 +208,10 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     else:
         points = place(source, lo, hi, cells)
     quantum = quantum or (step if step > 0 else fine_quantum(lo, hi))
+    # No boundary between 0 and float8's smallest normal number: scanned at a power-of-two scale (values near
+    # the ends of float8), such a point would not map back to the column's units exactly, and rows would
+    # change cells on the way.
+    points = np.unique(np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points))
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells,
                    np.asarray(heavy, dtype=np.float64))
 
@@ -371,9 +387,10 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             lo = min([v for v in (lo, float(candidates[back].min())) if v is not None])
             hi = max([v for v in (hi, float(candidates[back].max())) if v is not None])
     kde_rows = n - atoms.rows
-    if kde_rows > 0 and (lo < points[0] or hi > points[-1]):
-        # Rows beyond the range the grid was placed on (a sample of blocks): cut the outer cells where the
-        # scan's extreme values and the candidates folded back into cells say where each row lies.
+    if kde_rows > 0:
+        # The scan's extreme values and the candidates folded back into cells say where each of those rows
+        # lies: cut the outer cells where rows lie beyond the range the grid was placed on (a sample of
+        # blocks), and any cell around a far gap between them (a sentinel like 1e300).
         folded = (candidates[back], scan.candidate_rows[back]) if not plan.few and back.any() else (np.empty(0),) * 2
         ends = []
         for heap in (scan.low, scan.high):
@@ -381,10 +398,14 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             order = np.argsort(values, kind="stable")
             ends.append((values[order], np.concatenate([np.ones(len(heap)), folded[1]])[order]))
         every = len(scan.high) < TAIL_VALUES  # the scan kept every cell value
-        points, rows_in, quanta = cut_outer_cells(
-            points, rows_in, quanta, ends[0], None if every else boundary_below(float(scan.low[-1]), step),
-            ends[1], None if every else boundary_above(float(scan.high[0]), step), lo, hi, step, plan.quantum,
-            keep=grid_hint if grid_hint is not None and scale == 1.0 else np.empty(0))
+        low_done = None if every else boundary_below(float(scan.low[-1]), step)
+        high_done = None if every else boundary_above(float(scan.high[0]), step)
+        keep = grid_hint if grid_hint is not None and scale == 1.0 else np.empty(0)
+        if lo < points[0] or hi > points[-1]:
+            points, rows_in, quanta = cut_outer_cells(points, rows_in, quanta, ends[0], low_done, ends[1],
+                                                      high_done, lo, hi, step, plan.quantum, keep=keep)
+        points, rows_in, quanta = cut_far_gaps(points, rows_in, quanta, ends[0], low_done, ends[1], high_done,
+                                               step, plan.quantum, keep=keep)
 
     h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None
     grid, cell_count, cell_sum, density, tau2 = [], [], [], [], 0.0
@@ -400,8 +421,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             # at a typical cell: the cells are exact, the KDE only says where rows sit inside a cell
             # (docs/math.md §7). Rounded, so refreshes repeat bit for bit.
             chosen_points = order_statistics(rest, KDE_POINTS)
-            unit = _selection_unit(chosen_points)
-            result = select_bandwidth(chosen_points / unit, chosen, requested.backend, scale=SYNOPSIS_SCALE)
+            framed, unit = _selection_frame(chosen_points)
+            result = select_bandwidth(framed, chosen, requested.backend, scale=SYNOPSIS_SCALE)
             h = repeatable_bandwidth(min(math.sqrt(result.H[0, 0]) * unit, typical))
             used_method, used_backend, used_sample = result.method, result.backend, len(chosen_points)
             used_scale = result.details.get("scale")

@@ -84,8 +84,10 @@ def lattice_step(sample: np.ndarray) -> float:
 def on_lattice(values: np.ndarray, step: float) -> np.ndarray:
     """Which values are whole multiples of ``step`` (as :func:`lattice_step` judges)."""
     r = np.asarray(values, dtype=np.float64) / step
-    # v / q carries a relative rounding error of a few ulps: allow that, never a fraction of a step.
-    return np.abs(r - np.round(r)) <= LATTICE_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(r), 1.0)
+    # v / q carries a relative rounding error of a few ulps: allow that, never a fraction of a step. Near 0
+    # that allowance is absolute: only 0 itself is the multiple 0 (1e-300 is not 0 steps of 1).
+    k = np.round(r)
+    return (np.abs(r - k) <= LATTICE_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(r), 1.0)) & ((k != 0) | (r == 0))
 
 
 def lattice_sums(steps, step: float) -> np.ndarray:
@@ -127,13 +129,36 @@ def levels(cells: int) -> np.ndarray:
     return p
 
 
+#: Where the sample's neighbours lie more than this many interquartile ranges apart (a sentinel like 1e300,
+#: or values near 1e-300 beside a 1), the evenly spaced boundaries skip the gap: spread over the whole
+#: range they would all fall in it, empty. Far past any tail of real data (a Pareto tail of index 1 over
+#: 10⁷ rows reaches 10⁷ IQRs); :func:`cut_far_gaps` cuts around such gaps exactly after the scan.
+FAR_SPREAD = 2.0**40
+
+
+def even_points(sample: np.ndarray, lo: float, hi: float, count: int) -> np.ndarray:
+    """The ``count`` − 1 inner points of ``count`` equal widths over [lo, hi], measured along the sample's
+    values with gaps of more than :data:`FAR_SPREAD` interquartile ranges left out."""
+    if count < 2:
+        return np.empty(0)
+    if len(sample) >= 4:
+        q25, q75 = np.quantile(sample, [0.25, 0.75])
+        v = np.unique(np.concatenate([[lo], np.asarray(sample, dtype=np.float64), [hi]]))
+        half = v[1:] / 2 - v[:-1] / 2  # halves: ±1e308 apart overflows
+        far = half > FAR_SPREAD * float(q75 - q25) / 2
+        if q75 > q25 and far.any():
+            along = np.concatenate([[0.0], np.cumsum(np.where(far, 0.0, half))])  # half-lengths along the bulk
+            return np.interp(np.linspace(0.0, along[-1], count + 1)[1:-1], along, v)
+    return np.linspace(lo, hi, count + 1)[1:-1]
+
+
 def depth_grid(sample: np.ndarray, lo: float, hi: float, cells: int) -> np.ndarray:
     """Boundaries of at most ``cells`` cells over [lo, hi] (a continuous column): the sample's quantiles at
     :func:`levels`, with the ends at the table's min and max. Strictly increasing, at least 2 points."""
     wide = int(cells * WIDTH_SHARE)
     deep = cells - wide
     inner = np.quantile(sample, levels(deep)) if deep > 1 and len(sample) else np.array([])
-    inner = np.concatenate([np.asarray(inner, dtype=np.float64), np.linspace(lo, hi, wide + 1)[1:-1]])
+    inner = np.concatenate([np.asarray(inner, dtype=np.float64), even_points(sample, lo, hi, wide)])
     points = np.unique(np.concatenate([[lo], inner[(inner > lo) & (inner < hi)], [hi]]))
     return points if len(points) >= 2 else np.array([lo, hi if hi > lo else lo + 1.0])
 
@@ -157,7 +182,7 @@ def lattice_grid(sample: np.ndarray, lo: float, hi: float, step: float, cells: i
         light = light if len(light) else sample
         inner = np.quantile(light, levels(deep)) if len(light) and deep > 1 else np.array([])
         inner = np.round(np.asarray(inner) / step) + 0.5
-        even = np.round(np.linspace(k_lo, k_hi, wide + 1)[1:-1]) + 0.5
+        even = np.round(even_points(np.round(light / step), k_lo, k_hi, wide)) + 0.5
         inner = np.concatenate([inner, even, forced])
         inner = inner[(inner > k_lo) & (inner < k_hi)]
         halves = np.unique(np.concatenate([[k_lo - 0.5], inner, [k_hi + 0.5]]))
@@ -275,6 +300,111 @@ def cut_outer_cells(points: np.ndarray, rows: np.ndarray, quanta: list, low: Tup
     return points, rows, quanta
 
 
+#: A gap between known values wider than this many typical grids (the median cell width times the cells) is
+#: far: sentinels like 1e300 among cents, or a value near 1e-300 beside values near 1.
+FAR_GAP = 1024.0
+#: Most far gaps cut (two boundaries each: one above the lower value, one at the upper).
+FAR_GAPS = 8
+
+
+def cut_far_gaps(points: np.ndarray, rows: np.ndarray, quanta: list, low: Tuple[np.ndarray, np.ndarray],
+                 low_done: Optional[float], high: Tuple[np.ndarray, np.ndarray], high_done: Optional[float],
+                 step: float, quantum: float, keep: np.ndarray = np.empty(0)):
+    """Cut the cells around far gaps between values the scan knows one by one (``low``: every cell value
+    below ``low_done``; ``high``: every one at or above ``high_done``; None: every cell value of the
+    column), so that no cell spans one: a cell holding the rows near 0 and a row at -1e300 says nothing of
+    where inside it a range's bound falls (its t is 1e-300 from an end), while the cells [−1e300, next)
+    and [w, …) are exact. Each of the :data:`FAR_GAPS` widest gaps wider than :data:`FAR_GAP` typical grids
+    gets a boundary just above its lower value and one at its upper value (the empty cell between them
+    says there are no rows). As many interior boundaries go as cuts come (never one of ``keep``), where the
+    merged cell is empty or holds the smallest share of the rows, wide cells last. Returns (points, rows,
+    quanta), unchanged when no gap is far."""
+    points, rows, quanta = np.asarray(points, dtype=np.float64), np.asarray(rows, dtype=np.float64), list(quanta)
+    m = len(points)
+    if m < 6:
+        return points, rows, quanta
+    typical = float(np.median(np.diff(points)))
+    far = FAR_GAP * typical * (m - 1)
+    if not far > 0:
+        return points, rows, quanta
+    gaps = []  # (half width, side, lower value, upper value)
+    for side, (values, _), done in ((0, low, low_done), (1, high, high_done)):
+        v = np.unique(values if done is None else values[values < done] if side == 0 else values[values >= done])
+        half = v[1:] / 2 - v[:-1] / 2  # halves: the width of ±1e308 overflows
+        for i in np.flatnonzero(half > far / 2):
+            gaps.append((float(half[i]), side, float(v[i]), float(v[i + 1])))
+    if not gaps:
+        return points, rows, quanta
+    cuts = ([], [])  # per side
+    for _, side, u, w in sorted(gaps, reverse=True)[:FAR_GAPS]:
+        upper = boundary_below(w, step)
+        if upper >= points[-1]:  # the max itself: a cell of one float8's width holds it
+            upper = float(np.nextafter(points[-1], -np.inf))
+        # (never between 0 and the smallest normal float8: see build._plan_1d)
+        cuts[side].extend(c for c in (boundary_above(u, step), upper)
+                          if points[0] < c < points[-1] and (c == 0 or abs(c) >= np.finfo(np.float64).tiny))
+    fixed = set(np.asarray(keep, dtype=np.float64).tolist()) | set(cuts[0]) | set(cuts[1])
+    # The lower side's cuts first, then the upper's: a cell cut by both is split where each side's values
+    # are known, the rows not known one by one staying in the part between.
+    points, rows, quanta = _split_known(points, rows, quanta, cuts[0], *low, low_done, 0, quantum)
+    points, rows, quanta = _split_known(points, rows, quanta, cuts[1], *high, high_done, 1, quantum)
+    if len(points) == m:
+        return points, rows, quanta
+    total = max(float(rows.sum()), 1.0)
+    spread = float(np.sum(np.minimum(np.diff(points), typical * (m - 1))))  # the span, far gaps shortened
+    while len(points) > m:
+        # Merging cells i − 1 and i: free where both are empty, else the larger of the union's shares of the
+        # rows and of the span; a far gap's boundaries and the kept ones stay.
+        i = np.arange(2, len(points) - 2)
+        merged = rows[i - 1] + rows[i]
+        width = np.minimum(points[i + 1] - points[i - 1], spread)
+        cost = np.where(merged == 0, -1.0, np.maximum(merged / total, width / spread))
+        cost[np.isin(points[i], list(fixed))] = np.inf
+        if not len(i) or not np.isfinite(cost.min()):
+            break
+        j = int(i[np.argmin(cost)])
+        points = np.delete(points, j)
+        rows = np.concatenate([rows[:j - 1], [rows[j - 1] + rows[j]], rows[j + 1:]])
+        quanta = quanta[:j - 1] + [quanta[j - 1] + quanta[j]] + quanta[j + 1:]
+    return points, rows, quanta
+
+
+def _split_known(points: np.ndarray, rows: np.ndarray, quanta: list, cuts: list, values: np.ndarray,
+                 weights: np.ndarray, done: Optional[float], side: int, quantum: float):
+    """The cells with ``cuts`` added. ``values`` (rows of each: ``weights``) are every cell value below
+    ``done`` (``side`` 0) or at or above it (side 1), every one when ``done`` is None; a split cell's parts
+    get those values' rows and sums in quanta, and the part toward the values not known one by one (the
+    last for side 0, the first for side 1) the rest of the cell."""
+    added = sorted(set(c for c in cuts if c not in set(points.tolist())))
+    if not added:
+        return points, rows, quanta
+    if done is not None:
+        known = (values < done) if side == 0 else (values >= done)
+        values, weights = values[known], weights[known]
+    new_points = np.unique(np.concatenate([points, added]))
+    owner = np.searchsorted(points, new_points[:-1], side="right") - 1  # old cell of each new cell
+    counts, sums = np.zeros(len(new_points) - 1), [0] * (len(new_points) - 1)
+    last = len(points) - 2
+    for c in range(len(points) - 1):
+        parts = np.flatnonzero(owner == c)
+        if len(parts) == 1:
+            counts[parts[0]], sums[parts[0]] = rows[c], quanta[c]
+            continue
+        bounds = new_points[parts[0]:parts[-1] + 2]
+        inside = (values >= bounds[0]) & ((values < bounds[-1]) | (c == last))  # the last cell is closed
+        at = np.clip(np.searchsorted(bounds, values[inside], side="right") - 1, 0, len(bounds) - 2)
+        part_rows = np.bincount(at, weights=weights[inside], minlength=len(bounds) - 1)
+        part_sums = [0] * (len(bounds) - 1)
+        for k, wt, q in zip(at, weights[inside], np.rint(values[inside] / quantum)):
+            part_sums[k] += int(wt) * int(q)
+        rest = len(bounds) - 2 if side == 0 else 0
+        part_rows[rest] = rows[c] - (part_rows.sum() - part_rows[rest])
+        part_sums[rest] = quanta[c] - (sum(part_sums) - part_sums[rest])
+        counts[parts] = part_rows
+        sums[parts[0]:parts[-1] + 1] = part_sums
+    return new_points, counts, sums
+
+
 def order_statistics(sample: np.ndarray, k: int) -> np.ndarray:
     """The sample sorted, thinned to ``k`` evenly spaced order statistics when larger (deterministic)."""
     x = np.sort(np.asarray(sample, dtype=np.float64))
@@ -321,8 +451,9 @@ def binned_kde_at(points: np.ndarray, rows: np.ndarray, h: float, *, interrupt: 
     a, b = g[:-1], g[1:]
     # The cells and their mirror images, sorted by their left ends (mirrors of the first cells lie left of
     # the grid, of the last ones right of it).
-    lo = np.concatenate([(2 * g[0] - b)[::-1], a, (2 * g[-1] - b)[::-1]])
-    hi = np.concatenate([(2 * g[0] - a)[::-1], b, (2 * g[-1] - a)[::-1]])
+    with np.errstate(over="ignore"):  # mirrors past float8's range (a grid ending near 1e308) lie beyond reach
+        lo = np.concatenate([(g[0] - (b - g[0]))[::-1], a, (g[-1] + (g[-1] - b))[::-1]])
+        hi = np.concatenate([(g[0] - (a - g[0]))[::-1], b, (g[-1] + (g[-1] - a))[::-1]])
     counts = np.concatenate([n[::-1], n, n[::-1]])
     out = np.zeros(len(g))
     first = np.searchsorted(hi, g - BINNED_REACH * h, side="left")  # cells ending within reach
@@ -337,10 +468,14 @@ def binned_kde_at(points: np.ndarray, rows: np.ndarray, h: float, *, interrupt: 
         if spans.sum():
             point = np.repeat(np.arange(start, stop), spans)
             cell = np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans) + np.repeat(first[start:stop], spans)
-            x, y = (g[point] - lo[cell]) / h, (g[point] - hi[cell]) / h
+            with np.errstate(over="ignore"):  # a cell 1e300 wide is ±inf bandwidths away: Φ is 0 or 1 there
+                x, y = (g[point] - lo[cell]) / h, (g[point] - hi[cell]) / h
             # Φ(x) − Φ(y), x > y, from the tail both lie in (no cancellation near 1)
             mass = np.where(y > 0, normal_cdf(-y) - normal_cdf(-x), normal_cdf(x) - normal_cdf(y))
-            np.add.at(out, point, counts[cell] * mass / (hi[cell] - lo[cell]))
+            with np.errstate(over="ignore", invalid="ignore"):
+                width = hi[cell] - lo[cell]
+            spread = np.divide(counts[cell] * mass, width, out=np.zeros(len(cell)), where=np.isfinite(width) & (width > 0))
+            np.add.at(out, point, spread)
         start = stop
     return out / total
 
@@ -361,7 +496,7 @@ def cubic(d0: float, d1: float, mean: float) -> Tuple[float, float, float, float
 
 def cubic_is_density(a: float, b: float, c: float, e: float) -> bool:
     """Whether a cubic with non-negative ends (the caller's d0, d1) is non-negative on [0, 1]: at the roots
-    of f' inside (what _kde_cut checks in SQL, the same way)."""
+    of f' inside (what _kde_range checks in C, extension/range.c, the same way)."""
     def f(t):
         return a + t * (b + t * (c + t * e))
     roots = []
@@ -384,7 +519,7 @@ def linear(mean: float) -> Tuple[float, float, float, float]:
 def exponential_rate(mean: float) -> float:
     """λ of the density λ e^{−λt} / (1 − e^{−λ}) on [0, 1] with the given mean (λ < 0 when the mean is past
     ½: the mass at the right end): Newton's method on m(λ) = 1/λ − 1/(e^λ − 1) from λ = 1/m, 30 steps
-    until a step changes λ by at most 1e-12 of it (what _kde_cut does in SQL, step for step). Used for
+    until a step changes λ by at most 1e-12 of it (what _kde_range does in C, step for step). Used for
     |mean − ½| > ⅙ only, where λ > 2.5 and each step is well conditioned."""
     m = min(max(mean, 1e-6), 1 - 1e-6)
     flip = m > 0.5

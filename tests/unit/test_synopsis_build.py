@@ -209,6 +209,38 @@ def test_values_near_the_ends_of_float8_are_scanned_scaled(rng):
 
 
 
+@pytest.mark.parametrize("column", ["sentinels", "cents_sentinel", "span", "tiny_and_one"])
+def test_far_values_are_cut_out_of_the_cells(rng, column):
+    """Far values (sentinels like 1e300, values spanning float8, values near 1e-300 beside a 1) build without
+    a warning, with a bandwidth chosen on the bulk, no boundary spent on the empty range between, and each
+    far gap in cells of its own: ranges that end in a gap are exact."""
+    n = 30_000
+    bulk = {"sentinels": rng.gamma(1.0, 3.0, n), "cents_sentinel": np.round(rng.lognormal(3.0, 1.0, n), 2),
+            "span": rng.random(n) * 10, "tiny_and_one": rng.random(n) * 1e-300}[column]
+    far = {"sentinels": [1e300, 9.99e307, 5e307, -1e300], "cents_sentinel": [1e300],
+           "span": [-1.7e308, 1e300, 1.7e308], "tiny_and_one": [-1.0, 1.0, 2.0]}[column]
+    x = rng.permutation(np.concatenate([bulk, far]))
+    requested = Requested("auto", 8192, None, "auto", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        built = build_1d(ArrayTableReader((x,)), requested)
+    check_1d(built, x)
+    assert built.method == "plugin_cdf" and 0 < built.bandwidth < np.ptp(bulk)
+    grid = np.asarray(built.grid)
+    # the bulk keeps nearly every cell: no more than the far gaps' own boundaries lie outside it
+    assert np.count_nonzero((grid < bulk.min()) | (grid > bulk.max())) <= 2 * len(far) + 2
+    s = built.catalog_row(1, ["x"], IDENTITY, requested)
+    far = np.asarray(far)
+    gaps = [bulk.max() * 2 if bulk.max() > 0 else 0.5] + [v / 2 for v in far if abs(v) > 1e-300 * 10]
+    for bound in gaps:  # a range ending in a gap above the bulk (or between far values)
+        for lo, hi in ((bound, None), (None, bound), (-bound, bound)):
+            answer = range_1d(s, lo, hi, 0)
+            truth = np.count_nonzero((x >= (-np.inf if lo is None else lo)) & (x <= (np.inf if hi is None else hi)))
+            assert answer.low <= truth <= answer.high
+            if hi is None or lo is None:
+                assert abs(answer.estimate - truth) <= max(1.0, 1e-3 * truth), (lo, hi)
+
+
 @pytest.mark.parametrize("column", ["cents", "normal", "few", "outlier", "sparse", "off_lattice"])
 def test_a_sample_of_blocks_places_the_grid(rng, column):
     """A large table (more blocks than twice those sampled) is planned from a sample of whole blocks and read
