@@ -19,6 +19,8 @@
 #include "funcapi.h"
 #include "utils/array.h"
 
+#include "pg_kde.h"
+
 PG_FUNCTION_INFO_V1(kde_profile_cut);
 
 /* The largest tilt of the profile's density p (1 + beta (t - 1/2)): it stays non-negative. */
@@ -107,19 +109,11 @@ moments(const Profile *p, double a, double b, double *m)
 	m[2] += n * c * c + c * n * (n - 1) + (n - 1) * n * (2 * n - 1) / 6 + 2 * mu1 * (n * c + n * (n - 1) / 2) + n * mu2;
 }
 
-/* _kde_profile_cut(profile, period, step, g0, g1, t0, t1, mean, OUT share, OUT pos, OUT doubt) */
-Datum
-kde_profile_cut(PG_FUNCTION_ARGS)
+/* The profile cut of a cell (pg_kde.h): what _kde_profile_cut returns, for _kde_range (range.c). */
+void
+kde_profile_share(const float4 *profile, int n, double period, double step, double g0, double g1, double t0,
+				  double t1, double mean, double *share_out, double *pos_out, double *doubt_out)
 {
-	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(0);
-	double		period = PG_GETARG_FLOAT8(1);
-	double		step = PG_GETARG_FLOAT8(2);
-	double		g0 = PG_GETARG_FLOAT8(3);
-	double		g1 = PG_GETARG_FLOAT8(4);
-	double		t0 = PG_GETARG_FLOAT8(5);
-	double		t1 = PG_GETARG_FLOAT8(6);
-	double		mean = PG_GETARG_FLOAT8(7);
-	int			n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
 	Profile		p;
 	double		w,
 				b,
@@ -131,20 +125,9 @@ kde_profile_cut(PG_FUNCTION_ARGS)
 				total,
 				part,
 				share,
-				pos,
-				doubt;
-	TupleDesc	desc;
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
+				pos;
 
-	if (ARR_ELEMTYPE(array) != FLOAT4OID || ARR_NDIM(array) != 1 || ARR_HASNULL(array) || n < 3)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("pg_kde: a profile is a float4[] of K + 2 values (K >= 1) without NULLs")));
-	if (!(period > 0) || !isfinite(period) || !(g1 > g0) || !isfinite(g0) || !isfinite(g1) || !isfinite(step)
-		|| !isfinite(t0) || !isfinite(t1) || !isfinite(mean) || !(0 <= t0 && t0 <= t1 && t1 <= 1))
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("pg_kde: a profile's period and cell must be finite and positive, 0 <= t0 <= t1 <= 1")));
-	p.v = (const float4 *) ARR_DATA_PTR(array);
+	p.v = profile;
 	p.bins = n - 2;
 	p.period = period;
 	p.h = step / 2;
@@ -166,9 +149,40 @@ kde_profile_cut(PG_FUNCTION_ARGS)
 	part = c[0] + beta * (c[1] - c[0] / 2);
 	share = total > 0 ? fmin(1, fmax(0, part / total)) : t1 - t0;
 	pos = part > 0 ? (c[1] + beta * (c[2] - c[1] / 2)) / part : (t0 + t1) / 2;
-	pos = fmin(t1, fmax(t0, pos));
-	doubt = z[0] > 0 ? 1 / ((double) p.v[n - 1] * z[0] * fmax(z[0], 1)) : 0;
+	*share_out = share;
+	*pos_out = fmin(t1, fmax(t0, pos));
+	*doubt_out = z[0] > 0 ? 1 / ((double) p.v[n - 1] * z[0] * fmax(z[0], 1)) : 0;
+}
 
+/* _kde_profile_cut(profile, period, step, g0, g1, t0, t1, mean, OUT share, OUT pos, OUT doubt) */
+Datum
+kde_profile_cut(PG_FUNCTION_ARGS)
+{
+	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(0);
+	double		period = PG_GETARG_FLOAT8(1);
+	double		step = PG_GETARG_FLOAT8(2);
+	double		g0 = PG_GETARG_FLOAT8(3);
+	double		g1 = PG_GETARG_FLOAT8(4);
+	double		t0 = PG_GETARG_FLOAT8(5);
+	double		t1 = PG_GETARG_FLOAT8(6);
+	double		mean = PG_GETARG_FLOAT8(7);
+	int			n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+	double		share,
+				pos,
+				doubt;
+	TupleDesc	desc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	if (ARR_ELEMTYPE(array) != FLOAT4OID || ARR_NDIM(array) != 1 || ARR_HASNULL(array) || n < 3)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("pg_kde: a profile is a float4[] of K + 2 values (K >= 1) without NULLs")));
+	if (!(period > 0) || !isfinite(period) || !(g1 > g0) || !isfinite(g0) || !isfinite(g1) || !isfinite(step)
+		|| !isfinite(t0) || !isfinite(t1) || !isfinite(mean) || !(0 <= t0 && t0 <= t1 && t1 <= 1))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("pg_kde: a profile's period and cell must be finite and positive, 0 <= t0 <= t1 <= 1")));
+	kde_profile_share((const float4 *) ARR_DATA_PTR(array), n, period, step, g0, g1, t0, t1, mean, &share,
+					  &pos, &doubt);
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("pg_kde: a record is expected")));
 	desc = BlessTupleDesc(desc);

@@ -41,8 +41,8 @@ def extension_files() -> list:
 
 
 #: The C sources of the extension's library ($libdir/pg_kde: the refresh's sample and scan aggregates, the
-#: tracking triggers' arithmetic; they share pg_kde.h), compiled at install.
-LIBRARY_SOURCES = ("cells.c", "profile.c", "sample.c", "track.c")
+#: 1-D queries' arithmetic, the tracking triggers' arithmetic; they share pg_kde.h), compiled at install.
+LIBRARY_SOURCES = ("cells.c", "profile.c", "range.c", "sample.c", "track.c")
 
 
 def _pg_config(pg_config: str, option: str) -> str:
@@ -60,7 +60,9 @@ def build_library(pg_config: str, dest: Path) -> Path:
                                 f"apt-get install postgresql-server-dev-{version}")
     cc = shlex.split(_pg_config(pg_config, "--cc")) or ["cc"]
     flags = [*shlex.split(_pg_config(pg_config, "--cflags")), *shlex.split(_pg_config(pg_config, "--cflags_sl")),
-             *shlex.split(_pg_config(pg_config, "--cppflags")), f"-I{include}"]
+             *shlex.split(_pg_config(pg_config, "--cppflags")), f"-I{include}",
+             # no fused multiply-adds: the queries' arithmetic rounds as its float64 reference does, step for step
+             "-ffp-contract=off"]
     out = dest / "pg_kde.so"
     with tempfile.TemporaryDirectory() as tmp:
         built = Path(tmp) / "pg_kde.so"

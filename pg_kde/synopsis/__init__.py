@@ -50,11 +50,11 @@ flag per column. Identity, staleness and build facts as in ``kde_synopsis``.
 Where the query maths run
 -------------------------
 
-Queries read a row in SQL and PL/pgSQL, with no Python: a 1-D range's estimate, hard bounds and variance in
-``_kde_range`` (atoms by ``_kde_atoms_upto``, the lattice's bounds, whole cells, and the cut cells' shares
-by ``_kde_cut``; :mod:`pg_kde.synopsis.query` is its float64 reference), intervals in
-``_kde_interval``, a 2-D box in ``_kde_box`` (exact inner block plus the KDE's strip, clipped to the
-outer block), in sql/src/30_query_1d.sql and 40_query_2d.sql; the formulas are in docs/math.md §7 (1-D) and §8 (2-D).
+Queries read a row in SQL, PL/pgSQL and C, with no Python: a 1-D range's estimate, hard bounds and variance in
+``_kde_range`` (extension/range.c: heavy values, the lattice's bounds, whole cells, and the cut cells' shares;
+:mod:`pg_kde.synopsis.query` is its float64 reference, step for step), intervals in ``_kde_interval``, a
+2-D box in ``_kde_box`` (exact inner block plus the KDE's strip, clipped to the outer block), in
+sql/src/30_query_1d.sql and 40_query_2d.sql; the formulas are in docs/math.md §7 (1-D) and §8 (2-D).
 """
 
 from .build import build_1d, build_2d, select_bandwidth

@@ -1,4 +1,4 @@
-"""The float64 reference of the 1-D query maths (sql/src/30_query_1d.sql runs the same steps in PL/pgSQL).
+"""The float64 reference of the 1-D query maths (_kde_range runs the same steps in C: extension/range.c).
 
 Tests compare the server's ``approx_count`` / ``approx_sum`` / ``approx_count_ci`` with :func:`range_1d` on
 the same synopsis row; :mod:`.cells` documents the model, docs/math.md §7 the formulas.
@@ -22,7 +22,7 @@ SHAPE_DOUBT = 1.0
 #: integral, which the exact mean fixes: var B(s) = s (1 − s) − 3 s² (1 − s)²). docs/math.md §7.
 MEAN_KNOWN = 3.0
 #: The offsets a bound strictly inside a cell keeps from its ends: the largest float8 below 1, and a tiny
-#: positive number (the same literals in sql/src/30_query_1d.sql).
+#: positive number (the same literals in extension/range.c).
 INSIDE_HIGH, INSIDE_LOW = 0.9999999999999999, 1e-300
 
 
@@ -159,7 +159,8 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
             out.low += min(0.0, n * (g0 * (1 - t0) + g1 * t0))
             out.high += max(0.0, n * (g0 * (1 - t1) + g1 * t1))
     # The shape's own uncertainty: how far its shares are from the straight line's (docs/math.md §7).
-    out.variance += (SHAPE_DOUBT * disagreement) ** 2
+    shape_error = SHAPE_DOUBT * disagreement
+    out.variance += shape_error * shape_error  # (not ** 2: that raises OverflowError where IEEE 754 gives inf)
     return out
 
 

@@ -40,26 +40,6 @@ END
 $$;
 COMMENT ON FUNCTION _kde_synopsis_for(regclass, text[]) IS 'pg_kde internal: the synopsis row, privilege-checked';
 
--- Sum of the first k entries of a cumulative array where k = number of sorted values <= x (or < x).
-CREATE FUNCTION _kde_atoms_upto(vals float8[], cum float8[], x float8, inclusive boolean) RETURNS float8
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    k integer;
-BEGIN
-    IF cardinality(vals) = 0 THEN
-        RETURN 0;
-    END IF;
-    k := width_bucket(x, vals);
-    IF NOT inclusive AND k > 0 AND vals[k] = x THEN
-        k := k - 1;
-    END IF;
-    RETURN CASE WHEN k = 0 THEN 0 ELSE cum[k] END;
-END
-$$;
-COMMENT ON FUNCTION _kde_atoms_upto(float8[], float8[], float8, boolean) IS 'pg_kde internal: cumulative atom lookup';
-
 -- Fractional grid-index coordinate of x on a grid (0 at grid[1], cardinality - 1 at the last point).
 CREATE FUNCTION _kde_grid_pos(grid float8[], x float8) RETURNS float8
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
@@ -107,84 +87,6 @@ END
 $$;
 COMMENT ON FUNCTION _kde_lattice_bound(float8[], float8[], float8, boolean) IS 'pg_kde internal: snap a bound';
 
--- The share of a cut cell's rows between fractions t0 <= t1 of the cell, and their mean position there, under
--- the cell's shape (pg_kde.synopsis.cells.cell_shape): the cubic with the KDE's relative densities d0, d1 at
--- the ends, total 1 and the cell's exact mean; where it goes negative and |mean - 1/2| > 1/6, the
--- exponential density with that mean; otherwise the linear density with that mean. docs/math.md §7.
-CREATE FUNCTION _kde_cut(d0 float8, d1 float8, mean float8, t0 float8, t1 float8,
-                         OUT share float8, OUT pos float8, OUT apart float8)
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    b float8 := -9 * d0 + 3 * d1 - 60 * mean + 36;
-    c float8 := 18 * d0 - 12 * d1 + 180 * mean - 96;
-    e float8 := -10 * d0 + 10 * d1 - 120 * mean + 60;
-    disc float8;
-    r float8;
-    ok boolean := d0 >= 0 AND d1 >= 0;
-    m float8;
-    lam float8;
-    nxt float8;
-    x float8;
-BEGIN
-    -- The cubic is a density where it is non-negative at the roots of its derivative inside (0, 1).
-    IF ok AND abs(e) > 1e-12 THEN
-        disc := 4 * c * c - 12 * e * b;
-        IF disc >= 0 THEN
-            r := (-2 * c + sqrt(disc)) / (6 * e);
-            ok := NOT (r > 0 AND r < 1 AND d0 + r * (b + r * (c + r * e)) < 0);
-            r := (-2 * c - sqrt(disc)) / (6 * e);
-            ok := ok AND NOT (r > 0 AND r < 1 AND d0 + r * (b + r * (c + r * e)) < 0);
-        END IF;
-    ELSIF ok AND abs(c) > 1e-12 THEN
-        r := -b / (2 * c);
-        ok := NOT (r > 0 AND r < 1 AND d0 + r * (b + r * c) < 0);
-    END IF;
-    IF NOT ok AND abs(mean - 0.5) > 1.0 / 6 THEN
-        -- Newton's method on 1/lambda - 1/(e^lambda - 1) = m, from 1/m (pg_kde.synopsis.cells.exponential_rate).
-        m := least(greatest(mean, 1e-6), 1 - 1e-6);
-        IF m > 0.5 THEN
-            m := 1 - m;
-        END IF;
-        lam := least(500, 1 / m);
-        FOR i IN 1 .. 30 LOOP
-            x := exp(-lam);
-            nxt := least(500, greatest(1e-6, lam - (1 / lam - x / (1 - x) - m) / (-1 / (lam * lam) + x / ((1 - x) ^ 2))));
-            IF abs(nxt - lam) <= 1e-12 * lam THEN
-                lam := nxt;
-                EXIT;
-            END IF;
-            lam := nxt;
-        END LOOP;
-        IF mean > 0.5 THEN
-            lam := -lam;
-        END IF;
-        share := (exp(-lam * t1) - 1) / (exp(-lam) - 1) - (exp(-lam * t0) - 1) / (exp(-lam) - 1);
-        pos := (1 - exp(-lam * t1) * (1 + lam * t1)) / (lam * (1 - exp(-lam)))
-             - (1 - exp(-lam * t0) * (1 + lam * t0)) / (lam * (1 - exp(-lam)));
-    ELSE
-        IF NOT ok THEN  -- the linear density with that mean, its slope within ±2
-            e := greatest(-2, least(2, 12 * (mean - 0.5)));
-            d0 := 1 - e / 2;
-            b := e;
-            c := 0;
-            e := 0;
-        END IF;
-        share := t1 * (d0 + t1 * (b / 2 + t1 * (c / 3 + t1 * e / 4)))
-               - t0 * (d0 + t0 * (b / 2 + t0 * (c / 3 + t0 * e / 4)));
-        pos := t1 * t1 * (d0 / 2 + t1 * (b / 3 + t1 * (c / 4 + t1 * e / 5)))
-             - t0 * t0 * (d0 / 2 + t0 * (b / 3 + t0 * (c / 4 + t0 * e / 5)));
-    END IF;
-    share := least(1, greatest(0, share));
-    pos := least(t1, greatest(t0, CASE WHEN share > 0 THEN pos / share ELSE (t0 + t1) / 2 END));
-    -- How far the straight line with the same mean would put the share (the shape's doubt).
-    x := greatest(-2, least(2, 12 * (mean - 0.5)));
-    apart := abs(share - (t1 * ((1 - x / 2) + t1 * x / 2) - t0 * ((1 - x / 2) + t0 * x / 2)));
-END
-$$;
-COMMENT ON FUNCTION _kde_cut(float8, float8, float8, float8, float8) IS 'pg_kde internal: the share of a cut cell in a range, and how far the straight line would put it';
-
 -- The share of a cut cell [g0, g1]'s rows between fractions t0 <= t1 of the cell, their mean position there,
 -- and the variance of the share's error from the profile's own sample (per unit of share (1 - share)), under
 -- the periodic profile of a time column tilted to the cell's exact mean position (extension/profile.c; its
@@ -196,191 +98,27 @@ CREATE FUNCTION _kde_profile_cut(profile float4[], period float8, step float8, g
 AS 'MODULE_PATHNAME', 'kde_profile_cut' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_profile_cut(float4[], float8, float8, float8, float8, float8, float8, float8) IS 'pg_kde internal: the share of a cut cell in a range under a periodic profile';
 
--- Count (moment 0) or sum (moment 1) of the rows with lo <= x <= hi, NULL bounds open, with the variance and
--- hard bounds of the estimate; as pg_kde.synopsis.query.range_1d, step for step (docs/math.md §7):
+-- Count (moment 0) or sum (moment 1) of the rows with lo <= x <= hi, NULL bounds open (a NaN bound is an
+-- error), with the variance and hard bounds of the estimate; extension/range.c, as
+-- pg_kde.synopsis.query.range_1d, step for step (docs/math.md §7):
 --   heavy values exactly;
---   on a value lattice (step q > 0; the lattice value k is k * q for q >= 1 and k / (1/q) below, the
---     correctly rounded decimal, as numeric and float8 input give it), the bounds move out to the half-steps
---     around the values they include;
+--   on a value lattice (step q > 0; the lattice value k is k * q for q >= 1 and k / (1/q) below, the correctly
+--     rounded decimal, as numeric and float8 input give it), the bounds move out to the half-steps around
+--     the values they include;
 --   cells: whole ones exactly from the cumulative arrays; the (at most two) a range cuts by the share of
---     their rows their shape (_kde_cut, or a time column's periodic profile, _kde_profile_cut) puts inside,
---     with its variance (binomial less what the cell's exact mean pins down, n s (1 - s) (1 - 3 s (1 - s)),
---     plus the shape's error n^2 tau^2 4 s (1 - s), or for a range inside one cell under the KDE's shape the
---     two cuts' errors added, n^2 tau^2 4 (a (1 - a) + b (1 - b)) with a, b the shares below its ends, when
---     larger; the profile's sampling error, and the shares' distance from the straight line's, squared) and
---     hard bounds (none to all of a cut cell's rows; on a continuous
+--     their rows their shape (the cubic with the KDE's densities at the ends, an exponential or straight
+--     line where that goes negative, or a time column's periodic profile, _kde_profile_cut) puts inside,
+--     with its variance (binomial less what the cell's exact count and mean pin down,
+--     n s (1 - s) (1 - 3 s (1 - s)), plus the shape's error n^2 tau^2 4 s (1 - s), or for a range inside
+--     one cell under the KDE's shape the two cuts' errors added, n^2 tau^2 4 (a (1 - a) + b (1 - b)) with
+--     a, b the shares below its ends, when larger; the profile's sampling error, and the shares' distance
+--     from the straight line's, squared) and hard bounds (none to all of a cut cell's rows; on a continuous
 --     column a row may sit on the upper bound itself).
+-- In C: its float8 arithmetic follows IEEE 754 (the variance of a sum of values near 1e300 is infinite, the
+-- squares of values near 1e-300 vanish) where PL/pgSQL raised "value out of range".
 CREATE FUNCTION _kde_range(s kde_synopsis, lo float8, hi float8, moment integer,
                            OUT estimate float8, OUT variance float8, OUT low float8, OUT high float8)
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    a float8 := coalesce(lo, '-Infinity');
-    b float8 := coalesce(hi, 'Infinity');
-    q float8 := s.step;
-    inv float8;
-    m integer := s.grid_size;
-    cells float8[];
-    exact float8 := 0;
-    ka float8;
-    kb float8;
-    ca integer;
-    cb integer;
-    c integer;
-    g0 float8;
-    g1 float8;
-    w float8;
-    t0 float8;
-    t1 float8;
-    n float8;
-    cut record;
-    doubt float8 := 0;
-    mean float8;
-    half_range float8 := s.grid[s.grid_size] / 2 - s.grid[1] / 2;
-    share float8;
-    spread float8;
-    pos float8;
-    apart float8;
-    sampled float8;
-    cuts float8;
-    below float8;
-    upto float8;
-    d0 float8;
-    d1 float8;
-    x float8;
-BEGIN
-    estimate := 0; variance := 0; low := 0; high := 0;
-    IF a > b THEN
-        RETURN;
-    END IF;
-    IF cardinality(s.atom_values) > 0 THEN
-        cells := CASE WHEN moment = 0 THEN s.atom_cum_count ELSE s.atom_cum_sum END;
-        exact := @extschema@._kde_atoms_upto(s.atom_values, cells, b, true)
-               - @extschema@._kde_atoms_upto(s.atom_values, cells, a, false);
-    END IF;
-    estimate := exact; low := exact; high := exact;
-    IF s.kde_rows = 0 OR m < 2 THEN
-        RETURN;
-    END IF;
-    IF q > 0 THEN  -- each value v owns [v - q/2, v + q/2]
-        inv := CASE WHEN q < 1 THEN round(1 / q) END;
-        IF a > '-Infinity' THEN
-            ka := ceil(a / q);
-            IF (CASE WHEN inv IS NULL THEN (ka - 1) * q ELSE (ka - 1) / inv END) >= a THEN
-                ka := ka - 1;
-            ELSIF (CASE WHEN inv IS NULL THEN ka * q ELSE ka / inv END) < a THEN
-                ka := ka + 1;
-            END IF;
-            a := (ka - 0.5) * q;
-        END IF;
-        IF b < 'Infinity' THEN
-            kb := floor(b / q);
-            IF (CASE WHEN inv IS NULL THEN (kb + 1) * q ELSE (kb + 1) / inv END) <= b THEN
-                kb := kb + 1;
-            ELSIF (CASE WHEN inv IS NULL THEN kb * q ELSE kb / inv END) > b THEN
-                kb := kb - 1;
-            END IF;
-            b := (kb + 0.5) * q;
-        END IF;
-        IF ka > kb THEN  -- no value of the lattice inside
-            RETURN;
-        END IF;
-    END IF;
-    a := greatest(a, s.grid[1]);
-    b := least(b, s.grid[m]);
-    IF a > b OR (a = b AND q > 0) THEN
-        RETURN;
-    END IF;
-    cells := CASE WHEN moment = 0 THEN s.cell_cum_count ELSE s.cell_cum_sum END;
-    -- The cells holding a and b (grid[k] <= x < grid[k + 1], 0-based; the last cell holds its end).
-    ca := least(greatest(width_bucket(a, s.grid) - 1, 0), m - 2);
-    cb := least(greatest(width_bucket(b, s.grid) - 1, 0), m - 2);
-    IF cb > ca + 1 THEN  -- whole cells ca+1 .. cb-1 (cell k holds cells[k + 2] - cells[k + 1])
-        estimate := estimate + cells[cb + 1] - cells[ca + 2];
-        low := estimate;
-        high := estimate;
-    END IF;
-    FOREACH c IN ARRAY CASE WHEN ca = cb THEN ARRAY[ca] ELSE ARRAY[ca, cb] END LOOP
-        g0 := s.grid[c + 1];
-        g1 := s.grid[c + 2];
-        w := g1 / 2 - g0 / 2;  -- halves: no difference of values near the ends of float8 overflows
-        t0 := CASE WHEN c = ca THEN least(1, greatest(0, (a / 2 - g0 / 2) / w)) ELSE 0 END;
-        t1 := CASE WHEN c = cb THEN least(1, greatest(0, (b / 2 - g0 / 2) / w)) ELSE 1 END;
-        -- A bound inside the cell never makes it whole or empty, however the division rounds (a cell 1e300
-        -- wide puts a bound near its end at t = 1 exactly): the hard bounds stay the cut cell's.
-        IF c = cb AND b < g1 THEN
-            t1 := least(t1, 0.9999999999999999);
-        END IF;
-        IF c = ca AND a > g0 THEN
-            t0 := greatest(t0, 1e-300);
-        END IF;
-        n := s.cell_cum_count[c + 2] - s.cell_cum_count[c + 1];
-        -- (On a lattice no row sits on a boundary; a continuous column's rows may sit on b.)
-        CONTINUE WHEN n <= 0 OR t1 < t0 OR (t1 = t0 AND q > 0);
-        IF t0 = 0 AND t1 = 1 THEN  -- the range holds this cell whole: exact
-            estimate := estimate + cells[c + 2] - cells[c + 1];
-            low := low + cells[c + 2] - cells[c + 1];
-            high := high + cells[c + 2] - cells[c + 1];
-            CONTINUE;
-        END IF;
-        -- The cell's mean position from its exact sum (½ where sums ran past float8's range).
-        mean := (((s.cell_cum_sum[c + 2] - s.cell_cum_sum[c + 1]) / n) / 2 - g0 / 2) / w;
-        mean := CASE WHEN mean > '-Infinity' AND mean < 'Infinity' THEN least(1, greatest(0, mean)) ELSE 0.5 END;
-        IF s.period > 0 THEN
-            -- The periodic profile's shape tilted to the cell's mean; its own sampling error adds
-            -- n^2 f (1 - f) / (k M max(M, 1)) to the variance.
-            cut := @extschema@._kde_profile_cut(s.profile, s.period, q, g0, g1, t0, t1, mean);
-            share := cut.share;
-            pos := cut.pos;
-            apart := 0;
-            sampled := cut.doubt;
-        ELSE
-            -- The KDE's densities at the ends relative to the cell's mean density (stored relative to the
-            -- grid's).
-            d0 := s.density[c + 1] * (w / half_range) * (s.kde_rows / n);
-            d1 := s.density[c + 2] * (w / half_range) * (s.kde_rows / n);
-            cut := @extschema@._kde_cut(d0, d1, mean, t0, t1);
-            share := cut.share;
-            pos := cut.pos;
-            apart := cut.apart;
-            sampled := 0;
-        END IF;
-        -- Binomial, less what the cell's exact count and mean pin down (a Brownian bridge conditioned on its
-        -- integral), plus the shape's error. A cut cell is never certain: its share counts as at least one
-        -- row's each side.
-        spread := least(greatest(share, 1 / (n + 1)), n / (n + 1));
-        cuts := spread * (1 - spread);  -- the shape's error at one cut, per 4 n^2 tau^2
-        IF t0 > 0 AND t1 < 1 AND s.shape_var > 0 AND s.period = 0 THEN
-            -- A range inside one cell cuts it twice: the KDE's shape errs at the two cuts apart (rows
-            -- clustered on a few values make its error jump), each as at a cut from the cell's start, never
-            -- less than the range's own share gives. (A periodic profile errs smoothly over the period: its
-            -- errors at two cuts of one cell move together.)
-            below := least(1, greatest(0, (@extschema@._kde_cut(d0, d1, mean, 0, t0)).share));
-            upto := least(1, below + share);
-            cuts := greatest(cuts, below * (1 - below) + upto * (1 - upto));
-        END IF;
-        spread := spread * (1 - spread) * (n * (1 - 3 * spread * (1 - spread)) + n * n * sampled)
-                  + 4 * n * n * s.shape_var * cuts;
-        IF moment = 0 THEN
-            estimate := estimate + n * share;
-            variance := variance + spread;
-            doubt := doubt + n * apart;
-            high := high + n;
-        ELSE
-            -- Points inside a cell as weighted means of its ends (no difference of values to overflow).
-            x := g0 * (1 - pos) + g1 * pos;
-            estimate := estimate + n * share * x;
-            variance := variance + spread * x * x;
-            doubt := doubt + n * apart * abs(x);
-            low := low + least(0, n * (g0 * (1 - t0) + g1 * t0));
-            high := high + greatest(0, n * (g0 * (1 - t1) + g1 * t1));
-        END IF;
-    END LOOP;
-    -- The shape's own uncertainty: how far its shares are from the straight line's.
-    variance := variance + doubt ^ 2;
-END
-$$;
+AS 'MODULE_PATHNAME', 'kde_range' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_range(kde_synopsis, float8, float8, integer) IS 'pg_kde internal: a moment over a range';
 
 -- Standard normal quantile (Acklam's rational approximation, relative error < 1.2e-9).

@@ -1,0 +1,492 @@
+/*
+ * A moment over a range of a 1-D synopsis (docs/math.md §7): _kde_range(s, lo, hi, moment) gives the count
+ * (moment 0) or sum (moment 1) of the rows with lo <= x <= hi (NULL bounds open), its variance and hard
+ * bounds, from the payload row s. The float64 reference is pg_kde.synopsis.query.range_1d; this is the same
+ * arithmetic, step for step and in the same order, so that the server and the reference agree to the last
+ * bits:
+ *   heavy values exactly;
+ *   on a value lattice (step q > 0; the lattice value k is k q for q >= 1 and k / (1/q) below, the correctly
+ *     rounded decimal, as numeric and float8 input give it), the bounds move out to the half-steps around
+ *     the values they include;
+ *   cells: whole ones exactly from the cumulative arrays; the (at most two) a range cuts by the share of
+ *     their rows their shape puts inside (the cubic with the KDE's densities at the ends, total 1 and the
+ *     cell's exact mean; an exponential or straight line where that cubic goes negative; a time column's
+ *     periodic profile, profile.c), with its variance and hard bounds (none to all of a cut cell's rows).
+ *
+ * In C, not PL/pgSQL: float8 arithmetic here follows IEEE 754 (a sum of values near 1e300 has an infinite
+ * variance, the squares of values near 1e-300 vanish), where PL/pgSQL raises "value out of range" on the
+ * first product that overflows or underflows; and a query takes a fraction of the time.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/array.h"
+
+#include "pg_kde.h"
+
+PG_FUNCTION_INFO_V1(kde_range);
+
+/* The offsets a bound strictly inside a cell keeps from its ends (query.INSIDE_HIGH, INSIDE_LOW). */
+#define INSIDE_HIGH 0.9999999999999999
+#define INSIDE_LOW 1e-300
+/* What the cell's exact count and mean take from a cut share's binomial variance (query.MEAN_KNOWN). */
+#define MEAN_KNOWN 3.0
+/* The share of the cut cells' disagreement with the straight line that counts as the shape's standard
+ * error (query.SHAPE_DOUBT). */
+#define SHAPE_DOUBT 1.0
+/* Largest rate of an exponential shape (cells.RATE_LIMIT). */
+#define RATE_LIMIT 500.0
+
+typedef struct Vector
+{
+	const double *v;
+	int			n;
+} Vector;
+
+typedef struct Moments
+{
+	double		estimate;
+	double		variance;
+	double		low;
+	double		high;
+} Moments;
+
+/* A cell's shape: the cubic a + b t + c t^2 + e t^3 (a straight line has c = e = 0), or the exponential
+ * density of rate lambda. */
+typedef struct Shape
+{
+	bool		exponential;
+	double		a,
+				b,
+				c,
+				e,
+				lambda;
+} Shape;
+
+static Datum
+field(HeapTupleHeader row, const char *name)
+{
+	bool		isnull;
+	Datum		d = GetAttributeByName(row, name, &isnull);
+
+	if (isnull)
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("pg_kde: the synopsis row's %s is NULL", name)));
+	return d;
+}
+
+/* A float8[] (or, with single set, a float4[] read into a palloc'd float8 copy) of the row, checked. */
+static Vector
+vector(HeapTupleHeader row, const char *name, bool single)
+{
+	ArrayType  *array = DatumGetArrayTypeP(field(row, name));
+	Vector		out;
+
+	if (ARR_NDIM(array) > 1 || ARR_HASNULL(array) || ARR_ELEMTYPE(array) != (single ? FLOAT4OID : FLOAT8OID))
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+						errmsg("pg_kde: the synopsis row's %s is not a one-dimensional %s array without NULLs",
+							   name, single ? "float4" : "float8")));
+	out.n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+	if (single)
+	{
+		const float4 *f = (const float4 *) ARR_DATA_PTR(array);
+		double	   *d = palloc(sizeof(double) * Max(out.n, 1));
+
+		for (int i = 0; i < out.n; i++)
+			d[i] = (double) f[i];
+		out.v = d;
+	}
+	else
+		out.v = (const double *) ARR_DATA_PTR(array);
+	return out;
+}
+
+/* How many of the sorted values are <= x (right) or < x (not right): Python's bisect. */
+static int
+bisect(const Vector *values, double x, bool right)
+{
+	int			lo = 0,
+				hi = values->n;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (right ? values->v[mid] <= x : values->v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Python's max(lo, min(hi, x)) spelled out: a NaN x gives hi, as there. */
+static double
+clamp(double x, double lo, double hi)
+{
+	double		y = x < hi ? x : hi;
+
+	return y > lo ? y : lo;
+}
+
+static double
+lattice_value(double k, double step)
+{
+	return step >= 1 ? k * step : k / rint(1 / step);
+}
+
+/* cells.exponential_rate: lambda of the density lambda e^(-lambda t) / (1 - e^(-lambda)) on [0, 1] with the
+ * given mean, by Newton's method from 1/m. */
+static double
+exponential_rate(double mean)
+{
+	double		m = fmin(fmax(mean, 1e-6), 1 - 1e-6);
+	bool		flip = m > 0.5;
+	double		lam;
+
+	if (flip)
+		m = 1 - m;
+	lam = fmin(RATE_LIMIT, 1.0 / m);
+	for (int i = 0; i < 30; i++)
+	{
+		double		e = exp(-lam);
+		double		f = 1 / lam - e / (1 - e) - m;
+		double		d = -1 / (lam * lam) + e / pow(1 - e, 2);
+		double		next = fmin(RATE_LIMIT, fmax(1e-6, lam - f / d));
+
+		if (fabs(next - lam) <= 1e-12 * lam)
+		{
+			lam = next;
+			break;
+		}
+		lam = next;
+	}
+	return flip ? -lam : lam;
+}
+
+/* cells.cubic_is_density: a cubic with non-negative ends is non-negative at the roots of f' inside (0, 1). */
+static bool
+cubic_is_density(double a, double b, double c, double e)
+{
+	double		roots[2];
+	int			k = 0;
+
+	if (fabs(e) > 1e-12)
+	{
+		double		disc = 4 * c * c - 12 * e * b;
+
+		if (disc >= 0)
+		{
+			double		s = sqrt(disc);
+
+			roots[k++] = (-2 * c + s) / (6 * e);
+			roots[k++] = (-2 * c - s) / (6 * e);
+		}
+	}
+	else if (fabs(c) > 1e-12)
+		roots[k++] = -b / (2 * c);
+	for (int i = 0; i < k; i++)
+	{
+		double		t = roots[i];
+
+		if (0 < t && t < 1 && a + t * (b + t * (c + t * e)) < 0)
+			return false;
+	}
+	return true;
+}
+
+static Shape
+linear(double mean)
+{
+	double		slope = fmax(-2.0, fmin(2.0, 12 * (mean - 0.5)));
+	Shape		s = {false, 1 - slope / 2, slope, 0.0, 0.0, 0.0};
+
+	return s;
+}
+
+/* cells.cell_shape: the KDE's cubic where it is a density; else the exponential with the cell's mean where
+ * that is far from the middle; else the straight line with that mean. */
+static Shape
+cell_shape(double d0, double d1, double mean)
+{
+	if (d0 >= 0 && d1 >= 0)
+	{
+		Shape		s = {false, d0, -9 * d0 + 3 * d1 - 60 * mean + 36, 18 * d0 - 12 * d1 + 180 * mean - 96,
+						 -10 * d0 + 10 * d1 - 120 * mean + 60, 0.0};
+
+		if (cubic_is_density(s.a, s.b, s.c, s.e))
+			return s;
+	}
+	if (fabs(mean - 0.5) > 1.0 / 6)
+	{
+		Shape		s = {true, 0, 0, 0, 0, exponential_rate(mean)};
+
+		return s;
+	}
+	return linear(mean);
+}
+
+/* cells.mass: the shape's mass on [0, t]. */
+static double
+mass(const Shape *s, double t)
+{
+	if (s->exponential)
+		return (exp(-s->lambda * t) - 1) / (exp(-s->lambda) - 1);
+	return t * (s->a + t * (s->b / 2 + t * (s->c / 3 + t * s->e / 4)));
+}
+
+/* cells.moment: the shape's first moment on [0, t]. */
+static double
+moment_of(const Shape *s, double t)
+{
+	if (s->exponential)
+		return (1 - exp(-s->lambda * t) * (1 + s->lambda * t)) / (s->lambda * (1 - exp(-s->lambda)));
+	return t * t * (s->a / 2 + t * (s->b / 3 + t * (s->c / 4 + t * s->e / 5)));
+}
+
+/* query.smooth_1d: the cells' part of [a, b] (bounds already snapped on a lattice). */
+static Moments
+smooth(HeapTupleHeader row, double a, double b, int order, double step, double kde_rows)
+{
+	Moments		out = {0, 0, 0, 0};
+	Vector		grid = vector(row, "grid", false);
+	Vector		counts = vector(row, "cell_cum_count", false);
+	Vector		sums = vector(row, "cell_cum_sum", false);
+	Vector		density = vector(row, "density", true);
+	const double *cells = order == 0 ? counts.v : sums.v;
+	double		shape_var = DatumGetFloat8(field(row, "shape_var"));
+	double		period = DatumGetFloat8(field(row, "period"));
+	int			m = grid.n;
+	double		half_range,
+				A,
+				B,
+				disagreement = 0,
+				d;
+	int			ka,
+				kb,
+				ks[2],
+				nk;
+	ArrayType  *profile = NULL;
+
+	if (counts.n != m || sums.n != m || density.n != m)
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+						errmsg("pg_kde: the synopsis row's cell arrays do not match its grid")));
+	if (kde_rows == 0 || m < 2)
+		return out;
+	half_range = grid.v[m - 1] / 2 - grid.v[0] / 2;
+	A = a > grid.v[0] ? a : grid.v[0];
+	B = b < grid.v[m - 1] ? b : grid.v[m - 1];
+	if (A > B || (A == B && step > 0))
+		return out;
+	ka = Min(Max(bisect(&grid, A, true) - 1, 0), m - 2);
+	kb = Min(Max(bisect(&grid, B, true) - 1, 0), m - 2);
+	if (kb > ka + 1)
+	{
+		double		whole = cells[kb] - cells[ka + 1];
+
+		out.estimate += whole;
+		out.low += whole;
+		out.high += whole;
+	}
+	if (period > 0)
+		profile = DatumGetArrayTypeP(field(row, "profile"));
+	nk = 0;
+	ks[nk++] = ka;
+	if (kb != ka)
+		ks[nk++] = kb;
+	for (int i = 0; i < nk; i++)
+	{
+		int			c = ks[i];
+		double		g0 = grid.v[c],
+					g1 = grid.v[c + 1],
+					w = g1 / 2 - g0 / 2,	/* halves: no difference of values near the ends of float8 overflows */
+					t0 = c == ka ? (A / 2 - g0 / 2) / w : 0.0,
+					t1 = c == kb ? (B / 2 - g0 / 2) / w : 1.0,
+					n,
+					mean,
+					share,
+					pos,
+					doubt = 0,
+					apart,
+					f,
+					cuts,
+					spread;
+		Shape		shape = {false, 0, 0, 0, 0, 0};
+
+		t0 = clamp(t0, 0.0, 1.0);
+		t1 = clamp(t1, 0.0, 1.0);
+		/* A bound inside the cell never makes it whole or empty, however the division rounds. */
+		if (c == kb && B < g1)
+			t1 = fmin(t1, INSIDE_HIGH);
+		if (c == ka && A > g0)
+			t0 = fmax(t0, INSIDE_LOW);
+		n = counts.v[c + 1] - counts.v[c];
+		/* (On a lattice no row sits on a boundary; a continuous column's rows may sit on B.) */
+		if (n <= 0 || t1 < t0 || (t1 == t0 && step > 0))
+			continue;
+		if (t0 == 0 && t1 == 1)	/* the range holds this cell whole: exact */
+		{
+			double		whole = cells[c + 1] - cells[c];
+
+			out.estimate += whole;
+			out.low += whole;
+			out.high += whole;
+			continue;
+		}
+		/* cells.shape_of: the cell's mean position from its exact sum (1/2 where sums ran past float8) */
+		mean = (((sums.v[c + 1] - sums.v[c]) / n) / 2 - g0 / 2) / w;
+		mean = isfinite(mean) ? fmin(1.0, fmax(0.0, mean)) : 0.5;
+		if (period > 0)
+		{
+			/* the periodic profile's shape tilted to the cell's mean, and its own sampling error */
+			int			k = ArrayGetNItems(ARR_NDIM(profile), ARR_DIMS(profile));
+
+			kde_profile_share((const float4 *) ARR_DATA_PTR(profile), k, period, step, g0, g1, t0, t1, mean,
+							  &share, &pos, &doubt);
+			apart = 0.0;
+		}
+		else
+		{
+			/* the KDE's densities at the ends, relative to the cell's mean density (stored relative to the
+			 * grid's) */
+			double		scale = (w / half_range) * (kde_rows / n);
+			Shape		line = linear(mean);
+
+			shape = cell_shape(density.v[c] * scale, density.v[c + 1] * scale, mean);
+			share = fmin(1.0, fmax(0.0, mass(&shape, t1) - mass(&shape, t0)));
+			pos = share > 0 ? (moment_of(&shape, t1) - moment_of(&shape, t0)) / share : (t0 + t1) / 2;
+			pos = fmin(t1, fmax(t0, pos));
+			apart = n * fabs(share - (mass(&line, t1) - mass(&line, t0)));
+		}
+		/* Binomial, less what the cell's exact count and mean pin down, plus the shape's error; a cut cell is
+		 * never certain: its share counts as at least one row's each side. */
+		f = fmin(fmax(share, 1 / (n + 1)), n / (n + 1));
+		cuts = f * (1 - f);
+		if (0 < t0 && t1 < 1 && shape_var > 0 && !(period > 0))
+		{
+			/* a range inside one cell: the shape's errors at its two cuts */
+			double		below = fmin(1.0, fmax(0.0, mass(&shape, t0)));
+			double		upto = fmin(1.0, below + share);
+
+			cuts = fmax(cuts, below * (1 - below) + upto * (1 - upto));
+		}
+		spread = f * (1 - f) * (n * (1 - MEAN_KNOWN * f * (1 - f)) + n * n * doubt) + 4 * n * n * shape_var * cuts;
+		if (order == 0)
+		{
+			out.estimate += n * share;
+			out.variance += spread;
+			disagreement += apart;
+			out.high += n;
+		}
+		else
+		{
+			/* points inside a cell as weighted means of its ends (no difference of values to overflow) */
+			double		x = g0 * (1 - pos) + g1 * pos;
+
+			out.estimate += n * share * x;
+			out.variance += spread * x * x;
+			disagreement += apart * fabs(x);
+			out.low += fmin(0.0, n * (g0 * (1 - t0) + g1 * t0));
+			out.high += fmax(0.0, n * (g0 * (1 - t1) + g1 * t1));
+		}
+	}
+	/* the shape's own uncertainty: how far its shares are from the straight line's */
+	d = SHAPE_DOUBT * disagreement;
+	out.variance += d * d;
+	return out;
+}
+
+/* _kde_range(s kde_synopsis, lo float8, hi float8, moment integer, OUT estimate, OUT variance, OUT low,
+ * OUT high): query.range_1d. */
+Datum
+kde_range(PG_FUNCTION_ARGS)
+{
+	HeapTupleHeader row;
+	double		a = PG_ARGISNULL(1) ? -INFINITY : PG_GETARG_FLOAT8(1);
+	double		b = PG_ARGISNULL(2) ? INFINITY : PG_GETARG_FLOAT8(2);
+	int			order;
+	double		exact = 0,
+				step,
+				kde_rows;
+	Moments		part = {0, 0, 0, 0};
+	Vector		atoms;
+	TupleDesc	desc;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	if (PG_ARGISNULL(3) || (PG_GETARG_INT32(3) != 0 && PG_GETARG_INT32(3) != 1))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("pg_kde: a range's moment is 0 (count) or 1 (sum)")));
+	if (isnan(a) || isnan(b))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("pg_kde: a range's bound is NaN"),
+						errhint("Pass NULL or an infinite bound for an open end.")));
+	row = PG_GETARG_HEAPTUPLEHEADER(0);
+	order = PG_GETARG_INT32(3);
+	if (a <= b)
+	{
+		atoms = vector(row, "atom_values", false);
+		if (atoms.n > 0)
+		{
+			Vector		cum = vector(row, order == 0 ? "atom_cum_count" : "atom_cum_sum", false);
+			int			upto = bisect(&atoms, b, true),
+						below = bisect(&atoms, a, false);
+
+			if (cum.n != atoms.n)
+				ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+								errmsg("pg_kde: the synopsis row's heavy values do not match their sums")));
+			exact = (upto > 0 ? cum.v[upto - 1] : 0.0) - (below > 0 ? cum.v[below - 1] : 0.0);
+		}
+		step = DatumGetFloat8(field(row, "step"));
+		kde_rows = (double) DatumGetInt64(field(row, "kde_rows"));
+		if (step > 0)
+		{
+			/* query.snap: [a, b] moved out to half-steps around the lattice values it includes */
+			double		lo = -INFINITY,
+						hi = INFINITY,
+						ka = 0,
+						kb = 0;
+			bool		has_a = isfinite(a),
+						has_b = isfinite(b);
+
+			if (has_a)
+			{
+				ka = ceil(a / step);
+				if (lattice_value(ka - 1, step) >= a)
+					ka -= 1;
+				else if (lattice_value(ka, step) < a)
+					ka += 1;
+				lo = (ka - 0.5) * step;
+			}
+			if (has_b)
+			{
+				kb = floor(b / step);
+				if (lattice_value(kb + 1, step) <= b)
+					kb += 1;
+				else if (lattice_value(kb, step) > b)
+					kb -= 1;
+				hi = (kb + 0.5) * step;
+			}
+			if (!(has_a && has_b && ka > kb))
+				part = smooth(row, lo, hi, order, step, kde_rows);
+		}
+		else
+			part = smooth(row, a, b, order, step, kde_rows);
+	}
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("pg_kde: a record is expected")));
+	desc = BlessTupleDesc(desc);
+	values[0] = Float8GetDatum(exact + part.estimate);
+	values[1] = Float8GetDatum(part.variance);
+	values[2] = Float8GetDatum(exact + part.low);
+	values[3] = Float8GetDatum(exact + part.high);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
