@@ -1,6 +1,6 @@
-"""Refresh time of 1-D synopses against a count(*) of the same table (issue target: refresh <= 3 x count(*) + 1 s
-on 10⁷ rows), the first call's cost in a new backend (importing pg_kde into PL/Python), and whether refreshes of
-unchanged data repeat bit for bit.
+"""Refresh time of 1-D and 2-D synopses against a count(*) of the same table (issue target: refresh <= 3 x count(*)
++ 1 s on 10⁷ rows), the reads of the table each makes, the first call's cost in a new backend (importing pg_kde
+into PL/Python), and whether refreshes of unchanged data repeat bit for bit.
 
     python benchmarks/refresh.py [--dsn DSN] [--rows 10000000] [--repeats 3]
 
@@ -30,6 +30,9 @@ from pg_kde import __version__, admin, server
 
 DATABASE = "pg_kde_refresh_bench"
 COLUMNS = ("amount", "qty", "created_at")
+#: The 2-D synopses timed too (a numeric axis with an integer one, and with a time one).
+PAIRS = (("amount", "qty"), ("amount", "created_at"))
+TARGETS = tuple((c,) for c in COLUMNS) + PAIRS
 CALLS = 20000
 #: Bounds of each column's type for the latency statements (i runs over the calls).
 LATENCY_BOUNDS = {
@@ -71,23 +74,31 @@ def main(argv=None) -> int:
         load_s = time.perf_counter() - t0
         size = conn.execute("SELECT pg_size_pretty(pg_relation_size('sales'))").fetchone()[0]
         timed(conn, "SELECT count(*) FROM sales")  # warm the table
-        counts, refreshes, payloads = [], {c: [] for c in COLUMNS}, {c: set() for c in COLUMNS}
+        counts, refreshes, payloads = [], {t: [] for t in TARGETS}, {t: set() for t in TARGETS}
+
+        def refresh(t):
+            if len(t) == 1:
+                return conn.execute("SELECT kde_refresh('sales', %s)", (t[0],)).fetchone()[0]
+            return conn.execute("SELECT kde_refresh('sales', %s::text[])", (list(t),)).fetchone()[0]
+
         for _ in range(args.repeats):
             counts.append(timed(conn, "SELECT count(*) FROM sales"))
-            for col in COLUMNS:
-                refreshes[col].append(timed(conn, "SELECT kde_refresh('sales', %s)", (col,)))
-                payloads[col].add(conn.execute(
-                    "SELECT md5(p::text) FROM kde_synopsis p WHERE relid = 'sales'::regclass AND cols = ARRAY[%s]",
-                    (col,)).fetchone()[0])
+            for t in TARGETS:
+                start = time.perf_counter()
+                refresh(t)
+                refreshes[t].append(time.perf_counter() - start)
+                payloads[t].add(conn.execute(
+                    f"SELECT md5(p::text) FROM {'kde_synopsis' if len(t) == 1 else 'kde_synopsis_2d'} p "
+                    "WHERE relid = 'sales'::regclass AND cols = %s::text[]", (list(t),)).fetchone()[0])
         summaries, scans = {}, {}
         # The sequential scans of the table one refresh makes: the backend's pending count before and after
         # (it holds earlier transactions' scans until the backend flushes its statistics, idle).
         numscans = "SELECT pg_stat_get_xact_numscans('sales'::regclass)"
-        for c in COLUMNS:
+        for t in TARGETS:
             with conn.transaction():
                 before = conn.execute(numscans).fetchone()[0]
-                summaries[c] = conn.execute("SELECT kde_refresh('sales', %s)", (c,)).fetchone()[0]
-                scans[c] = conn.execute(numscans).fetchone()[0] - before
+                summaries[t] = refresh(t)
+                scans[t] = conn.execute(numscans).fetchone()[0] - before
         # Query latency on each synopsis: CALLS calls inside one statement, bounds moving with i (of the
         # column's type), the median of --repeats statements.
         latency = {c: statistics.median(timed(conn, f"SELECT sum(approx_count('sales', '{c}', {lo}, {hi})) "
@@ -111,19 +122,22 @@ def main(argv=None) -> int:
               f"Medians of {args.repeats}.", "",
               f"`SELECT count(*) FROM sales`: **{count:.3f} s**; target: refresh ≤ 3 × count(*) + 1 s = "
               f"**{target:.2f} s**.", "",
-              "| column | type | refresh (median) | runs | ÷ count(*) | target met | reads of the table | "
+              "| column(s) | type(s) | refresh (median) | runs | ÷ count(*) | target met | reads of the table | "
               "repeatable (payload md5) | "
               f"grid | heavy values | cut cells' shape | approx_count per call ({CALLS:,} in a statement) |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     types = {"amount": "numeric(12,2)", "qty": "integer", "created_at": "timestamptz"}
-    for col in COLUMNS:
-        med = statistics.median(refreshes[col])
-        s = summaries[col]
-        lines.append(f"| {col} | {types[col]} | **{med:.2f} s** | {', '.join(f'{t:.2f}' for t in refreshes[col])} | "
-                     f"{med / count:.1f}× | {'yes' if med <= target else 'no'} | {scans[col]} | "
-                     f"{'yes' if len(payloads[col]) == 1 else f'no ({len(payloads[col])} payloads)'} | "
-                     f"{s['grid_size']} points | {s['heavy_values']} | "
-                     f"{'daily profile' if s.get('period') == 86400 else 'KDE cubic'} | {latency[col] * 1e6:.0f} µs |")
+    for t in TARGETS:
+        med = statistics.median(refreshes[t])
+        s = summaries[t]
+        grid = f"{s['grid_size']} points" if len(t) == 1 else f"{s['grid_size'][0]} × {s['grid_size'][1]} points"
+        shape = ("daily profile" if s.get("period") == 86400 else "KDE cubic") if len(t) == 1 else f"KDE, H by {s['method']}"
+        lines.append(f"| {', '.join(t)} | {', '.join(types[c] for c in t)} | **{med:.2f} s** | "
+                     f"{', '.join(f'{x:.2f}' for x in refreshes[t])} | "
+                     f"{med / count:.1f}× | {'yes' if med <= target else 'no'} | {scans[t]} | "
+                     f"{'yes' if len(payloads[t]) == 1 else f'no ({len(payloads[t])} payloads)'} | "
+                     f"{grid} | {s.get('heavy_values', '—')} | {shape} | "
+                     f"{f'{latency[t[0]] * 1e6:.0f} µs' if len(t) == 1 else '—'} |")
     lines += ["", "Reads of the table: the sequential scans of `sales` one refresh makes (`pg_stat_get_xact_numscans` "
                   "before and after it, in its transaction; a parallel scan counts once; the block sample that places "
                   "the grid is not a sequential scan)."]

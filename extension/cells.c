@@ -94,6 +94,8 @@ typedef struct CellsState
 #define STATE_PAD 4
 
 PG_FUNCTION_INFO_V1(kde_float8);
+PG_FUNCTION_INFO_V1(kde_float8_timestamp);
+PG_FUNCTION_INFO_V1(kde_float8_date);
 PG_FUNCTION_INFO_V1(kde_cells_step_float8);
 PG_FUNCTION_INFO_V1(kde_cells_step_numeric);
 PG_FUNCTION_INFO_V1(kde_cells_step_timestamp);
@@ -192,8 +194,8 @@ keep_extreme(double *heap, int32 *n, double v, bool small)
 #undef WORSE
 }
 
-static void
-add_quanta(int64 *pair, __int128 x)
+void
+kde_add_quanta(int64 *pair, __int128 x)
 {
 	__int128	v = ((__int128) pair[1] << 64) | (unsigned __int128) (uint64) pair[0];
 
@@ -204,8 +206,8 @@ add_quanta(int64 *pair, __int128 x)
 
 /* A float8[] argument's values: one dimension, no NULLs, finite, ascending (non-decreasing for the grid,
  * strictly for candidates). */
-static double *
-sorted_array(ArrayType *a, const char *what, int min_len, bool strict, int *len)
+double *
+kde_sorted_array(ArrayType *a, const char *what, int min_len, bool strict, int *len)
 {
 	double	   *v;
 	int			n;
@@ -244,8 +246,8 @@ state_new(FunctionCallInfo fcinfo, MemoryContext context)
 	if (PG_ARGISNULL(2) || PG_ARGISNULL(3) || PG_ARGISNULL(4))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						errmsg("pg_kde: _kde_cells needs a grid, candidates and a quantum")));
-	grid = sorted_array(PG_GETARG_ARRAYTYPE_P(2), "the grid", 2, false, &m);
-	candidates = sorted_array(PG_GETARG_ARRAYTYPE_P(3), "the candidates", 0, true, &k);
+	grid = kde_sorted_array(PG_GETARG_ARRAYTYPE_P(2), "the grid", 2, false, &m);
+	candidates = kde_sorted_array(PG_GETARG_ARRAYTYPE_P(3), "the candidates", 0, true, &k);
 	quantum = PG_GETARG_FLOAT8(4);
 	if (m > STATE_LIMIT || k > STATE_LIMIT)
 		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -337,7 +339,7 @@ add_value(CellsState *s, double v)
 	if (fabs(r) >= QUANTA_LIMIT)
 		s->h->overflow++;
 	else
-		add_quanta(&s->quanta[2 * c], (__int128) (int64) r);
+		kde_add_quanta(&s->quanta[2 * c], (__int128) (int64) r);
 }
 
 /*
@@ -426,6 +428,19 @@ Datum
 kde_float8(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_FLOAT8(kde_numeric_to_double(PG_GETARG_DATUM(0)));
+}
+
+/* _kde_value of the time types: epoch seconds, as the scan reads them (a date's midnight, UTC). */
+Datum
+kde_float8_timestamp(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_FLOAT8(kde_epoch_seconds(PG_GETARG_TIMESTAMP(0)));
+}
+
+Datum
+kde_float8_date(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_FLOAT8(kde_date_seconds(PG_GETARG_DATEADT(0)));
 }
 
 /* The state of a transition call, created at the first row. */
@@ -523,17 +538,19 @@ kde_cells_step_date(PG_FUNCTION_ARGS)
 	bytea	   *b = step_state(fcinfo, &s);
 
 	if (!PG_ARGISNULL(1))
-	{
-		DateADT		d = PG_GETARG_DATEADT(1);
-
-		if (DATE_IS_NOBEGIN(d))
-			add_value(&s, -get_float8_infinity());
-		else if (DATE_IS_NOEND(d))
-			add_value(&s, get_float8_infinity());
-		else
-			add_value(&s, ((double) d + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)) * SECS_PER_DAY);
-	}
+		add_value(&s, kde_date_seconds(PG_GETARG_DATEADT(1)));
 	PG_RETURN_BYTEA_P(b);
+}
+
+/* Epoch seconds of a date's midnight, UTC (its infinities as float8's). */
+double
+kde_date_seconds(DateADT d)
+{
+	if (DATE_IS_NOBEGIN(d))
+		return -get_float8_infinity();
+	if (DATE_IS_NOEND(d))
+		return get_float8_infinity();
+	return ((double) d + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)) * SECS_PER_DAY;
 }
 
 /* A state from anywhere (a worker, a shard), copied to 8-byte-aligned memory of the context and checked. */
@@ -593,7 +610,7 @@ kde_cells_combine(PG_FUNCTION_ARGS)
 	for (int c = 0; c < sa.h->m - 1; c++)
 	{
 		sa.rows[c] += sb.rows[c];
-		add_quanta(&sa.quanta[2 * c], ((__int128) sb.quanta[2 * c + 1] << 64) | (unsigned __int128) (uint64) sb.quanta[2 * c]);
+		kde_add_quanta(&sa.quanta[2 * c], ((__int128) sb.quanta[2 * c + 1] << 64) | (unsigned __int128) (uint64) sb.quanta[2 * c]);
 	}
 	for (int i = 0; i < sa.h->k; i++)
 		sa.candidate_rows[i] += sb.candidate_rows[i];

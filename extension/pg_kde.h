@@ -1,13 +1,17 @@
 /*
  * What the files of pg_kde's library share: the value conversions of cells.c, so that the sample
- * (sample.c) and the scan (cells.c) read every type to the same float8; and the periodic profile's cut of a
- * cell (profile.c), which a range's query (range.c) reads.
+ * (sample.c) and the scans (cells.c, cells2.c) read every type to the same float8, and the scans' array and
+ * int128 helpers; and the periodic profile's cut of a cell (profile.c), which a range's query (range.c)
+ * reads.
  */
 #ifndef PG_KDE_H
 #define PG_KDE_H
 
 #include "postgres.h"
 
+#include "storage/itemptr.h"
+#include "utils/array.h"
+#include "utils/date.h"
 #include "utils/timestamp.h"
 
 /* numeric -> float8, the same value as numeric's own ::float8 cast */
@@ -15,6 +19,19 @@ extern double kde_numeric_to_double(Datum datum);
 
 /* epoch seconds of a timestamp or timestamptz, as extract(epoch from ...)::float8 reads them */
 extern double kde_epoch_seconds(Timestamp ts);
+
+/* epoch seconds of a date's midnight, UTC */
+extern double kde_date_seconds(DateADT d);
+
+/* a float8[] argument's values, checked: one dimension, no NULLs, finite, ascending (strictly with strict),
+ * at least min_len of them; *len gets their number */
+extern double *kde_sorted_array(ArrayType *a, const char *what, int min_len, bool strict, int *len);
+
+/* whether the refresh's row sample keeps a row (its ctid and table) at that share and seed (sample.c) */
+extern bool kde_keep_row(ItemPointer tid, Oid table, double share, int64 seed);
+
+/* add x to the int128 kept as (low, high) int64 words at pair */
+extern void kde_add_quanta(int64 *pair, __int128 x);
 
 /* share of a cut cell [g0, g1]'s rows between fractions t0 <= t1 under a periodic profile (n float4 values),
  * their mean position there and the share's sampling variance per unit (_kde_profile_cut's OUT values) */

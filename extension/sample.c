@@ -127,6 +127,22 @@ sample_ok(const bytea *b)
 
 static bytea *sample_copy(bytea *from, int more, MemoryContext context);
 
+/* Whether the sample keeps a row: splitmix64's finalizer of its table, position and the seed, a well-mixed
+ * 64-bit number (the table too: a partitioned or distributed table's parts hold the same positions), as a
+ * uniform 53-bit number under share. */
+bool
+kde_keep_row(ItemPointer tid, Oid table, double share, int64 seed)
+{
+	uint64		hash;
+
+	hash = (((uint64) ItemPointerGetBlockNumberNoCheck(tid) << 16) | ItemPointerGetOffsetNumberNoCheck(tid))
+		+ ((uint64) table << 48) + (uint64) seed * UINT64CONST(0x9E3779B97F4A7C15);
+	hash = (hash ^ (hash >> 30)) * UINT64CONST(0xBF58476D1CE4E5B9);
+	hash = (hash ^ (hash >> 27)) * UINT64CONST(0x94D049BB133111EB);
+	hash ^= hash >> 31;
+	return (double) (hash >> 11) < share * 9007199254740992.0;
+}
+
 /* One row: its value (NULL: absent), counted; kept when its ctid's hash falls under share. */
 static Datum
 sample_step(FunctionCallInfo fcinfo, bool isnull, double v)
@@ -160,18 +176,8 @@ sample_step(FunctionCallInfo fcinfo, bool isnull, double v)
 	widen(h, v, v);
 	if (!PG_ARGISNULL(2) && !PG_ARGISNULL(3) && !PG_ARGISNULL(4) && !PG_ARGISNULL(5))
 	{
-		ItemPointer tid = (ItemPointer) PG_GETARG_POINTER(2);
-		double		share = PG_GETARG_FLOAT8(4);
-		uint64		hash;
-
-		/* splitmix64's finalizer of the row's table, position and the seed: a well-mixed 64-bit number (the
-		 * table too: a partitioned or distributed table's parts hold the same positions) */
-		hash = (((uint64) ItemPointerGetBlockNumberNoCheck(tid) << 16) | ItemPointerGetOffsetNumberNoCheck(tid))
-			+ ((uint64) PG_GETARG_OID(3) << 48) + (uint64) PG_GETARG_INT64(5) * UINT64CONST(0x9E3779B97F4A7C15);
-		hash = (hash ^ (hash >> 30)) * UINT64CONST(0xBF58476D1CE4E5B9);
-		hash = (hash ^ (hash >> 27)) * UINT64CONST(0x94D049BB133111EB);
-		hash ^= hash >> 31;
-		if ((double) (hash >> 11) < share * 9007199254740992.0)	/* a uniform 53-bit number under share */
+		if (kde_keep_row((ItemPointer) PG_GETARG_POINTER(2), PG_GETARG_OID(3), PG_GETARG_FLOAT8(4),
+						 PG_GETARG_INT64(5)))
 		{
 			b = with_room(b, 1, CurrentMemoryContext);
 			h = header_of(b);

@@ -1,10 +1,42 @@
 -- pg_kde 0.7.0 -> 0.8.0: a range's count and sum (_kde_range) are computed in C (extension/range.c), with
 -- float8 arithmetic as IEEE 754 has it: sums of values near 1e300 and near 1e-300 no longer fail with "value
 -- out of range", and a NaN bound is an error; _kde_cut and _kde_atoms_upto, which only _kde_range called, go.
--- Every function that names the version is replaced. The catalog is unchanged: synopses built by 0.7.0
--- answer as before.
+-- A 2-D refresh scans its table with the aggregate _kde_cells2 (extension/cells2.c), reading each column
+-- through _kde_value. Every function that names the version is replaced. The catalog is unchanged:
+-- synopses built by 0.7.0 answer as before.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.8.0'" to load this file. \quit
 
+-- A value of any type the scans take as they read it: _kde_float8's float8 of a numeric, a float8 itself, a
+-- time's epoch seconds (a timestamp's or a date's wall-clock time as UTC).
+CREATE OR REPLACE FUNCTION _kde_value(numeric) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_float8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION _kde_value(float8) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_float8_float8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION _kde_value(timestamptz) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_float8_timestamp' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION _kde_value(timestamp) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_float8_timestamp' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION _kde_value(date) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_float8_date' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_value(numeric) IS 'pg_kde internal: a value as the scans read it';
+COMMENT ON FUNCTION _kde_value(float8) IS 'pg_kde internal: a value as the scans read it';
+COMMENT ON FUNCTION _kde_value(timestamptz) IS 'pg_kde internal: epoch seconds, as the scans read them';
+COMMENT ON FUNCTION _kde_value(timestamp) IS 'pg_kde internal: epoch seconds, as the scans read them';
+COMMENT ON FUNCTION _kde_value(date) IS 'pg_kde internal: epoch seconds, as the scans read them';
+-- The 2-D refresh's scan (extension/cells2.c): per cell of two grids' product, its rows, the exact sums of its
+-- values in whole quanta of each axis and the sums of their offsets in the cell (t1, t2, t1 t2, in units of
+-- 2^-60); per cell of each axis the min and max of its values; the pair's facts; and, given each row's ctid
+-- and table, a share and a seed, the repeatable row sample of pairs _kde_sample's hash keeps. A bytea state
+-- with a combine function, as _kde_cells'.
+CREATE OR REPLACE FUNCTION _kde_cells2_step(bytea, float8, float8, float8[], float8[], float8, float8, tid, oid, float8, int8)
+RETURNS bytea AS 'MODULE_PATHNAME', 'kde_cells2_step' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION _kde_cells2_combine(bytea, bytea) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_cells2_combine' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE AGGREGATE _kde_cells2(float8, float8, float8[], float8[], float8, float8, tid, oid, float8, int8) (
+    SFUNC = _kde_cells2_step, STYPE = bytea, COMBINEFUNC = _kde_cells2_combine, PARALLEL = SAFE);
+REVOKE EXECUTE ON FUNCTION _kde_cells2_step(bytea, float8, float8, float8[], float8[], float8, float8, tid, oid, float8, int8),
+    _kde_cells2_combine(bytea, bytea) FROM PUBLIC;
+COMMENT ON AGGREGATE _kde_cells2(float8, float8, float8[], float8[], float8, float8, tid, oid, float8, int8) IS 'pg_kde internal: the refresh''s scan of a pair of columns';
 -- budget: bytes the synopsis may take (its catalog rows, as pg_column_size counts them); NULL: 8192 for one
 -- column, 65536 for a pair. grid_size (points per axis), when given, sets the grid instead.
 CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,

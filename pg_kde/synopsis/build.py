@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional, Tuple
 
 import numpy as np
@@ -61,7 +61,7 @@ from .maths import (
     smooth_masses_2d,
     summed_area,
 )
-from .reader import TAIL_VALUES, TableReader, TableStats, fine_quantum, sample_share
+from .reader import TAIL_VALUES, TableReader, TableStats, fine_quantum, sample_share, thin
 
 #: Beyond 2^53 every float8 is a whole number: such columns are not treated as integer-valued.
 INTEGRAL_LIMIT = 2.0**53
@@ -72,6 +72,8 @@ _SCAN_LIMIT = 2.0**960
 #: are exact; the bandwidth only shapes rows inside a cell). kde_bandwidth() keeps the library's default,
 #: the paper's sample standard deviation. Both are said in the refresh's summary and docs/math.md §2.
 SYNOPSIS_SCALE = "minim"
+#: Pairs a 2-D synopsis' bandwidth matrix is chosen on, at most (of its sample, in grid-index coordinates).
+KDE_POINTS_2D = 2048
 
 #: ``select_bandwidth(sample, method, backend, required=True, scale=None)``: a bandwidth result
 #: (:class:`pg_kde.bandwidth.BandwidthResult`), or None when ``required`` is false and the selector rejects
@@ -499,22 +501,31 @@ def check_pair(stats: TableStats, rel: str, names: str, columns, constant: bool 
                             "use a 1-D synopsis of the other column")
 
 
-def plan_2d(sample: np.ndarray, stats: TableStats, requested: Requested) -> Layout2D:
+def lattice_limit(requested: Requested) -> int:
+    """The most values a discretised axis of a 2-D synopsis keeps (an eighth of the budget)."""
+    return max(2, requested.budget_2d // (8 * 8))
+
+
+def plan_2d(sample: np.ndarray, stats: TableStats, requested: Requested,
+            discrete: Tuple[bool, bool] = (True, True), values=(None, None)) -> Layout2D:
     """The cells of a 2-D synopsis of a table with these facts, from a sample of its pairs (in the columns'
     units; columns near the ends of float8 are planned at a power-of-two scale, as :func:`build_2d` scans
     them): each axis at the sample's quantiles within the budget, a discretised axis's value lattice taking
-    at most an eighth of it."""
+    at most an eighth of it. ``discrete`` False: never a lattice on that axis; ``values``: an axis's every
+    distinct value (a scan found values off the sample's lattice), which its lattice then holds."""
     bounds = [(stats.lo[k], stats.hi[k]) for k in (0, 1)]
     integral = [bool(stats.integral[k]) and max(map(abs, bounds[k])) < INTEGRAL_LIMIT for k in (0, 1)]
     scales = [_scan_scale(*b) for b in bounds]
     sample = np.asarray(sample, dtype=np.float64).reshape(-1, 2) * np.array(scales)
+    axes = [sample[:, k] if values[k] is None else np.concatenate([sample[:, k], np.asarray(values[k]) * scales[k]])
+            for k in (0, 1)]
     budget = requested.budget_2d
-    lattice_values = max(2, budget // (8 * 8))
+    lattice_values = lattice_limit(requested)
     size = requested.grid_size or grid_size_2d(budget)
 
     def layout(size):
-        return [quantile_grid(sample[:, k], bounds[k][0] * scales[k], bounds[k][1] * scales[k], integral[k], size,
-                              lattice_values) for k in (0, 1)]
+        return [quantile_grid(axes[k], bounds[k][0] * scales[k], bounds[k][1] * scales[k], integral[k], size,
+                              lattice_values if discrete[k] else 1) for k in (0, 1)]
 
     layouts = layout(size)
     if not requested.grid_size:
@@ -526,6 +537,50 @@ def plan_2d(sample: np.ndarray, stats: TableStats, requested: Requested) -> Layo
         grids = tuple(tuple((g / scales[k]).tolist()) for k, (g, _) in enumerate(layouts))
         lattices = tuple(tuple((v / scales[k]).tolist()) if v is not None else () for k, (_, v) in enumerate(layouts))
     return Layout2D(grids, lattices, (integral[0], integral[1]))
+
+
+def _on_lattice_2d(lattice: np.ndarray, grid: np.ndarray, low: np.ndarray, high: np.ndarray) -> bool:
+    """Whether a discretised axis's scanned values fit its lattice (all scaled alike): in each cell of the
+    axis, the smallest and largest value (``low``, ``high``; NaN: none) are lattice values, and equal where
+    the cell holds one lattice value (a query then takes the cell whole). A value off the lattice inside a
+    cell of several lattice values is cut from it as any value is, within the hard bounds."""
+    for c in np.flatnonzero(~np.isnan(low)):
+        inside = lattice[(lattice >= grid[c]) & ((lattice < grid[c + 1]) | (c == len(grid) - 2))]
+        if not (np.isin(low[c], inside) and np.isin(high[c], inside)) or (len(inside) == 1 and low[c] != high[c]):
+            return False
+    return True
+
+
+def _widen_2d(layout: Layout2D, grids: list, scales: list, stats: TableStats, scan):
+    """The layout, scaled grids and scan with each axis's outer lines at the table's min and max (half a step
+    out on a whole-number axis) where its rows reach past the range the grid was placed on (a sample of
+    blocks). The rows and sums stay exact; the outer cells' sums of offsets are those of their rows' mean
+    offset in the wider cell (t1·t2 as the product of the means): the KDE's smoothing only."""
+    t1, t2, t12 = scan.t1.copy(), scan.t2.copy(), scan.t12.copy()
+    new_grids, new_layout = [g.copy() for g in grids], [list(layout.grids[0]), list(layout.grids[1])]
+    for k in (0, 1):
+        g, half = new_grids[k], 0.5 if layout.integral[k] else 0.0
+        lo, hi = (stats.lo[k] - half) * scales[k], (stats.hi[k] + half) * scales[k]
+        moved = []
+        if lo < g[0]:
+            g[0], new_layout[k][0] = lo, stats.lo[k] - half
+            moved.append(0)
+        if hi > g[-1]:
+            g[-1], new_layout[k][-1] = hi, stats.hi[k] + half
+            moved.append(len(g) - 2)
+        for c in sorted(set(moved)):
+            rows = scan.rows[c, :] if k == 0 else scan.rows[:, c]
+            sums = scan.sum1[c, :] if k == 0 else scan.sum2[:, c]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = np.where(rows > 0, np.clip((sums / np.maximum(rows, 1) - g[c]) / (g[c + 1] - g[c]), 0.0, 1.0), 0.0)
+            if k == 0:
+                other = np.where(rows > 0, t2[c, :] / np.maximum(rows, 1), 0.0)
+                t1[c, :], t12[c, :] = rows * mean, rows * mean * other
+            else:
+                other = np.where(rows > 0, t1[:, c] / np.maximum(rows, 1), 0.0)
+                t2[:, c], t12[:, c] = rows * mean, rows * mean * other
+    layout = replace(layout, grids=(tuple(new_layout[0]), tuple(new_layout[1])))
+    return layout, new_grids, scan._replace(t1=t1, t2=t2, t12=t12)
 
 
 def build_2d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
@@ -543,33 +598,80 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
     started = time.perf_counter() if started is None else started
     chosen = counts_method(requested.method, 2)
     rel = reader.relation
-    stats = stats if stats is not None else reader.stats()
+    whole = True
+    if stats is None:  # the facts and the sample in one pass, or from a sample of a large table's blocks
+        stats, sample, whole = reader.plan_sample_2d(requested.sample_size)
+    else:
+        sample = None
     if layout is not None and not shared and not layout.holds(stats):
         layout = None
     n_all, n = stats.rows, stats.non_null
     names = ", ".join(reader.columns)
-    check_pair(stats, rel, names, reader.columns, constant=layout is None)
-    sample = reader.sample(requested.sample_size, n_all)
-    if layout is None:
-        layout = plan_2d(sample, stats, requested)
-    bounds = [(layout.grids[k][0], layout.grids[k][-1]) for k in (0, 1)]
-    scales = [_scan_scale(*b) for b in bounds]  # as in the 1-D build: scan power-of-two multiples
-    reader = reader.scaled(scales)
+    planned = layout is None
+    # (the blocks' facts are estimates: a column constant in them may not be; the scan's facts decide)
+    check_pair(stats, rel, names, reader.columns, constant=planned and whole)
+    if sample is None:
+        sample = reader.sample(requested.sample_size, n_all)
+    size = requested.sample_size
+    taking = None if whole or not planned else (size, sample_share(size, max(stats.non_null, 1)))
+    discrete, values = [True, True], [None, None]
+    base = reader
+    for _ in range(4):
+        if planned:
+            layout = plan_2d(sample, stats, requested, (discrete[0], discrete[1]), (values[0], values[1]))
+        bounds = [(layout.grids[k][0], layout.grids[k][-1]) for k in (0, 1)]
+        scales = [_scan_scale(*b) for b in bounds]  # as in the 1-D build: scan power-of-two multiples
+        reader = base.scaled(scales)
+        grids = [np.asarray(layout.grids[k], dtype=np.float64) * scales[k] for k in (0, 1)]
+        scan = reader.cells_2d(grids[0], grids[1], sample=taking)
+        replan = False
+        if taking:  # from here on the table's facts (from the scan, or where it did not count them, a read)
+            stats, taking = scan.stats if scan.stats is not None else base.stats(), None
+            check_pair(stats, rel, names, reader.columns, constant=True)
+            n_all, n = stats.rows, stats.non_null
+            if scan.sample is not None and len(scan.sample) >= min(size, n) // 2:
+                sample = scan.sample
+            else:  # far fewer pairs than the blocks promised
+                sample = base.sample(size, n_all)
+            # rows beyond the sampled range move the grids' outer lines (below), unless their scale changes
+            replan = [_scan_scale(stats.lo[k], stats.hi[k]) for k in (0, 1)] != scales
+        if planned:
+            # An axis planned as whole numbers, or on the sample's lattice of values, that the table breaks:
+            # plan it as it is and scan again.
+            off_lattice = [bool(layout.lattices[k]) and not _on_lattice_2d(
+                np.asarray(layout.lattices[k]) * scales[k], grids[k], *scan.ends[2 * k:2 * k + 2])
+                for k in (0, 1)] if scan.ends is not None else [False, False]
+            not_whole = [layout.integral[k] and scan.non_integral is not None and scan.non_integral[k] > 0
+                         for k in (0, 1)]
+            if any(off_lattice) or any(not_whole):
+                for k in np.flatnonzero(off_lattice):  # the axis's every value, where they are few enough
+                    values[k] = None if values[k] is not None else base.distinct_values(k, lattice_limit(requested))
+                    discrete[k] = values[k] is not None
+                stats = replace(stats, integral=tuple(i and not b for i, b in zip(stats.integral, not_whole)))
+                replan = True
+        if not replan:
+            break
+    else:
+        raise UserError(f"pg_kde: the scans of columns {names} of {rel} kept disagreeing with their sample; "
+                        "is the table being written to?", sqlstate="40001")
+    if not whole:  # the grids were placed on the blocks' range: their outer lines go to the table's
+        layout, grids, scan = _widen_2d(layout, grids, scales, stats, scan)
     sample = sample * np.array(scales)
-    grids = [np.asarray(layout.grids[k], dtype=np.float64) * scales[k] for k in (0, 1)]
     m1, m2 = len(grids[0]), len(grids[1])
     # The KDE lives in grid-index coordinates (each axis's cells of unit width): choose H on the sample
     # mapped there, carry it to N rows, and cap each axis at one cell.
-    positions = np.column_stack([grid_positions(sample[:, k], grids[k]) for k in (0, 1)])
-    result = select_bandwidth(positions, chosen, requested.backend, required=False) if len(sample) >= 3 else None
+    # (on at most KDE_POINTS_2D of them, evenly spaced in the sorted sample: LSCV_H's pair sums grow as their
+    # square, 1.9 s at 5,000 pairs against 0.4 s here; H is carried to the table's rows from the points used)
+    positions = thin(np.column_stack([grid_positions(sample[:, k], grids[k]) for k in (0, 1)]), KDE_POINTS_2D)
+    result = select_bandwidth(positions, chosen, requested.backend, required=False) if len(positions) >= 3 else None
     if result is None:  # e.g. one column a function of the other: exact cells, no smoothing
         H, used_method, used_backend = np.zeros((2, 2)), "grid", "none"
     else:
-        H = result.H * scale_bandwidth(1.0, len(sample), n, result.method, d=2) ** 2  # H ∝ h²
+        H = result.H * scale_bandwidth(1.0, len(positions), n, result.method, d=2) ** 2  # H ∝ h²
         H = cap_bandwidth_matrix(H, (1.0, 1.0))
         used_method, used_backend = result.method, result.backend
 
-    rows_in, sum1, sum2, t1, t2, t12 = reader.cells_2d(grids[0], grids[1])
+    rows_in, sum1, sum2, t1, t2, t12 = scan[:6]
     masses = smooth_masses_2d(bilinear_weights(rows_in, t1, t2, t12), (1.0, 1.0), H, interrupt=interrupt)
     sat = lambda a: summed_area(a).ravel().tolist()  # noqa: E731 - row-major (m1, m2)
 

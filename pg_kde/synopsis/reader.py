@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Optional, Protocol, Sequence, Tuple
+from typing import NamedTuple, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -116,6 +116,26 @@ class TableStats:
     integral: Tuple[bool, ...]
 
 
+class Cells2D(NamedTuple):
+    """A 2-D scan: per cell (i, j) of the grids' product, each of shape (len(grid1) − 1, len(grid2) − 1),
+    the rows with both values non-NULL and finite, the sums of v1 and v2, and the sums of t1, t2 and t1·t2
+    (each value's offset in its cell, clamped to [0, 1]). Where the scan counted them (else None): per
+    axis the values that are not whole numbers; per cell of each axis the min and max of its values on that
+    axis (NaN: none); the pair's facts (:class:`TableStats`, integral from ``non_integral``); and the row
+    sample the scan took (pairs, in the columns' units)."""
+
+    rows: np.ndarray
+    sum1: np.ndarray
+    sum2: np.ndarray
+    t1: np.ndarray
+    t2: np.ndarray
+    t12: np.ndarray
+    non_integral: Optional[Tuple[int, int]] = None
+    ends: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = None  # min1, max1, min2, max2
+    stats: Optional[TableStats] = None
+    sample: Optional[np.ndarray] = None
+
+
 class TableReader(Protocol):
     """The reads a build makes. ``relation`` and ``columns`` name the table and its columns in messages
     (as SQL writes them: quoted where needed)."""
@@ -140,6 +160,21 @@ class TableReader(Protocol):
         subset when ``rows`` (the relation's row count) exceeds ``size`` (the same whatever order the scan
         returns rows in: :func:`thin`), every such row otherwise."""
 
+    def stats_and_sample(self, size: int) -> Tuple[TableStats, np.ndarray]:
+        """A pair's :meth:`stats` and :meth:`sample` of ``size`` rows, in one pass where the reader can (a
+        table's: its integrality then judged on the sample, which the scan's :attr:`Cells2D.non_integral`
+        checks)."""
+
+    def distinct_values(self, k: int, limit: int) -> Optional[np.ndarray]:
+        """Column k's distinct values over the rows with every column non-NULL, sorted, in its own units; None
+        where there are more than ``limit``."""
+
+    def plan_sample_2d(self, size: int) -> Tuple[TableStats, np.ndarray, bool]:
+        """The read that places a pair's cells: (facts, sample of ``size`` pairs, whole). A large table's
+        (more blocks than twice :func:`~.sql_reader.sample_blocks`): the pairs of a repeatable sample of
+        its blocks and their facts scaled to the table (``whole`` False: :meth:`cells_2d` then takes the row
+        sample and the table's facts, and the table is read once). Other relations: :meth:`stats_and_sample`."""
+
     def sample_1d(self, size: int, rows: int) -> Sample1D:
         """A single column's sample (as :meth:`sample`, finite values only) and its facts over every row
         (:class:`Sample1D`), in one pass where the reader can."""
@@ -156,11 +191,11 @@ class TableReader(Protocol):
         scan order. With ``sample`` (size, share), also a repeatable random sample of about that share of the
         finite values, thinned to size (:attr:`Scan1D.sample`)."""
 
-    def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray) -> Tuple[np.ndarray, ...]:
+    def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray, sample: Optional[Tuple[int, float]] = None) -> Cells2D:
         """Per cell (i, j) of the grids' product (shape (len(grid1) − 1, len(grid2) − 1), clamped as in
-        its outer cells), over the rows with both values non-NULL: (rows, sum of v1, sum of v2, sum of t1,
-        sum of t2, sum of t1·t2), t being each value's offset within its cell (the cell as width_bucket
-        finds it, clamped to the grid)."""
+        its outer cells), over the rows with both values non-NULL: :class:`Cells2D`, t being each value's
+        offset within its cell (the cell as width_bucket finds it, clamped to the grid and to [0, 1]). With
+        ``sample`` (size, share), also a repeatable sample of about that share of the pairs, thinned to size."""
 
 
 def thin(rows: np.ndarray, size: int) -> np.ndarray:
@@ -230,6 +265,34 @@ class ArrayTableReader:
 
     def row_count(self) -> int:
         return len(self.values[0])
+
+    def stats_and_sample(self, size: int) -> Tuple[TableStats, np.ndarray]:
+        stats = self.stats()
+        return stats, self.sample(size, stats.rows)
+
+    def distinct_values(self, k: int, limit: int) -> Optional[np.ndarray]:
+        values = np.unique(self.values[k][self._valid])
+        return values if len(values) <= limit else None
+
+    def plan_sample_2d(self, size: int) -> Tuple[TableStats, np.ndarray, bool]:
+        per_block, sampled = self.blocks or (1, 0)
+        count = -(-self.row_count() // per_block)
+        if not sampled or count <= 2 * sampled:
+            return (*self.stats_and_sample(size), True)
+        chosen = np.sort(np.random.default_rng(self.seed).choice(count, sampled, replace=False))
+        rows = (chosen[:, None] * per_block + np.arange(per_block)).ravel()
+        rows = rows[rows < self.row_count()]
+        valid = self._valid[rows]
+        pairs = np.column_stack([self.values[k][rows][valid] for k in (0, 1)])
+        finite = np.all(np.isfinite(pairs), axis=1)
+        if not finite.any():  # no pair in the sampled blocks: every row
+            return (*self.stats_and_sample(size), True)
+        scaled = lambda k: round(k * count / sampled)  # noqa: E731
+        good = pairs[finite]
+        stats = TableStats(rows=scaled(len(rows)), non_null=scaled(len(pairs)), lo=tuple(good.min(axis=0).tolist()),
+                           hi=tuple(good.max(axis=0).tolist()), non_finite=scaled(int((~finite).sum())),
+                           integral=tuple(bool(np.all(good[:, k] == np.trunc(good[:, k]))) for k in (0, 1)))
+        return stats, thin(good, size), False
 
     def sample(self, size: int, rows: int) -> np.ndarray:
         valid = self._valid
@@ -303,14 +366,39 @@ class ArrayTableReader:
                       candidate_rows=candidate_rows, quantum=float(quantum), low=ordered[:TAIL_VALUES],
                       high=ordered[-TAIL_VALUES:] if len(ordered) else ordered, sample=taken)
 
-    def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray):
+    def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray, sample: Optional[Tuple[int, float]] = None):
         if len(self.values) != 2:
             raise ValueError("2-D cells are of a pair of columns")
         valid = self._valid
+        taken = None
+        if sample:
+            size, share = sample
+            keep = valid & (np.random.default_rng(self.seed).random(self.row_count()) < share)
+            kept = np.column_stack([self.values[k][keep] for k in (0, 1)])
+            taken = thin(kept[np.all(np.isfinite(kept), axis=1)], size)
+        # rows with a NaN or an infinity, their other value NULL or not (as :meth:`stats` counts them)
+        non_finite = int(np.logical_or.reduce([~m & ~np.isfinite(v) for v, m in zip(self.values, self.nulls)]).sum())
         v1, v2 = self._scanned(0)[valid], self._scanned(1)[valid]
+        finite = np.isfinite(v1) & np.isfinite(v2)
+        v1, v2 = v1[finite], v2[finite]
         (c1, t1), (c2, t2) = _cells(v1, grid1), _cells(v2, grid2)
+        t1, t2 = np.clip(t1, 0.0, 1.0), np.clip(t2, 0.0, 1.0)
         shape = (len(grid1) - 1, len(grid2) - 1)
         flat = c1 * shape[1] + c2
         size = shape[0] * shape[1]
-        return tuple(np.bincount(flat, weights=w, minlength=size).astype(np.float64).reshape(shape)
-                     for w in (None, v1, v2, t1, t2, t1 * t2))
+        ends = []
+        for c, v, m in ((c1, v1, shape[0]), (c2, v2, shape[1])):
+            low, high = np.full(m, np.nan), np.full(m, np.nan)
+            if len(v):
+                np.fmin.at(low, c, v)
+                np.fmax.at(high, c, v)
+            ends += [low, high]
+        non_integral = (int(np.count_nonzero(v1 != np.trunc(v1))), int(np.count_nonzero(v2 != np.trunc(v2))))
+        raw = [self.values[k][valid][finite] for k in (0, 1)]
+        span = [(float(v.min()), float(v.max())) if len(v) else (None, None) for v in raw]
+        stats = TableStats(rows=len(valid), non_null=int(valid.sum()), lo=(span[0][0], span[1][0]),
+                           hi=(span[0][1], span[1][1]), non_finite=non_finite,
+                           integral=(non_integral[0] == 0, non_integral[1] == 0))
+        return Cells2D(*(np.bincount(flat, weights=w, minlength=size).astype(np.float64).reshape(shape)
+                         for w in (None, v1, v2, t1, t2, t1 * t2)),
+                       non_integral=non_integral, ends=tuple(ends), stats=stats, sample=taken)

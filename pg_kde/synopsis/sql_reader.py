@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 
 from .._errors import UserError
-from .reader import SAMPLE_SEED, TAIL_VALUES, Sample1D, Scan1D, TableStats, sample_share, thin
+from .reader import SAMPLE_SEED, TAIL_VALUES, Cells2D, Sample1D, Scan1D, TableStats, fine_quantum, sample_share, thin
 
 #: Relation kinds TABLESAMPLE can read (tables, partitioned tables, materialized views).
 _SAMPLEABLE = {"r", "p", "m"}
@@ -131,6 +131,38 @@ class SqlTableReader:
 
     def row_count(self) -> int:
         return int(self.plpy.execute(f"SELECT count(*) AS n FROM {self.relation}")[0]["n"])
+
+    def stats_and_sample(self, size: int) -> Tuple[TableStats, np.ndarray]:
+        """A pair's facts and sample in one parallel pass where the relation is a table, partitioned table or
+        materialized view the role may read ctid of: two ``_kde_sample`` aggregates of the rows with both
+        values non-NULL (the same rows: the same hash of ctid, table and seed; seen in the same order, so
+        their values pair up), with the row count; each axis's integrality is judged on the sample (the
+        scan checks it). Elsewhere :meth:`stats`, then :meth:`sample`."""
+        row_id = self._row_id() if self.kind in _SAMPLEABLE and len(self.columns) == 2 else None
+        if row_id is None:
+            stats = self.stats()
+            return stats, self.sample(size, stats.rows)
+        share = sample_share(size, self.row_estimate())
+        both = " AND ".join(f"({scan}) IS NOT NULL" for scan in self.scans)
+        aggs = ", ".join(f"{self.schema}._kde_sample(CASE WHEN {both} THEN {scan} END, {row_id}, {share!r}::float8, "
+                         f"{SAMPLE_SEED}) AS s{k}" for k, scan in enumerate(self.scans))
+        # (rows with a NaN or an infinity, their other value NULL or not, as :meth:`stats` counts them)
+        bad = " OR ".join(f"({e})::float8 IN ('NaN', 'Infinity', '-Infinity')" for e in self.exprs)
+        row = self.plpy.execute(f"SELECT count(*) AS n, count(*) FILTER (WHERE {bad}) AS bad, {aggs} "
+                                f"FROM {self.relation}")[0]
+        parts = [_sample_state(row[f"s{k}"]) for k in (0, 1)]
+        rows = int(row["n"])
+        if parts[0] is None:  # no row
+            return TableStats(rows=rows, non_null=0, lo=(None, None), hi=(None, None), non_finite=0,
+                              integral=(True, True)), np.empty((0, 2))
+        (n0, nf0, lo0, hi0, v0), (n1, nf1, lo1, hi1, v1) = parts
+        if int(row["bad"]) or len(v0) != len(v1):  # NaN or infinite values (an error): their rows and counts
+            stats = self.stats()
+            return stats, self.sample(size, stats.rows)
+        pairs = thin(np.column_stack([v0, v1]), size)
+        integral = tuple(bool(np.all(pairs[:, k] == np.trunc(pairs[:, k]))) for k in (0, 1))
+        return TableStats(rows=rows, non_null=n0, lo=(lo0, lo1), hi=(hi0, hi1), non_finite=0,
+                          integral=integral), pairs
 
     def sample(self, size: int, rows: int) -> np.ndarray:
         sample = _sample(self.plpy, self.relation, self.kind, list(self.exprs), rows, size)
@@ -248,7 +280,68 @@ class SqlTableReader:
             values = self.sample(sample[0], scan.non_null)[:, 0]
         return replace(scan, sample=values[np.isfinite(values)])
 
-    def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray):
+    def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray, sample: Optional[Tuple[int, float]] = None):
+        """One parallel pass of the aggregate ``_kde_cells2`` (run on the query's text: a prepared plan never
+        runs in parallel), or for grids of more than :data:`CELLS2_LIMIT` cells a GROUP BY. With ``sample``
+        (size, share), the same pass keeps the pairs of the rows ``_kde_sample``'s hash of ctid and table
+        keeps; a role that may not read ctid gets a Bernoulli sample instead (a second read)."""
+        m1, m2 = len(grid1), len(grid2)
+        cells = None
+        if (m1 - 1) * (m2 - 1) <= CELLS2_LIMIT:
+            quanta = [fine_quantum(float(g[0]), float(g[-1])) for g in (grid1, grid2)]
+            values = [f"{self.schema}._kde_value({scan})" + ("" if scale == 1.0 else f" * {scale!r}::float8")
+                      for scan, scale in zip(self.scans, self.scales)]
+            row_id = self._row_id() if sample else None
+            keep = f"{row_id}, {sample[1]!r}::float8, {SAMPLE_SEED}" if row_id else "NULL::tid, NULL::oid, NULL::float8, NULL::int8"
+            for _ in range(2):
+                state = self.plpy.execute(
+                    f"SELECT {self.schema}._kde_cells2({values[0]}, {values[1]}, {float8_array(grid1)}, "
+                    f"{float8_array(grid2)}, {quanta[0]!r}::float8, {quanta[1]!r}::float8, {keep}) AS s "
+                    f"FROM {self.relation}")[0]["s"]
+                cells = decode_cells2(state, m1, m2, self.scales)
+                if cells is not None:
+                    break
+                # values far beyond the grids (placed from a sample of blocks) whose quanta overflowed: the
+                # quanta of the range the scan saw, and a second read
+                lo1, hi1, lo2, hi2 = _HEADER2.unpack_from(bytes(state), _PAD)[12:16]
+                quanta = [fine_quantum(min(float(g[0]), lo), max(float(g[-1]), hi))
+                          for g, lo, hi in ((grid1, lo1, hi1), (grid2, lo2, hi2))]
+            if cells is not None and sample:
+                pairs = thin(cells.sample, sample[0]) if row_id else self.sample(sample[0], cells.stats.rows) / np.array(self.scales)
+                cells = cells._replace(sample=pairs)
+        return cells if cells is not None else self._grouped_cells_2d(grid1, grid2)
+
+    def distinct_values(self, k: int, limit: int) -> Optional[np.ndarray]:
+        both = " AND ".join(f"({scan}) IS NOT NULL" for scan in self.scans)
+        rows = self.plpy.execute(f"SELECT DISTINCT {self.schema}._kde_value({self.scans[k]}) AS v FROM {self.relation} "
+                                 f"WHERE {both} LIMIT {int(limit) + 1}")
+        values = np.sort(np.array([float(r["v"]) for r in rows], dtype=np.float64))
+        return values if len(values) <= limit else None
+
+    def plan_sample_2d(self, size: int) -> Tuple[TableStats, np.ndarray, bool]:
+        percent = self._block_percent(sample_blocks(self.plpy)) if len(self.columns) == 2 else None
+        if percent is not None:
+            both = " AND ".join(f"({scan}) IS NOT NULL" for scan in self.scans)
+            aggs = ", ".join(f"{self.schema}._kde_sample(CASE WHEN {both} THEN {scan} END, '(0,0)'::tid, 0::oid, "
+                             f"1::float8, {SAMPLE_SEED}) AS s{k}" for k, scan in enumerate(self.scans))
+            row = self.plpy.execute(f"SELECT count(*) AS n, {aggs} FROM {self.relation} "
+                                    f"TABLESAMPLE SYSTEM ({percent!r}) REPEATABLE ({SAMPLE_SEED})")[0]
+            parts = [_sample_state(row[f"s{k}"]) for k in (0, 1)]
+            if parts[0] is not None and len(parts[0][4]) == len(parts[1][4]):
+                pairs = np.column_stack([parts[0][4], parts[1][4]])
+                finite = np.all(np.isfinite(pairs), axis=1)
+                if finite.any():
+                    good = pairs[finite]
+                    scaled = lambda k: round(k * 100.0 / percent)  # noqa: E731
+                    stats = TableStats(rows=max(1, scaled(int(row["n"]))), non_null=scaled(parts[0][0]),
+                                       lo=tuple(good.min(axis=0).tolist()), hi=tuple(good.max(axis=0).tolist()),
+                                       non_finite=scaled(int((~finite).sum())),
+                                       integral=tuple(bool(np.all(good[:, k] == np.trunc(good[:, k]))) for k in (0, 1)))
+                    return stats, thin(good, size), False
+        return (*self.stats_and_sample(size), True)
+
+    def _grouped_cells_2d(self, grid1: np.ndarray, grid2: np.ndarray):
+        """:meth:`cells_2d` by a GROUP BY of SQL expressions (float8 sums, in the order of the scan)."""
         plpy, rel, exprs = self.plpy, self.relation, self.exprs
         x1, x2 = (_scaled(e, c) for e, c in zip(exprs, self.scales))
         both = f"{exprs[0]} IS NOT NULL AND {exprs[1]} IS NOT NULL"
@@ -275,7 +368,7 @@ class SqlTableReader:
             t1[i, j] += float(r["t1"])
             t2[i, j] += float(r["t2"])
             t12[i, j] += float(r["t12"])
-        return rows_in, sum1, sum2, t1, t2, t12
+        return Cells2D(rows_in, sum1, sum2, t1, t2, t12)
 
 
 #: Blocks of the repeatable block sample that estimates a large table's rows and places a 1-D grid (8 MB of
@@ -328,6 +421,19 @@ def decode_sample(rows: int, state: Optional[bytes], size: int) -> Sample1D:
                     non_finite=non_finite, lo=_unless_nan(lo), hi=_unless_nan(hi))
 
 
+def _sample_state(state: Optional[bytes]):
+    """(non-NULL values, non-finite values, min, max, the kept values in the order kept) of a
+    ``_kde_sample`` state; None for no row."""
+    if state is None:
+        return None
+    data = bytes(state)
+    magic, version, n, _, non_null, non_finite, lo, hi = _SAMPLE_HEADER.unpack_from(data, _PAD)
+    if (magic, version) != (_SAMPLE_MAGIC, 1):
+        raise ValueError("pg_kde: the sample returned a state of another version")
+    values = np.frombuffer(data, dtype=np.float64, count=n, offset=_PAD + _SAMPLE_HEADER.size)
+    return non_null, non_finite, _unless_nan(lo), _unless_nan(hi), values
+
+
 def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: float) -> Scan1D:
     """The :class:`~pg_kde.synopsis.reader.Scan1D` of ``_kde_cells``'s final value (None: no non-NULL
     values) over a grid of m points and k candidates, with ``rows`` the relation's rows."""
@@ -355,6 +461,56 @@ def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: flo
                   all_hi=_unless_nan(all_hi),
                   cell_rows=cell_rows.astype(np.float64), cell_quanta=quanta,
                   candidate_rows=candidate_rows.astype(np.float64), quantum=float(quantum_), low=low, high=high)
+
+
+#: The state of _kde_cells2 (extension/cells2.c): 4 bytes of padding, then its header (struct Cells2Header).
+_HEADER2 = struct.Struct("=IIii2d6q4dii")
+_MAGIC2, _VERSION2 = 0x3245444B, 1
+#: Cells a _kde_cells2 state holds at most (CELLS2_LIMIT in extension/cells2.c).
+CELLS2_LIMIT = 1 << 20
+#: The unit of its sums of offsets in a cell.
+_OFFSET_UNIT = 2.0**-60
+
+
+def decode_cells2(state: Optional[bytes], m1: int, m2: int, scales=(1.0, 1.0)) -> Optional[Cells2D]:
+    """The rows, sums of v1 and v2 and sums of t1, t2 and t1·t2 per cell, each of shape
+    (m1 − 1, m2 − 1), and each axis's values that are not whole numbers (:class:`Cells2D`), from
+    ``_kde_cells2``'s final value; None where some value's quanta did not fit an int64 (the caller scans
+    again with float8 sums). No row: zeros."""
+    shape = (m1 - 1, m2 - 1)
+    if state is None:  # an empty relation (the aggregate saw no row)
+        return Cells2D(*(np.zeros(shape) for _ in range(6)), non_integral=(0, 0),
+                       ends=tuple(np.full(m, np.nan) for m in (shape[0], shape[0], shape[1], shape[1])),
+                       stats=TableStats(rows=0, non_null=0, lo=(None, None), hi=(None, None), non_finite=0,
+                                        integral=(True, True)), sample=np.empty((0, 2)))
+    data = bytes(state)
+    (magic, version, m1_, m2_, q1, q2, rows_all, pairs, non_finite, ni1, ni2, overflow,
+     lo1, hi1, lo2, hi2, kept, _cap) = _HEADER2.unpack_from(data, _PAD)
+    if (magic, version, m1_, m2_) != (_MAGIC2, _VERSION2, m1, m2):
+        raise ValueError("pg_kde: the 2-D scan returned a state of another grid or version")
+    if overflow:
+        return None
+    cells = shape[0] * shape[1]
+    at = _PAD + _HEADER2.size + 8 * (m1 + m2)
+    ends = []
+    for m in (shape[0], shape[0], shape[1], shape[1]):
+        ends.append(np.frombuffer(data, dtype=np.float64, count=m, offset=at).copy())
+        at += 8 * m
+    stats = TableStats(rows=rows_all, non_null=pairs,
+                       lo=tuple(None if math.isnan(v) else v / s for v, s in ((lo1, scales[0]), (lo2, scales[1]))),
+                       hi=tuple(None if math.isnan(v) else v / s for v, s in ((hi1, scales[0]), (hi2, scales[1]))),
+                       non_finite=non_finite, integral=(ni1 == 0, ni2 == 0))
+    rows = np.frombuffer(data, dtype=np.int64, count=cells, offset=at).astype(np.float64)
+    at += 8 * cells
+    words = np.frombuffer(data, dtype=np.int64, count=10 * cells, offset=at).reshape(5, cells, 2)
+    # low word unsigned, high signed: the same float for the same integer, whatever the scan's order
+    sums = words[:, :, 1].astype(np.float64) * 2.0**64 + words[:, :, 0].view(np.uint64).astype(np.float64)
+    at += 80 * cells
+    # the row sample's pairs, in the columns' units
+    taken = np.frombuffer(data, dtype=np.float64, count=2 * kept, offset=at).reshape(kept, 2) / np.array(scales)
+    units = (q1, q2, _OFFSET_UNIT, _OFFSET_UNIT, _OFFSET_UNIT)
+    return Cells2D(rows.reshape(shape), *((sums[k] * units[k]).reshape(shape) for k in range(5)),
+                   non_integral=(int(ni1), int(ni2)), ends=tuple(ends), stats=stats, sample=taken)
 
 
 def _float(value):

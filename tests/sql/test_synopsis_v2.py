@@ -347,7 +347,7 @@ def scans_in_a_refresh(db, table, col, blocks):
         db.execute(sql.SQL("SET LOCAL pg_kde.sample_blocks = {}").format(sql.Literal(str(blocks))))
         # the backend's pending count holds earlier transactions' scans until it flushes its statistics
         before = db.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (table,)).fetchone()[0]
-        summary = refresh(db, table, col)
+        summary = refresh_pair(db, table, col) if isinstance(col, list) else refresh(db, table, col)
         scans = db.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (table,)).fetchone()[0] - before
     return summary, scans
 
@@ -385,6 +385,59 @@ def test_a_large_table_is_read_once(db, table):
     assert grid[0] <= inner.min() and inner.max() <= grid[-1]
     np.testing.assert_array_equal(counts, np.histogram(inner, bins=grid)[0])
     server_equals_reference(db, table, "amount", s, x, rng)
+
+
+def refresh_pair(db, table, cols):
+    return db.execute("SELECT kde_refresh(%s::regclass, %s::text[])", (table, cols)).fetchone()[0]
+
+
+def payload_2d(db, table, cols):
+    with db.cursor(row_factory=dict_row) as cur:
+        return cur.execute("SELECT * FROM kde_synopsis_2d WHERE relid = %s::regclass AND cols = %s",
+                           (table, cols)).fetchone()
+
+
+def test_a_large_table_s_pair_is_read_once(db, table):
+    """A pair of a table larger than twice pg_kde.sample_blocks: a sample of its blocks places the cells and one
+    sequential scan counts them and takes the row sample (0: two scans). The rows are stored sorted, a
+    value lies far beyond the sampled blocks, and a discretised column has a value only in a few late
+    blocks: the cells are exact (the outer lines at the table's min and max; the lattice planned again from
+    the scan's row sample, and the table read a second time), and refreshes repeat bit for bit."""
+    rng = np.random.default_rng(32)
+    n = 60000
+    # (continuous: a few sorted blocks' cents would hold few enough values to plan a lattice, which the
+    # scan then finds broken: planned again, a second read)
+    x = np.sort(rng.lognormal(3.0, 1.0, n))
+    x[-1] = 1e5
+    y = np.floor(0.5 * np.minimum(x, 1e3) + rng.normal(100.0, 15.0, n)).astype(np.int64)
+    k = rng.integers(0, 5, n).astype(np.float64)
+    k[n - 3000:n - 2950] = 7.0
+    load(db, table, {"amount": x, "qty": y, "k": k}, types={"qty": "integer"})
+    first, once = scans_in_a_refresh(db, table, ["amount", "qty"], 16)
+    s = payload_2d(db, table, ["amount", "qty"])
+    second, twice = scans_in_a_refresh(db, table, ["amount", "qty"], 0)
+    assert once == 1 and twice >= 2 and first["rows"] == second["rows"] == n, (once, twice)
+    scans_in_a_refresh(db, table, ["amount", "qty"], 16)
+    assert payload_2d(db, table, ["amount", "qty"]) == s  # repeatable
+    db.execute(sql.SQL("SET pg_kde.sample_blocks = 16"))
+    try:
+        refresh_pair(db, table, ["amount", "qty"])  # parallel plans where the server chooses them
+        assert payload_2d(db, table, ["amount", "qty"]) == s
+    finally:
+        db.execute("RESET pg_kde.sample_blocks")
+    g1, g2 = np.asarray(s["grid1"]), np.asarray(s["grid2"])
+    assert g1[0] == x.min() and g1[-1] == x.max() and g2[0] <= y.min() and y.max() <= g2[-1]
+    counts = np.diff(np.diff(np.asarray(s["sat_count"]).reshape(len(g1), len(g2)), axis=0), axis=1)
+    np.testing.assert_array_equal(counts, np.histogram2d(x, y, bins=[g1, g2])[0])
+    assert s["integer_valued"] == [False, True]
+    scans_in_a_refresh(db, table, ["amount", "k"], 8)  # (the lattice broken: planned again, read twice)
+    t = payload_2d(db, table, ["amount", "k"])
+    assert not t["lattice2"] or 7.0 in t["lattice2"]
+    for lo, hi in ((7.0, 7.0), (0.0, 4.0), (None, None)):
+        got = db.execute("SELECT approx_count(%s, 'amount', NULL::float8, NULL::float8, 'k', %s::float8, %s::float8)",
+                         (table, lo, hi)).fetchone()[0]
+        truth = np.count_nonzero((k >= (lo if lo is not None else -np.inf)) & (k <= (hi if hi is not None else np.inf)))
+        assert got == pytest.approx(truth, abs=1e-6), (lo, hi)
 
 
 @pytest.mark.parametrize("setting", ["many", "-1", "1.5", "99999999999", "1_000", "+8", "\u0668"])

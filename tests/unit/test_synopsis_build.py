@@ -14,7 +14,7 @@ from pg_kde.synopsis.catalog import HEADER_COLUMNS, split_row
 from pg_kde.synopsis.cells import ATOM_BYTES, BOUNDARY_BYTES, DEFAULT_BUDGET_1D, KDE_POINTS, ROW_BYTES_1D, cells_for_budget
 from pg_kde.synopsis import build as build_module
 from pg_kde.synopsis.query import range_1d
-from pg_kde.synopsis.reader import fine_quantum
+from pg_kde.synopsis.reader import SAMPLE_SEED, fine_quantum
 from pg_kde.synopsis import (
     CATALOG_TYPES,
     ArrayTableReader,
@@ -424,6 +424,52 @@ def test_correlated_pair(rng):
     assert built.catalog_types() == {**CATALOG_TYPES, "integer_valued": "bool[]", "grid_size": "int4[]"}
     assert list(built.summary("t", ("a", "b"))) == ["relation", "columns", "rows", "nulls", "method", "bandwidth",
                                                     "sample_size", "backend", "grid_size", "seconds"]
+
+
+def unsampled_rows(n, per_block, sampled, seed=SAMPLE_SEED, k=40):
+    """k consecutive rows in blocks the reader's block sample leaves out (its own choice, repeated)."""
+    count = -(-n // per_block)
+    chosen = set(np.random.default_rng(seed).choice(count, sampled, replace=False).tolist())
+    block = next(b for b in range(count // 2, count) if all(c not in chosen for c in range(b, b + -(-k // per_block) + 1)))
+    return np.arange(block * per_block, block * per_block + k)
+
+
+@pytest.mark.parametrize("case", ["sorted", "lattice_missed", "whole_numbers_broken", "constant_in_blocks", "sparse"])
+def test_a_sample_of_blocks_places_the_2d_cells(rng, case):
+    """A large table's pair is planned from a sample of its blocks and read once: the cells stay exact where
+    the rows are stored sorted (the grids' outer lines move to the table's min and max), where the blocks
+    missed a value of a discretised axis or the fraction of an axis of whole numbers (planned again from the
+    scan's row sample, and read a second time), where a column is constant in the blocks only, and where
+    most pairs are NULL."""
+    n, per_block, sampled = 100_000, 20, 1000
+    x1 = np.sort(np.round(rng.lognormal(3.0, 1.0, n), 2))
+    x2 = np.round(0.5 * x1 + rng.normal(0.0, 3.0, n), 1)
+    missed = unsampled_rows(n, per_block, sampled)
+    if case == "lattice_missed":
+        x2 = rng.integers(0, 6, n).astype(np.float64)
+        x2[missed] = 9.5
+    if case == "whole_numbers_broken":
+        x2 = np.floor(rng.normal(100.0, 15.0, n))
+        x2[missed] += 0.25
+    if case == "constant_in_blocks":
+        x2 = np.zeros(n)
+        x2[missed] = 1.0
+    if case == "sparse":
+        x2[rng.random(n) < 0.97] = np.nan
+    reader = ArrayTableReader((x1, x2), blocks=(per_block, sampled))
+    assert not reader.plan_sample_2d(2000)[2] or case == "sparse"
+    built = build_2d(reader, Requested("auto", 2000, None, "auto"), quiet_select)
+    check_2d(built, x1, x2)
+    both = ~np.isnan(x1) & ~np.isnan(x2)
+    for k, (x, grid) in enumerate(((x1[both], built.grid1), (x2[both], built.grid2))):
+        assert grid[0] <= x.min() and x.max() <= grid[-1]
+        lattice = (built.lattice1, built.lattice2)[k]
+        assert not lattice or set(np.unique(x)) <= set(lattice)  # every value on its axis's lattice
+        assert not built.integer_valued[k] or np.all(x == np.trunc(x))
+    if case == "sorted":  # moved outer lines: the table's min and max, not the blocks'
+        assert built.grid1[0] == x1.min() and built.grid1[-1] == x1.max()
+    whole, _ = build2(x1, x2, grid_size=None)
+    assert built.integer_valued == whole.integer_valued
 
 
 def test_integer_and_cents_axes(rng):
