@@ -270,13 +270,31 @@ state_new(FunctionCallInfo fcinfo, MemoryContext context)
 	return b;
 }
 
-static void
-widen(double *lo, double *hi, double v)
+void
+kde_widen(double *lo, double *hi, double v)
 {
 	if (isnan(*lo) || v < *lo)
 		*lo = v;
 	if (isnan(*hi) || v > *hi)
 		*hi = v;
+}
+
+int
+kde_cell_of(const double *grid, int m, double v)
+{
+	int			lo = 0,
+				hi = m;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (grid[mid] <= v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return Min(Max(lo - 1, 0), m - 2);
 }
 
 /* Count one value (float8 epoch seconds for time types). */
@@ -295,7 +313,7 @@ add_value(CellsState *s, double v)
 		s->h->non_finite++;
 		return;
 	}
-	widen(&s->h->all_lo, &s->h->all_hi, v);
+	kde_widen(&s->h->all_lo, &s->h->all_hi, v);
 	if (v != trunc(v))
 		s->h->non_integral++;
 	/* a candidate: binary search of the sorted candidates */
@@ -316,20 +334,9 @@ add_value(CellsState *s, double v)
 		return;
 	}
 	/* its cell: the number of grid points <= v, less one, clamped to the cells */
-	lo = 0;
-	hi = s->h->m;
-	while (lo < hi)
-	{
-		int			mid = (lo + hi) / 2;
-
-		if (s->grid[mid] <= v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	c = Min(Max(lo - 1, 0), s->h->m - 2);
+	c = kde_cell_of(s->grid, s->h->m, v);
 	s->rows[c]++;
-	widen(&s->h->lo, &s->h->hi, v);
+	kde_widen(&s->h->lo, &s->h->hi, v);
 	keep_extreme(s->low, &s->h->n_low, v, true);
 	keep_extreme(s->high, &s->h->n_high, v, false);
 	t = v / s->h->quantum;
@@ -604,9 +611,9 @@ kde_cells_combine(PG_FUNCTION_ARGS)
 	sa.h->non_integral += sb.h->non_integral;
 	sa.h->overflow += sb.h->overflow;
 	if (!isnan(sb.h->lo))
-		widen(&sa.h->lo, &sa.h->hi, sb.h->lo), widen(&sa.h->lo, &sa.h->hi, sb.h->hi);
+		kde_widen(&sa.h->lo, &sa.h->hi, sb.h->lo), kde_widen(&sa.h->lo, &sa.h->hi, sb.h->hi);
 	if (!isnan(sb.h->all_lo))
-		widen(&sa.h->all_lo, &sa.h->all_hi, sb.h->all_lo), widen(&sa.h->all_lo, &sa.h->all_hi, sb.h->all_hi);
+		kde_widen(&sa.h->all_lo, &sa.h->all_hi, sb.h->all_lo), kde_widen(&sa.h->all_lo, &sa.h->all_hi, sb.h->all_hi);
 	for (int c = 0; c < sa.h->m - 1; c++)
 	{
 		sa.rows[c] += sb.rows[c];

@@ -234,33 +234,11 @@ state_new(FunctionCallInfo fcinfo, MemoryContext context)
 static int
 cell_of(const double *grid, int m, double v, double *t)
 {
-	int			lo = 0,
-				hi = m;
-	int			c;
-	double		u;
+	int			c = kde_cell_of(grid, m, v);
+	double		u = (v - grid[c]) / (grid[c + 1] - grid[c]);
 
-	while (lo < hi)
-	{
-		int			mid = (lo + hi) / 2;
-
-		if (grid[mid] <= v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	c = Min(Max(lo - 1, 0), m - 2);
-	u = (v - grid[c]) / (grid[c + 1] - grid[c]);
 	*t = u > 0 ? (u < 1 ? u : 1.0) : 0.0;
 	return c;
-}
-
-static void
-widen(double *lo, double *hi, double v)
-{
-	if (isnan(*lo) || v < *lo)
-		*lo = v;
-	if (isnan(*hi) || v > *hi)
-		*hi = v;
 }
 
 Datum
@@ -302,16 +280,16 @@ kde_cells2_step(PG_FUNCTION_ARGS)
 	}
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		PG_RETURN_BYTEA_P(b);
-	widen(&s.h->lo1, &s.h->hi1, v1);
-	widen(&s.h->lo2, &s.h->hi2, v2);
+	kde_widen(&s.h->lo1, &s.h->hi1, v1);
+	kde_widen(&s.h->lo2, &s.h->hi2, v2);
 	if (v1 != trunc(v1))
 		s.h->non_integral1++;
 	if (v2 != trunc(v2))
 		s.h->non_integral2++;
 	i = cell_of(s.grid1, s.h->m1, v1, &t1);
 	j = cell_of(s.grid2, s.h->m2, v2, &t2);
-	widen(&s.min1[i], &s.max1[i], v1);
-	widen(&s.min2[j], &s.max2[j], v2);
+	kde_widen(&s.min1[i], &s.max1[i], v1);
+	kde_widen(&s.min2[j], &s.max2[j], v2);
 	c = (int64) i * (s.h->m2 - 1) + j;
 	s.rows[c]++;
 	if (!PG_ARGISNULL(7) && !PG_ARGISNULL(8) && !PG_ARGISNULL(9) && !PG_ARGISNULL(10) &&
@@ -374,15 +352,15 @@ kde_cells2_combine(PG_FUNCTION_ARGS)
 	sa.h->non_integral2 += sb.h->non_integral2;
 	sa.h->overflow += sb.h->overflow;
 	if (!isnan(sb.h->lo1))
-		widen(&sa.h->lo1, &sa.h->hi1, sb.h->lo1), widen(&sa.h->lo1, &sa.h->hi1, sb.h->hi1);
+		kde_widen(&sa.h->lo1, &sa.h->hi1, sb.h->lo1), kde_widen(&sa.h->lo1, &sa.h->hi1, sb.h->hi1);
 	if (!isnan(sb.h->lo2))
-		widen(&sa.h->lo2, &sa.h->hi2, sb.h->lo2), widen(&sa.h->lo2, &sa.h->hi2, sb.h->hi2);
+		kde_widen(&sa.h->lo2, &sa.h->hi2, sb.h->lo2), kde_widen(&sa.h->lo2, &sa.h->hi2, sb.h->hi2);
 	for (int i = 0; i < sa.h->m1 - 1; i++)
 		if (!isnan(sb.min1[i]))
-			widen(&sa.min1[i], &sa.max1[i], sb.min1[i]), widen(&sa.min1[i], &sa.max1[i], sb.max1[i]);
+			kde_widen(&sa.min1[i], &sa.max1[i], sb.min1[i]), kde_widen(&sa.min1[i], &sa.max1[i], sb.max1[i]);
 	for (int j = 0; j < sa.h->m2 - 1; j++)
 		if (!isnan(sb.min2[j]))
-			widen(&sa.min2[j], &sa.max2[j], sb.min2[j]), widen(&sa.min2[j], &sa.max2[j], sb.max2[j]);
+			kde_widen(&sa.min2[j], &sa.max2[j], sb.min2[j]), kde_widen(&sa.min2[j], &sa.max2[j], sb.max2[j]);
 	for (int64 c = 0; c < sa.cells; c++)
 		sa.rows[c] += sb.rows[c];
 	for (int64 i = 0; i < SUMS * sa.cells; i++)

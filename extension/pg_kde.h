@@ -30,6 +30,13 @@ extern double *kde_sorted_array(ArrayType *a, const char *what, int min_len, boo
 /* whether the refresh's row sample keeps a row (its ctid and table) at that share and seed (sample.c) */
 extern bool kde_keep_row(ItemPointer tid, Oid table, double share, int64 seed);
 
+/* the cell of v on a grid of m points: the points <= v, less one, clamped to 0 .. m - 2 (width_bucket's rule,
+ * values beyond the ends in the outer cells) */
+extern int	kde_cell_of(const double *grid, int m, double v);
+
+/* widen [*lo, *hi] (NaN: empty) to hold v */
+extern void kde_widen(double *lo, double *hi, double v);
+
 /* add x to the int128 kept as (low, high) int64 words at pair */
 extern void kde_add_quanta(int64 *pair, __int128 x);
 

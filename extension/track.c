@@ -23,6 +23,8 @@
 #include "utils/builtins.h"
 #include "utils/float.h"
 
+#include "pg_kde.h"
+
 #define LATTICE_TOLERANCE (8.0 * DBL_EPSILON)
 
 PG_FUNCTION_INFO_V1(kde_track_delta);
@@ -85,23 +87,6 @@ find(const double *sorted, int n, double v)
 	return lo < n && sorted[lo] == v ? lo : -1;
 }
 
-static int
-cell_of(const double *grid, int m, double v)
-{
-	int			lo = 0,
-				hi = m;
-
-	while (lo < hi)
-	{
-		int			mid = (lo + hi) / 2;
-
-		if (grid[mid] <= v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return Min(Max(lo - 1, 0), m - 2);
-}
 
 Datum
 kde_track_delta(PG_FUNCTION_ARGS)
@@ -234,7 +219,7 @@ kde_track_delta(PG_FUNCTION_ARGS)
 			}
 			else if (m >= 2)
 			{
-				int			c = cell_of(grid, m, v[i]);
+				int			c = kde_cell_of(grid, m, v[i]);
 
 				dn_cell[c] += sign;
 				ds_cell[c] += sign * v[i];
