@@ -74,3 +74,36 @@ def test_a_distributed_table_is_scanned_on_its_shards(citus):
                              (table,)).fetchone()[0] == first
     finally:
         citus.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_a_distributed_table_s_pair_is_scanned_on_its_shards(citus):
+    """A pair of a distributed table: _kde_cells2 runs on every shard (worker_partial_agg), the cells and the
+    total are exact, and a second refresh repeats the synopsis bit for bit."""
+    table = f"kde_citus_{uuid.uuid4().hex[:8]}"
+    citus.execute(f"CREATE TABLE {table} (id bigint, amount numeric(12,2), qty integer)")
+    try:
+        citus.execute(f"SELECT create_distributed_table('{table}', 'id')")
+        citus.execute("SELECT setseed(0.3)")
+        citus.execute(f"INSERT INTO {table} SELECT g, round((20 + 10 * random() + g % 7)::numeric, 2), g % 50 "
+                      f"FROM generate_series(1, 100000) g")
+        plan = "\n".join(r[0] for r in citus.execute(
+            f"EXPLAIN VERBOSE SELECT _kde_cells2(_kde_value(amount), _kde_value(qty::float8), '{{0,100}}'::float8[], "
+            f"'{{0,100}}'::float8[], 1::float8, 1::float8, NULL::tid, NULL::oid, NULL::float8, NULL::int8) FROM {table}"))
+        assert "worker_partial_agg" in plan and "_kde_cells2" in plan  # each shard runs the scan
+        summary = citus.execute(f"SELECT kde_refresh('{table}', ARRAY['amount', 'qty'])").fetchone()[0]
+        assert summary["rows"] == 100000
+        md5 = f"SELECT md5(p::text) FROM kde_synopsis_2d p WHERE relid = '{table}'::regclass"
+        first = citus.execute(md5).fetchone()[0]
+        with citus.cursor(row_factory=dict_row) as cur:
+            row = cur.execute("SELECT * FROM kde_synopsis_2d WHERE relid = %s::regclass", (table,)).fetchone()
+        data = np.array(citus.execute(f"SELECT amount::float8, qty::float8 FROM {table}").fetchall(), dtype=float)
+        g1, g2 = np.asarray(row["grid1"]), np.asarray(row["grid2"])
+        counts = np.diff(np.diff(np.asarray(row["sat_count"]).reshape(len(g1), len(g2)), axis=0), axis=1)
+        np.testing.assert_array_equal(counts, np.histogram2d(data[:, 0], data[:, 1], bins=[g1, g2])[0])
+        total = citus.execute(f"SELECT approx_count('{table}', 'amount', NULL::float8, NULL::float8, 'qty', "
+                              "NULL::float8, NULL::float8)").fetchone()[0]
+        assert total == 100000
+        citus.execute(f"SELECT kde_refresh('{table}', ARRAY['amount', 'qty'])")
+        assert citus.execute(md5).fetchone()[0] == first
+    finally:
+        citus.execute(f"DROP TABLE IF EXISTS {table}")
