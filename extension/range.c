@@ -326,6 +326,9 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			t1 = fmin(t1, INSIDE_HIGH);
 		if (c == ka && A > g0)
 			t0 = fmax(t0, INSIDE_LOW);
+		/* A <= B: the rounding or the nudges that put t1 below t0 (a narrow range near an end of a cell 1e300
+		 * wide) must not drop the cell */
+		t1 = t1 > t0 ? t1 : t0;
 		n = counts.v[c + 1] - counts.v[c];
 		/* (On a lattice no row sits on a boundary; a continuous column's rows may sit on B.) */
 		if (n <= 0 || t1 < t0 || (t1 == t0 && step > 0))
@@ -431,7 +434,7 @@ kde_range(PG_FUNCTION_ARGS)
 						errhint("Pass NULL or an infinite bound for an open end.")));
 	row = PG_GETARG_HEAPTUPLEHEADER(0);
 	order = PG_GETARG_INT32(3);
-	if (a <= b)
+	if (a <= b && a != INFINITY && b != -INFINITY)	/* (no finite value lies at or beyond an infinite bound) */
 	{
 		atoms = vector(row, "atom_values", false);
 		if (atoms.n > 0)

@@ -163,7 +163,8 @@ kde_track_delta(PG_FUNCTION_ARGS)
 			continue;
 		if (!isfinite(v))
 			problem = "NaN or infinite values written";
-		else if (step > 0 && !(fabs(v / step - rint(v / step)) <= LATTICE_TOLERANCE * Max(fabs(v / step), 1.0)))
+		else if (step > 0 && (!(fabs(v / step - rint(v / step)) <= LATTICE_TOLERANCE * Max(fabs(v / step), 1.0)) ||
+							  (rint(v / step) == 0 && v != 0)))	/* near 0 only 0 is on the lattice */
 			problem = psprintf("values off the lattice (step %g) written", step);
 		else if (find(atoms, k, v) < 0)
 		{

@@ -98,7 +98,7 @@ def _psi_estimate(be, data: _Standardised, g: float, r: int, dt, interrupt: Inte
 def _checked_bandwidth(h: float, sigma: float, method: str) -> float:
     """h, or a clear error where h or H = h² leaves float64's range (σ̂ of values near 1e300 times a large
     factor; values spread over 1e-300)."""
-    if not (math.isfinite(h * h) and h * h > 0):
+    if not (math.isfinite(h * h) and h * h >= np.finfo(np.float64).tiny):  # (a subnormal H has lost its digits)
         raise ValueError(
             f"{method}'s bandwidth is {h:.3g} (σ̂ = {sigma:.3g}): H = h² leaves float64's range; rescale the data "
             "(bandwidths are scale-equivariant), or use scale='minim', which far outliers do not inflate"

@@ -85,16 +85,19 @@ def on_lattice(values: np.ndarray, step: float) -> np.ndarray:
     """Which values are whole multiples of ``step`` (as :func:`lattice_step` judges)."""
     r = np.asarray(values, dtype=np.float64) / step
     # v / q carries a relative rounding error of a few ulps: allow that, never a fraction of a step. Near 0
-    # that allowance is absolute: only 0 itself is the multiple 0 (1e-300 is not 0 steps of 1).
+    # that allowance is absolute: only 0 itself is the multiple 0 (1e-300 is not 0 steps of 1, nor 1e-320,
+    # whose quotient underflows to 0, 0 steps of 1e9).
     k = np.round(r)
-    return (np.abs(r - k) <= LATTICE_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(r), 1.0)) & ((k != 0) | (r == 0))
+    v = np.asarray(values, dtype=np.float64)
+    return (np.abs(r - k) <= LATTICE_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(r), 1.0)) & ((k != 0) | (v == 0))
 
 
 def lattice_sums(steps, step: float) -> np.ndarray:
     """Sums of values from sums of whole steps (exact integers): k·q for steps of 1 and more, k / (1/q)
     below, as :func:`pg_kde.synopsis.query.lattice_value` reads a value."""
     k = np.asarray([float(x) for x in steps], dtype=np.float64)
-    return k * step if step >= 1 else k / round(1 / step)
+    # (a step below 2^-53 is a continuous column's power-of-two quantum: k·q is exact, 1/q may not be finite)
+    return k * step if step >= 1 or step < 2.0**-53 else k / round(1 / step)
 
 
 def cells_for_budget(budget: int, atoms: int) -> int:

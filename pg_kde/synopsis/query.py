@@ -50,20 +50,29 @@ def lattice_value(k: float, step: float) -> float:
     return k * step if step >= 1 else k / round(1 / step)
 
 
+def _ceil(x: float) -> float:
+    """C's ceil: an infinity (a bound near 1e308 over a small step) stays one."""
+    return float(math.ceil(x)) if math.isfinite(x) else x
+
+
+def _floor(x: float) -> float:
+    return float(math.floor(x)) if math.isfinite(x) else x
+
+
 def snap(a: float, b: float, step: float):
     """[a, b] moved out to half-steps around the lattice values it includes: (A, B), or None when it
     includes none. Float arithmetic throughout, as _kde_snap in SQL."""
     lo, hi = -math.inf, math.inf
     ka = kb = None
     if math.isfinite(a):
-        ka = float(math.ceil(a / step))
+        ka = _ceil(a / step)
         if lattice_value(ka - 1, step) >= a:
             ka -= 1
         elif lattice_value(ka, step) < a:
             ka += 1
         lo = (ka - 0.5) * step
     if math.isfinite(b):
-        kb = float(math.floor(b / step))
+        kb = _floor(b / step)
         if lattice_value(kb + 1, step) <= b:
             kb += 1
         elif lattice_value(kb, step) > b:
@@ -109,6 +118,9 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
             t1 = min(t1, INSIDE_HIGH)
         if c == ka and A > g0:
             t0 = max(t0, INSIDE_LOW)
+        # A ≤ B: the rounding or the nudges that put t1 below t0 (a narrow range near an end of a cell 1e300
+        # wide) must not drop the cell
+        t1 = max(t1, t0)
         n = counts[c + 1] - counts[c]
         if n <= 0 or t1 < t0 or (t1 == t0 and not continuous):
             continue  # (on a lattice no row sits on a boundary; a continuous column's rows may sit on B)
@@ -170,7 +182,7 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     cell_cum_count, cell_cum_sum, density, shape_var; period and profile, when not 0 and empty)."""
     a = -math.inf if lo is None else float(lo)
     b = math.inf if hi is None else float(hi)
-    if a > b:
+    if a > b or a == math.inf or b == -math.inf:  # (no finite value lies at or beyond an infinite bound)
         return Range()
     atoms = s["atom_cum_count"] if order == 0 else s["atom_cum_sum"]
     exact = _atoms_upto(s["atom_values"], atoms, b, True) - _atoms_upto(s["atom_values"], atoms, a, False)

@@ -127,6 +127,36 @@ def test_far_and_tiny_values_answer_as_the_reference(db, table):
         server_equals_reference(db, table, col, s, xs, rng, bounds=[(lo, hi) for lo, hi in bounds])
 
 
+def test_the_red_team_s_bounds_and_columns(db, table):
+    """Found attacking 0.8.0 (the server and the reference alike): an infinite bound of the wrong sign on a
+    lattice column read as an open end (every row for (-inf, -inf)); a point near the end of a cell 1e300 wide
+    whose nudged offsets crossed, dropping the cell from the hard bounds; values near 1e-320, whose quotient by
+    1e9 underflows to 0, read as a lattice of step 1e9; a column of values near 1e-300 failing its refresh;
+    and the reference raising OverflowError on a bound near 1e308 over a step of 0.01."""
+    rng = np.random.default_rng(24)
+    n = 5000
+    cols = {
+        "ints": np.arange(1, n + 1),
+        "cents": np.round(rng.lognormal(3.0, 1.0, n), 2),
+        "three": np.concatenate([np.full(n - 2, 1.0), [2.0, 1e300]]),
+        "sub": np.concatenate([rng.integers(1, 20, n - 500) * 1e9, rng.integers(1, 9, 500) * 1e-320]),
+        "tiny": (1 + rng.random(n) * 8) * 1e-300,
+    }
+    load(db, table, cols, types={"ints": "integer", "cents": "numeric(12,2)"})
+    for col, x in cols.items():
+        refresh(db, table, col)
+        s = payload(db, table, col)
+        assert col not in ("sub", "tiny") or s["step"] == 0
+        xs = np.sort(x)
+        inf = float("inf")
+        bounds = [(-inf, -inf), (inf, inf), (inf, None), (None, -inf), (-inf, inf), (None, None),
+                  (None, 1e308), (-1e308, None), (1.7976931348623157e308, None), (2.0, 2.0), (-1.0, 0.0),
+                  (0.0, 1e-319)] + [(float(v), float(v)) for v in rng.choice(xs, 20)]
+        server_equals_reference(db, table, col, s, xs, rng, bounds=bounds)
+    got = db.execute("SELECT approx_count(%s, 'ints', '-Infinity'::float8, '-Infinity'::float8)", (table,)).fetchone()
+    assert got[0] == 0
+
+
 def test_a_nan_bound_is_an_error(db, table):
     load(db, table, {"v": np.arange(100.0)})
     refresh(db, table, "v")

@@ -57,6 +57,7 @@ def test_plugin_accepts_values_spanning_float8():
 
 @pytest.mark.parametrize("values", [
     lambda rng: rng.random(3000) * 1e-300,  # h² underflows
+    lambda rng: rng.standard_normal(3000) * 1e-161,  # h² subnormal: two digits left
     lambda rng: rng.random(3000) * 1e307 + 1e308,  # h² overflows
 ])
 def test_plugin_says_when_the_bandwidth_leaves_float8(values):
