@@ -28,6 +28,7 @@ from .cells import (
     binned_kde_at,
     boundary_above,
     boundary_below,
+    bulk_span,
     cells_for_budget,
     cut_far_gaps,
     cut_outer_cells,
@@ -36,6 +37,7 @@ from .cells import (
     lattice_grid,
     lattice_step,
     lattice_sums,
+    quanta_of,
     make_profile,
     on_lattice,
     order_statistics,
@@ -209,7 +211,9 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
         points = _hinted_grid(grid_hint, source, lo, hi, step, cells, place)
     else:
         points = place(source, lo, hi, cells)
-    quantum = quantum or (step if step > 0 else fine_quantum(lo, hi))
+    # (a continuous column's quantum from its bulk: far values' sums then overflow it, and the build completes
+    # them from the scan's extreme values instead of summing every row in quanta of 1e300)
+    quantum = quantum or (step if step > 0 else fine_quantum(*bulk_span(source, lo, hi)))
     # No boundary between 0 and float8's smallest normal number: scanned at a power-of-two scale (values near
     # the ends of float8), such a point would not map back to the column's units exactly, and rows would
     # change cells on the way.
@@ -288,7 +292,25 @@ def _fold(points: np.ndarray, rows: np.ndarray, quanta: list, values: np.ndarray
     cells = np.clip(np.searchsorted(points, values, side="right") - 1, 0, len(points) - 2)
     for c, v, k in zip(cells, values, counts):
         rows[c] += k
-        quanta[c] += int(k) * int(np.rint(v / quantum))
+        quanta[c] += int(k) * quanta_of(v, quantum)
+
+
+def _overflowed_quanta(scan, points: np.ndarray, quantum: float) -> Optional[dict]:
+    """The quanta of the cell values the scan left out of its sums (past 2^63 quanta: a bigint's largest
+    value among small integers, 1e300 among cents), per cell, where its extreme values hold every one of
+    them (the negative ones among its smallest, the positive among its largest); None where they do not.
+    Python's integers sum them exactly, so the column keeps its quantum and its ordinary sums."""
+    limit = 2.0**63
+    low, high = np.asarray(scan.low, dtype=np.float64), np.asarray(scan.high, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        found = np.concatenate([low[(low < 0) & (np.abs(np.rint(low / quantum)) >= limit)],
+                                high[(high > 0) & (np.abs(np.rint(high / quantum)) >= limit)]])
+    if len(found) != scan.overflow:
+        return None
+    extra: dict = {}
+    for c, v in zip(np.clip(np.searchsorted(points, found, side="right") - 1, 0, len(points) - 2), found):
+        extra[int(c)] = extra.get(int(c), 0) + quanta_of(v, quantum)
+    return extra
 
 
 def build_1d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
@@ -357,11 +379,14 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         if true_scale != scale:  # a value far beyond the sample's range
             scale = true_scale
             continue
-        if plan.step > 0 and (scan.off_lattice or scan.overflow or not np.all(
+        # values past 2^63 quanta, left out of the scan's sums: completed from its extreme values where they
+        # hold them all
+        extra = _overflowed_quanta(scan, plan.points, plan.quantum) if scan.overflow else {}
+        if plan.step > 0 and (scan.off_lattice or extra is None or not np.all(
                 on_lattice(plan.candidates[scan.candidate_rows > 0], plan.step))):
             continuous = True  # the sample showed a lattice the table does not keep: a continuous column
             continue
-        if scan.overflow:  # values past 2^63 quanta: the quantum of the scanned range
+        if extra is None:  # the quantum of the scanned range
             quantum = fine_quantum(scan.all_lo, scan.all_hi)
             continue
         if replan:
@@ -373,6 +398,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     n_all, n = scan.rows, scan.non_null
     step, points, candidates = plan.step, plan.points, plan.candidates
     rows_in, quanta = scan.cell_rows.copy(), list(scan.cell_quanta)
+    for c, q in extra.items():
+        quanta[c] += q
     found = scan.candidate_rows > 0
     lo, hi = scan.lo, scan.hi
     if plan.few:  # every sampled value exactly; the cells (none when the sample saw every value) the rest

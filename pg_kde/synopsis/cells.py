@@ -26,6 +26,7 @@ docs/math.md §7 gives the formulas; sql/src/30_query_1d.sql evaluates them at q
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Optional, Tuple
 
 import numpy as np
@@ -92,9 +93,28 @@ def on_lattice(values: np.ndarray, step: float) -> np.ndarray:
     return (np.abs(r - k) <= LATTICE_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(r), 1.0)) & ((k != 0) | (v == 0))
 
 
+def quanta_of(v: float, quantum: float) -> int:
+    """rint(v / quantum) as an exact integer, as the scan sums it (past 2^53 exactly: v / quantum may pass
+    float8's range for a value near 1e300 in small quanta)."""
+    r = float(np.rint(v / quantum)) if abs(v) < 2.0**53 * quantum else math.inf
+    return int(r) if math.isfinite(r) else round(Fraction(float(v)) / Fraction(float(quantum)))
+
+
+def _exact_product(k: int, step: float) -> float:
+    """k·step for an integer k past float8's range (a sum of values near 1e300 in small quanta), rounded
+    once; ±inf where the product itself is past it."""
+    try:
+        return float(Fraction(k) * Fraction(step))
+    except OverflowError:
+        return math.inf if k > 0 else -math.inf
+
+
 def lattice_sums(steps, step: float) -> np.ndarray:
     """Sums of values from sums of whole steps (exact integers): k·q for steps of 1 and more, k / (1/q)
     below, as :func:`pg_kde.synopsis.query.lattice_value` reads a value."""
+    steps = list(steps)
+    if any(abs(x) >= 2**1000 for x in steps):
+        return np.asarray([_exact_product(int(x), step) for x in steps], dtype=np.float64)
     k = np.asarray([float(x) for x in steps], dtype=np.float64)
     # (a step below 2^-53 is a continuous column's power-of-two quantum: k·q is exact, 1/q may not be finite)
     return k * step if step >= 1 or step < 2.0**-53 else k / round(1 / step)
@@ -137,6 +157,24 @@ def levels(cells: int) -> np.ndarray:
 #: range they would all fall in it, empty. Far past any tail of real data (a Pareto tail of index 1 over
 #: 10⁷ rows reaches 10⁷ IQRs); :func:`cut_far_gaps` cuts around such gaps exactly after the scan.
 FAR_SPREAD = 2.0**40
+
+
+def bulk_span(sample: np.ndarray, lo: float, hi: float) -> Tuple[float, float]:
+    """[lo, hi] less what lies beyond a gap of more than :data:`FAR_SPREAD` interquartile ranges from the
+    sample's median (a sentinel such as 1e300): the span whose magnitude sets a continuous column's quantum."""
+    if len(sample) < 4:
+        return lo, hi
+    q25, med, q75 = (float(q) for q in np.quantile(sample, [0.25, 0.5, 0.75]))
+    if not q75 > q25:
+        return lo, hi
+    reach = FAR_SPREAD * (q75 / 2 - q25 / 2) * 2
+    with np.errstate(over="ignore"):
+        near = sample[np.abs(sample / 2 - med / 2) * 2 <= reach]
+        far_lo, far_hi = (abs(v / 2 - med / 2) * 2 > reach for v in (lo, hi))
+    if not len(near):
+        return lo, hi
+    # each end as given unless it lies past such a gap (a far value among the cells, or a heavy one beyond)
+    return (float(near.min()) if far_lo else lo), (float(near.max()) if far_hi else hi)
 
 
 def even_points(sample: np.ndarray, lo: float, hi: float, count: int) -> np.ndarray:
@@ -268,14 +306,14 @@ def cut_outer_cells(points: np.ndarray, rows: np.ndarray, quanta: list, low: Tup
         return points, rows, quanta
     for bounds, c in sorted(pieces, key=lambda p: -p[1]):  # the upper end first: the lower's index stays
         known, weights = high if c else low
-        q = np.rint(known / quantum)
+        q = np.array([quanta_of(v, quantum) for v in known], dtype=object)
         # the new cells' indices (the last closed: it ends at the max) of the values in the replaced cell
         at = np.clip(np.searchsorted(bounds, known, side="right") - 1, 0, len(bounds) - 2)
         inside = (known >= points[c]) if c else (known < points[1])
         counts = np.bincount(at[inside], weights=weights[inside], minlength=len(bounds) - 1)
         sums = [0] * (len(bounds) - 1)
         for k, w, v in zip(at[inside], weights[inside], q[inside]):
-            sums[k] += int(w) * int(v)
+            sums[k] += int(w) * v
         rest = 0 if c else len(bounds) - 2  # the piece that keeps the rows not known one by one
         counts[rest] = rows[c] - (counts.sum() - counts[rest])
         sums[rest] = quanta[c] - (sum(sums) - sums[rest])
@@ -398,8 +436,8 @@ def _split_known(points: np.ndarray, rows: np.ndarray, quanta: list, cuts: list,
         at = np.clip(np.searchsorted(bounds, values[inside], side="right") - 1, 0, len(bounds) - 2)
         part_rows = np.bincount(at, weights=weights[inside], minlength=len(bounds) - 1)
         part_sums = [0] * (len(bounds) - 1)
-        for k, wt, q in zip(at, weights[inside], np.rint(values[inside] / quantum)):
-            part_sums[k] += int(wt) * int(q)
+        for k, wt, v in zip(at, weights[inside], values[inside]):
+            part_sums[k] += int(wt) * quanta_of(v, quantum)
         rest = len(bounds) - 2 if side == 0 else 0
         part_rows[rest] = rows[c] - (part_rows.sum() - part_rows[rest])
         part_sums[rest] = quanta[c] - (sum(part_sums) - part_sums[rest])

@@ -347,9 +347,10 @@ class ArrayTableReader:
         rest = finite[~heavy]
         c, _ = _cells(rest, np.asarray(points, dtype=np.float64))
         m = len(points) - 1
-        t = rest / quantum
-        r = np.rint(t)
-        off = (np.abs(t - r) > LATTICE_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(t), 1.0)) | ((r == 0) & (rest != 0))
+        with np.errstate(over="ignore", invalid="ignore"):  # a far value past float8 in quanta: overflow, as in C
+            t = rest / quantum
+            r = np.rint(t)
+            off = (np.abs(t - r) > LATTICE_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(t), 1.0)) | ((r == 0) & (rest != 0))
         fits = np.abs(r) < 2.0**63
         q = r[fits].astype(np.int64)
         high, low = np.zeros(m, dtype=np.int64), np.zeros(m, dtype=np.int64)  # q = high·2^32 + low, each summed exactly

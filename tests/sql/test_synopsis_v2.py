@@ -157,6 +157,27 @@ def test_the_red_team_s_bounds_and_columns(db, table):
     assert got[0] == 0
 
 
+def test_far_values_leave_the_ordinary_sums_exact(db, table):
+    """A bigint's largest value among small integers, or 1e300 among gamma values: the cells' sums were kept in
+    quanta of the whole range (2048, or 1e281), so every ordinary cell summed to 0 (approx_sum_ci (0, 0, 0)
+    for 9,990,000). The far values' quanta are now completed from the scan's extreme values."""
+    rng = np.random.default_rng(25)
+    big = np.concatenate([np.arange(20000) % 1000, np.full(30, 9223372036854775807)]).astype(np.int64)
+    sentinel = np.concatenate([rng.gamma(1.0, 3.0, 19000), np.full(100, 1e300), [1e300 * 1.5]])
+    load(db, table, {"big": big, "g": np.concatenate([sentinel, np.full(len(big) - len(sentinel), np.nan)])},
+         types={"big": "bigint"})
+    for col, x, lo, hi in (("big", big.astype(np.float64), 0.0, 1000.0), ("g", sentinel, 0.0, 100.0)):
+        refresh(db, table, col)
+        exact = float(x[(x >= lo) & (x <= hi)].sum())
+        est, low, high = db.execute(f"SELECT * FROM approx_sum_ci(%s, '{col}', %s, %s)", (table, lo, hi)).fetchone()
+        slack = 1e-12 * abs(exact)  # (float8 sums in another order)
+        assert low - slack <= exact <= high + slack and est == pytest.approx(exact, rel=1e-3), (col, est, low, high, exact)
+        avg = db.execute(f"SELECT approx_avg(%s, '{col}', %s, %s)", (table, lo, hi)).fetchone()[0]
+        assert avg == pytest.approx(exact / np.count_nonzero((x >= lo) & (x <= hi)), rel=1e-3)
+        s = payload(db, table, col)
+        server_equals_reference(db, table, col, s, np.sort(x), rng, bounds=[(lo, hi), (None, None), (lo, 50.0)])
+
+
 def test_a_nan_bound_is_an_error(db, table):
     load(db, table, {"v": np.arange(100.0)})
     refresh(db, table, "v")
