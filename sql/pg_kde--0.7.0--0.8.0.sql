@@ -2,8 +2,9 @@
 -- float8 arithmetic as IEEE 754 has it: sums of values near 1e300 and near 1e-300 no longer fail with "value
 -- out of range", and a NaN bound is an error; _kde_cut and _kde_atoms_upto, which only _kde_range called, go.
 -- A 2-D refresh scans its table with the aggregate _kde_cells2 (extension/cells2.c), reading each column
--- through _kde_value. Every function that names the version is replaced. The catalog is unchanged:
--- synopses built by 0.7.0 answer as before.
+-- through _kde_value; a box's bound is on a grid line only within two ulps of it (_kde_grid_pos). Every
+-- function that names the version is replaced. The catalog is unchanged: synopses built by 0.7.0 answer as
+-- before.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.8.0'" to load this file. \quit
 
 -- A value of any type the scans take as they read it: _kde_float8's float8 of a numeric, a float8 itself, a
@@ -64,6 +65,35 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT ARRAY(SELECT jsonb_array_elements_text(@extschema@._kde_raise_if_error(
         @extschema@._kde_bandwidth(tbl::oid, cols, method, backend, sample_size, '0.8.0')) -> 'bandwidth')::float8)
+$$;
+-- Fractional grid-index coordinate of x on a grid (0 at grid[1], cardinality - 1 at the last point).
+CREATE OR REPLACE FUNCTION _kde_grid_pos(grid float8[], x float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m integer := cardinality(grid);
+    k integer;
+    p float8;
+BEGIN
+    IF x <= grid[1] THEN
+        RETURN 0;
+    ELSIF x >= grid[m] THEN
+        RETURN m - 1;
+    END IF;
+    k := width_bucket(x, grid);
+    -- A bound within two ulps of a grid point is on it (a lattice's midpoint rounds as (a + b) / 2 or
+    -- a / 2 + b / 2); not one within 1e-9 of a cell's width, which in a cell 1e12 wide is 1000 values away.
+    -- (halves: no difference of values near the ends of float8 overflows; 1e-290: no product underflows)
+    IF x = grid[k] OR (abs(grid[k]) > 1e-290 AND abs(x / 2 - grid[k] / 2) <= 2.25e-16 * abs(grid[k])) THEN
+        RETURN k - 1;
+    ELSIF abs(grid[k + 1]) > 1e-290 AND abs(grid[k + 1] / 2 - x / 2) <= 2.25e-16 * abs(grid[k + 1]) THEN
+        RETURN k;
+    END IF;
+    -- Halves first: differences of values near the ends of float8 would overflow.
+    p := (k - 1) + (x / 2 - grid[k] / 2) / (grid[k + 1] / 2 - grid[k] / 2);
+    RETURN p;
+END
 $$;
 -- Count (moment 0) or sum (moment 1) of the rows with lo <= x <= hi, NULL bounds open (a NaN bound is an
 -- error), with the variance and hard bounds of the estimate; extension/range.c, as

@@ -56,9 +56,17 @@ BEGIN
         RETURN m - 1;
     END IF;
     k := width_bucket(x, grid);
+    -- A bound within two ulps of a grid point is on it (a lattice's midpoint rounds as (a + b) / 2 or
+    -- a / 2 + b / 2); not one within 1e-9 of a cell's width, which in a cell 1e12 wide is 1000 values away.
+    -- (halves: no difference of values near the ends of float8 overflows; 1e-290: no product underflows)
+    IF x = grid[k] OR (abs(grid[k]) > 1e-290 AND abs(x / 2 - grid[k] / 2) <= 2.25e-16 * abs(grid[k])) THEN
+        RETURN k - 1;
+    ELSIF abs(grid[k + 1]) > 1e-290 AND abs(grid[k + 1] / 2 - x / 2) <= 2.25e-16 * abs(grid[k + 1]) THEN
+        RETURN k;
+    END IF;
     -- Halves first: differences of values near the ends of float8 would overflow.
     p := (k - 1) + (x / 2 - grid[k] / 2) / (grid[k + 1] / 2 - grid[k] / 2);
-    RETURN CASE WHEN abs(p - round(p)) < 1e-9 THEN round(p) ELSE p END;
+    RETURN p;
 END
 $$;
 COMMENT ON FUNCTION _kde_grid_pos(float8[], float8) IS 'pg_kde internal: position on a grid';

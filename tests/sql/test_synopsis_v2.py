@@ -554,3 +554,19 @@ def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
         ref = range_1d(WIDE_CELL, lo, hi, 0)
         assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9, abs=1e-9), (lo, hi)
         assert lo is not None or hi == 0.006 or got[2:] == (0, 57)
+
+
+def test_a_box_bound_is_on_a_grid_line_only_within_two_ulps(db):
+    """_kde_grid_pos put a bound within 1e-9 of a cell's width onto its line: in the outer cell of an integer
+    axis whose far value is 1e12 ([99.5, 1e12 + 0.5]), the bound 999999999999.5 took the whole cell, and a box
+    ending below 1e12 counted its 1,000 rows at 1e12 (60,000 for 59,000). A lattice's midpoint one ulp off
+    a grid point (a / 2 + b / 2 against (a + b) / 2) is still on it."""
+    grid = [0.0, 99.5, 1e12 + 0.5]
+    pos = lambda x: db.execute("SELECT _kde_grid_pos(%s::float8[], %s::float8)", (grid, x)).fetchone()[0]  # noqa: E731
+    assert 1.0 < pos(999999999999.5) < 2.0
+    assert pos(99.5) == 1.0 and pos(float(np.nextafter(99.5, 0))) == 1.0 and pos(float(np.nextafter(99.5, 200))) == 1.0
+    assert 0.0 < pos(99.4) < 1.0 and pos(1e12 + 0.5) == 2.0 and pos(-5.0) == 0.0
+    for a, b in ((0.1, 0.7), (12.34, 56.78), (1e-5, 3e-5), (1.7, 1.9000000000000001)):
+        # the Python build's midpoint on the grid, _kde_lattice_bound's as the bound
+        g = [a, (a + b) / 2, b]
+        assert db.execute("SELECT _kde_grid_pos(%s::float8[], %s::float8)", (g, a / 2 + b / 2)).fetchone()[0] == 1.0
