@@ -1,4 +1,5 @@
-"""The float64 reference of the 1-D query maths (_kde_range runs the same steps in C: extension/range.c).
+"""The float64 reference of the query maths: 1-D ranges (:func:`range_1d`; _kde_range runs the same steps in
+C: extension/range.c) and 2-D boxes (:func:`box_2d`; _kde_box in sql/src/40_query_2d.sql).
 
 Tests compare the server's ``approx_count`` / ``approx_sum`` / ``approx_count_ci`` with :func:`range_1d` on
 the same synopsis row; :mod:`.cells` documents the model, docs/math.md §7 the formulas.
@@ -204,3 +205,84 @@ def interval(r: Range, confidence: float) -> tuple:
     z = -NormalDist().inv_cdf((1 - confidence) / 2)
     half = z * math.sqrt(r.variance)
     return r.estimate, max(r.low, r.estimate - half), min(r.high, r.estimate + half)
+
+
+# ---------------------------------------------------------------------------------------------------- 2-D
+def grid_pos(grid, x: float) -> float:
+    """The fractional grid-index coordinate of x (0 at grid[0], len(grid) − 1 at the last point), a bound within
+    two ulps of a grid point on it: _kde_grid_pos in SQL, step for step."""
+    m = len(grid)
+    if x <= grid[0]:
+        return 0.0
+    if x >= grid[-1]:
+        return float(m - 1)
+    k = bisect.bisect_right(grid, x)  # width_bucket: points <= x (1-based cell k: grid[k - 1] <= x < grid[k])
+    g0, g1 = grid[k - 1], grid[k]
+    if x == g0 or (abs(g0) > 1e-290 and abs(x / 2 - g0 / 2) <= 2.25e-16 * abs(g0)):
+        return float(k - 1)
+    if abs(g1) > 1e-290 and abs(g1 / 2 - x / 2) <= 2.25e-16 * abs(g1):
+        return float(k)
+    return (k - 1) + (x / 2 - g0 / 2) / (g1 / 2 - g0 / 2)
+
+
+def lattice_bound(lattice, grid, x: float, upper: bool) -> float:
+    """A bound moved onto a discretised axis's lattice (_kde_lattice_bound): the midpoint just below the
+    smallest value ≥ x (a lower bound) or just above the largest value ≤ x (an upper bound); the grid's ends
+    beyond the lattice."""
+    k = bisect.bisect_right(lattice, x)  # values <= x
+    if not upper and k > 0 and lattice[k - 1] == x:
+        k -= 1  # values < x
+    if k == 0:
+        return grid[0]
+    if k == len(lattice):
+        return grid[-1]
+    return lattice[k - 1] / 2 + lattice[k] / 2
+
+
+def _sat_at(sat, m1: int, m2: int, offs: int, p1: float, p2: float) -> float:
+    """A summed-area table read bilinearly at grid-index coordinates (p1, p2) (_kde_sat_at)."""
+    i, j = min(math.floor(p1), m1 - 2), min(math.floor(p2), m2 - 2)
+    f, g = p1 - i, p2 - j
+    base = offs + i * m2 + j
+    return ((1 - f) * (1 - g) * sat[base] + (1 - f) * g * sat[base + 1]
+            + f * (1 - g) * sat[base + m2] + f * g * sat[base + m2 + 1])
+
+
+def box_2d(s: dict, a1: float, b1: float, a2: float, b2: float, moment: int = 0) -> float:
+    """What the box [a1, b1] × [a2, b2] (±inf: open) holds in a 2-D synopsis given as its catalog row: moment
+    0 the row count (whole cells inside exactly, the strip the box cuts shaped by the KDE, within the block
+    of cells covering it), moment k the sum of column k. The float64 reference of _kde_box (docs/math.md §8)."""
+    m1, m2 = s["grid_size"]
+    grid1, grid2 = s["grid1"], s["grid2"]
+    if s["integer_valued"][0]:
+        a1, b1 = math.ceil(a1) - 0.5 if math.isfinite(a1) else a1, math.floor(b1) + 0.5 if math.isfinite(b1) else b1
+    if s["integer_valued"][1]:
+        a2, b2 = math.ceil(a2) - 0.5 if math.isfinite(a2) else a2, math.floor(b2) + 0.5 if math.isfinite(b2) else b2
+    if a1 > b1 or a2 > b2:
+        return 0.0
+    if s["lattice1"]:
+        a1, b1 = lattice_bound(s["lattice1"], grid1, a1, False), lattice_bound(s["lattice1"], grid1, b1, True)
+    if s["lattice2"]:
+        a2, b2 = lattice_bound(s["lattice2"], grid2, a2, False), lattice_bound(s["lattice2"], grid2, b2, True)
+    if a1 >= b1 or a2 >= b2:
+        return 0.0
+    pa1, pb1, pa2, pb2 = grid_pos(grid1, a1), grid_pos(grid1, b1), grid_pos(grid2, a2), grid_pos(grid2, b2)
+    if pa1 >= pb1 or pa2 >= pb2:
+        return 0.0
+    if moment > 0:
+        sums, offs = s["sat_sum"], (moment - 1) * m1 * m2
+        return (_sat_at(sums, m1, m2, offs, pb1, pb2) - _sat_at(sums, m1, m2, offs, pa1, pb2)
+                - _sat_at(sums, m1, m2, offs, pb1, pa2) + _sat_at(sums, m1, m2, offs, pa1, pa2))
+    counts, kde = s["sat_count"], s["kde_sat"]
+    box_kde = (_sat_at(kde, m1, m2, 0, pb1, pb2) - _sat_at(kde, m1, m2, 0, pa1, pb2)
+               - _sat_at(kde, m1, m2, 0, pb1, pa2) + _sat_at(kde, m1, m2, 0, pa1, pa2))
+
+    def block(table, i1, j1, i2, j2):
+        return table[j1 * m2 + j2] - table[i1 * m2 + j2] - table[j1 * m2 + i2] + table[i1 * m2 + i2]
+
+    inner_exact = inner_kde = 0.0
+    ia1, ib1, ia2, ib2 = math.ceil(pa1), math.floor(pb1), math.ceil(pa2), math.floor(pb2)
+    if ia1 < ib1 and ia2 < ib2:
+        inner_exact, inner_kde = block(counts, ia1, ib1, ia2, ib2), block(kde, ia1, ib1, ia2, ib2)
+    outer_exact = block(counts, math.floor(pa1), math.ceil(pb1), math.floor(pa2), math.ceil(pb2))
+    return min(max(inner_exact + (box_kde - inner_kde), inner_exact), outer_exact)

@@ -570,3 +570,47 @@ def test_a_box_bound_is_on_a_grid_line_only_within_two_ulps(db):
         # the Python build's midpoint on the grid, _kde_lattice_bound's as the bound
         g = [a, (a + b) / 2, b]
         assert db.execute("SELECT _kde_grid_pos(%s::float8[], %s::float8)", (g, a / 2 + b / 2)).fetchone()[0] == 1.0
+
+
+@pytest.mark.parametrize("blocks", [None, 8])
+def test_2d_boxes_equal_the_reference(db, table, blocks):
+    """approx_count and approx_sum of pairs equal pg_kde.synopsis.query.box_2d, their float64 reference, on the
+    stored rows: a correlated continuous pair, an integer axis beside cents, and a discretised axis; boxes
+    with bounds drawn from the data, on grid lines and lattice values, open and empty; with
+    pg_kde.sample_blocks = 8, the cells placed from a sample of blocks."""
+    from pg_kde.synopsis.query import box_2d
+
+    rng = np.random.default_rng(26)
+    n = 40000
+    x = rng.normal(50.0, 10.0, n)
+    cols = {"x": x, "y": 0.8 * x + rng.normal(0.0, 6.0, n), "k": np.floor(x / 7.0).astype(np.int64),
+            "c": np.round(rng.lognormal(3.0, 0.7, n), 2), "d": np.round(rng.normal(12.0, 9.0, n)) * 1.8 + 32}
+    load(db, table, cols, types={"k": "integer", "c": "numeric(12,2)"})
+    if blocks:
+        db.execute(sql.SQL("SET pg_kde.sample_blocks = {}").format(sql.Literal(str(blocks))))
+    try:
+        for a, b in (("x", "y"), ("k", "c"), ("d", "x")):
+            db.execute("SELECT kde_refresh(%s::regclass, %s::text[])", (table, [a, b]))
+            with db.cursor(row_factory=dict_row) as cur:
+                s = cur.execute("SELECT * FROM kde_synopsis_2d WHERE relid = %s::regclass AND cols = %s",
+                                (table, [a, b])).fetchone()
+            va, vb = np.asarray(cols[a], dtype=np.float64), np.asarray(cols[b], dtype=np.float64)
+            picks = lambda v, g: list(rng.choice(v, 12)) + list(rng.choice(g, 4)) + [None]  # noqa: E731
+            boxes = []
+            for _ in range(60):
+                l1, h1 = sorted(rng.choice(picks(va, s["grid1"]), 2), key=lambda t: (t is not None, t or 0))
+                l2, h2 = sorted(rng.choice(picks(vb, s["grid2"]), 2), key=lambda t: (t is not None, t or 0))
+                boxes.append((l1, h1, l2, h2))
+            for l1, h1, l2, h2 in boxes:
+                lo1, hi1, lo2, hi2 = (None if v is None else float(v) for v in (l1, h1, l2, h2))
+                got = db.execute("SELECT approx_count(%s, %s, %s::float8, %s::float8, %s, %s::float8, %s::float8)",
+                                 (table, a, lo1, hi1, b, lo2, hi2)).fetchone()[0]
+                f = lambda v, d: d if v is None else v  # noqa: E731
+                ref = box_2d(s, f(lo1, -np.inf), f(hi1, np.inf), f(lo2, -np.inf), f(hi2, np.inf), 0)
+                assert got == pytest.approx(ref, rel=1e-9, abs=1e-9), (a, b, lo1, hi1, lo2, hi2)
+                total = db.execute("SELECT approx_sum(%s, %s, %s, %s::float8, %s::float8)",
+                                   (table, a, b, lo2, hi2)).fetchone()[0]
+                ref = box_2d(s, -np.inf, np.inf, f(lo2, -np.inf), f(hi2, np.inf), 1)
+                assert total == pytest.approx(ref, rel=1e-9, abs=1e-6), (a, b, lo2, hi2)
+    finally:
+        db.execute("RESET pg_kde.sample_blocks")
