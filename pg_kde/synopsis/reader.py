@@ -266,6 +266,17 @@ class ArrayTableReader:
     def row_count(self) -> int:
         return len(self.values[0])
 
+    def _block_rows(self):
+        """(the rows of the blocks a sample of ``blocks`` takes, in order; the table's blocks; those sampled), or
+        (None, 1, 1) where the table is read whole (no ``blocks``, or at most twice as many blocks)."""
+        per_block, sampled = self.blocks or (1, 0)
+        count = -(-self.row_count() // per_block)
+        if not sampled or count <= 2 * sampled:
+            return None, 1, 1
+        chosen = np.sort(np.random.default_rng(self.seed).choice(count, sampled, replace=False))
+        rows = (chosen[:, None] * per_block + np.arange(per_block)).ravel()
+        return rows[rows < self.row_count()], count, sampled
+
     def stats_and_sample(self, size: int) -> Tuple[TableStats, np.ndarray]:
         stats = self.stats()
         return stats, self.sample(size, stats.rows)
@@ -275,13 +286,9 @@ class ArrayTableReader:
         return values if len(values) <= limit else None
 
     def plan_sample_2d(self, size: int) -> Tuple[TableStats, np.ndarray, bool]:
-        per_block, sampled = self.blocks or (1, 0)
-        count = -(-self.row_count() // per_block)
-        if not sampled or count <= 2 * sampled:
+        rows, count, sampled = self._block_rows()
+        if rows is None:
             return (*self.stats_and_sample(size), True)
-        chosen = np.sort(np.random.default_rng(self.seed).choice(count, sampled, replace=False))
-        rows = (chosen[:, None] * per_block + np.arange(per_block)).ravel()
-        rows = rows[rows < self.row_count()]
         valid = self._valid[rows]
         pairs = np.column_stack([self.values[k][rows][valid] for k in (0, 1)])
         finite = np.all(np.isfinite(pairs), axis=1)
@@ -313,13 +320,10 @@ class ArrayTableReader:
                         hi=float(finite.max()) if len(finite) else None)
 
     def plan_sample_1d(self, size: int, rows: Optional[int] = None) -> Sample1D:
-        per_block, sampled = self.blocks or (1, 0)
-        count = -(-self.row_count() // per_block)
-        if not sampled or count <= 2 * sampled:
+        picked, count, sampled = self._block_rows()
+        if picked is None:
             return self.sample_1d(size, self.row_count() if rows is None else rows)
-        chosen = np.sort(np.random.default_rng(self.seed).choice(count, sampled, replace=False))
-        rows = (chosen[:, None] * per_block + np.arange(per_block)).ravel()
-        rows = rows[rows < self.row_count()]
+        rows = picked
         v = self._scanned(0)[rows][~self.nulls[0][rows]]
         finite = v[np.isfinite(v)]
         scaled = lambda k: round(k * count / sampled)  # noqa: E731

@@ -142,27 +142,35 @@ class SqlTableReader:
         if row_id is None:
             stats = self.stats()
             return stats, self.sample(size, stats.rows)
-        share = sample_share(size, self.row_estimate())
-        both = " AND ".join(f"({scan}) IS NOT NULL" for scan in self.scans)
-        aggs = ", ".join(f"{self.schema}._kde_sample(CASE WHEN {both} THEN {scan} END, {row_id}, {share!r}::float8, "
-                         f"{SAMPLE_SEED}) AS s{k}" for k, scan in enumerate(self.scans))
         # (rows with a NaN or an infinity, their other value NULL or not, as :meth:`stats` counts them)
         bad = " OR ".join(f"({e})::float8 IN ('NaN', 'Infinity', '-Infinity')" for e in self.exprs)
-        row = self.plpy.execute(f"SELECT count(*) AS n, count(*) FILTER (WHERE {bad}) AS bad, {aggs} "
-                                f"FROM {self.relation}")[0]
-        parts = [_sample_state(row[f"s{k}"]) for k in (0, 1)]
+        row, parts, pairs = self._pair_samples(f"count(*) FILTER (WHERE {bad}) AS bad", self.relation, row_id,
+                                               sample_share(size, self.row_estimate()))
         rows = int(row["n"])
         if parts[0] is None:  # no row
             return TableStats(rows=rows, non_null=0, lo=(None, None), hi=(None, None), non_finite=0,
                               integral=(True, True)), np.empty((0, 2))
-        (n0, nf0, lo0, hi0, v0), (n1, nf1, lo1, hi1, v1) = parts
-        if int(row["bad"]) or len(v0) != len(v1):  # NaN or infinite values (an error): their rows and counts
+        if int(row["bad"]) or pairs is None:  # NaN or infinite values (an error): their rows and counts
             stats = self.stats()
             return stats, self.sample(size, stats.rows)
-        pairs = thin(np.column_stack([v0, v1]), size)
+        pairs = thin(pairs, size)
         integral = tuple(bool(np.all(pairs[:, k] == np.trunc(pairs[:, k]))) for k in (0, 1))
-        return TableStats(rows=rows, non_null=n0, lo=(lo0, lo1), hi=(hi0, hi1), non_finite=0,
-                          integral=integral), pairs
+        return TableStats(rows=rows, non_null=parts[0][0], lo=(parts[0][2], parts[1][2]),
+                          hi=(parts[0][3], parts[1][3]), non_finite=0, integral=integral), pairs
+
+    def _pair_samples(self, also: str, source: str, row_id: str, share: float):
+        """One pass over ``source`` of count(*), ``also`` and two ``_kde_sample`` aggregates of the rows with
+        both values non-NULL, kept by the same hash of ``row_id`` (so the same rows, seen in the same order:
+        their values pair up): (the row, each aggregate's :func:`_sample_state`, the (m, 2) pairs or None
+        where the two kept different rows: a NaN or infinity on one side)."""
+        both = " AND ".join(f"({scan}) IS NOT NULL" for scan in self.scans)
+        aggs = ", ".join(f"{self.schema}._kde_sample(CASE WHEN {both} THEN {scan} END, {row_id}, {share!r}::float8, "
+                         f"{SAMPLE_SEED}) AS s{k}" for k, scan in enumerate(self.scans))
+        row = self.plpy.execute(f"SELECT count(*) AS n, {also + ', ' if also else ''}{aggs} FROM {source}")[0]
+        parts = [_sample_state(row[f"s{k}"]) for k in (0, 1)]
+        if parts[0] is None or parts[1] is None or len(parts[0][4]) != len(parts[1][4]):
+            return row, parts, None
+        return row, parts, np.column_stack([parts[0][4], parts[1][4]])
 
     def sample(self, size: int, rows: int) -> np.ndarray:
         sample = _sample(self.plpy, self.relation, self.kind, list(self.exprs), rows, size)
@@ -321,14 +329,10 @@ class SqlTableReader:
     def plan_sample_2d(self, size: int) -> Tuple[TableStats, np.ndarray, bool]:
         percent = self._block_percent(sample_blocks(self.plpy)) if len(self.columns) == 2 else None
         if percent is not None:
-            both = " AND ".join(f"({scan}) IS NOT NULL" for scan in self.scans)
-            aggs = ", ".join(f"{self.schema}._kde_sample(CASE WHEN {both} THEN {scan} END, '(0,0)'::tid, 0::oid, "
-                             f"1::float8, {SAMPLE_SEED}) AS s{k}" for k, scan in enumerate(self.scans))
-            row = self.plpy.execute(f"SELECT count(*) AS n, {aggs} FROM {self.relation} "
-                                    f"TABLESAMPLE SYSTEM ({percent!r}) REPEATABLE ({SAMPLE_SEED})")[0]
-            parts = [_sample_state(row[f"s{k}"]) for k in (0, 1)]
-            if parts[0] is not None and len(parts[0][4]) == len(parts[1][4]):
-                pairs = np.column_stack([parts[0][4], parts[1][4]])
+            # (share 1 keeps every row the blocks hold: the row's identity is not needed)
+            row, parts, pairs = self._pair_samples("", f"{self.relation} TABLESAMPLE SYSTEM ({percent!r}) "
+                                                   f"REPEATABLE ({SAMPLE_SEED})", "'(0,0)'::tid, 0::oid", 1.0)
+            if pairs is not None:
                 finite = np.all(np.isfinite(pairs), axis=1)
                 if finite.any():
                     good = pairs[finite]
@@ -412,13 +416,9 @@ def decode_sample(rows: int, state: Optional[bytes], size: int) -> Sample1D:
     ``rows`` the relation's rows; the kept values thinned to ``size``."""
     if state is None:
         return Sample1D(values=np.empty(0), rows=rows, non_null=0, non_finite=0, lo=None, hi=None)
-    data = bytes(state)
-    magic, version, n, _, non_null, non_finite, lo, hi = _SAMPLE_HEADER.unpack_from(data, _PAD)
-    if (magic, version) != (_SAMPLE_MAGIC, 1):
-        raise ValueError("pg_kde: the sample returned a state of another version")
-    values = np.frombuffer(data, dtype=np.float64, count=n, offset=_PAD + _SAMPLE_HEADER.size)
+    non_null, non_finite, lo, hi, values = _sample_state(state)
     return Sample1D(values=thin(values.reshape(-1, 1), size)[:, 0], rows=rows, non_null=non_null,
-                    non_finite=non_finite, lo=_unless_nan(lo), hi=_unless_nan(hi))
+                    non_finite=non_finite, lo=lo, hi=hi)
 
 
 def _sample_state(state: Optional[bytes]):
