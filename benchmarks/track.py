@@ -133,9 +133,9 @@ def main(argv=None) -> int:
         for col, kind in (("amount", "number"), ("created_at", "time")):
             results[(col, "tracked")] = errors(conn, "sales", col, kind, *workloads[col])
         conn.execute("SELECT kde_untrack('sales')")
-        conn.execute("UPDATE kde_synopsis p SET (atom_values, atom_cum_count, atom_cum_sum, kde_rows, grid, "
+        conn.execute("UPDATE kde_synopsis p SET (atom_values, atom_cum_count, atom_cum_sum, atom_pack, kde_rows, grid, "
                      "grid_size, cell_cum_count, cell_cum_sum, step, density, shape_var) = (SELECT b.atom_values, "
-                     "b.atom_cum_count, b.atom_cum_sum, b.kde_rows, b.grid, b.grid_size, b.cell_cum_count, "
+                     "b.atom_cum_count, b.atom_cum_sum, b.atom_pack, b.kde_rows, b.grid, b.grid_size, b.cell_cum_count, "
                      "b.cell_cum_sum, b.step, b.density, b.shape_var FROM built_copy b WHERE b.cols = p.cols) "
                      "WHERE p.relid = 'sales'::regclass")
         for col, kind in (("amount", "number"), ("created_at", "time")):

@@ -1,13 +1,15 @@
 /*
  * What the files of pg_kde's library share: the value conversions of cells.c, so that the sample
  * (sample.c) and the scans (cells.c, cells2.c) read every type to the same float8, and the scans' array and
- * int128 helpers; and the periodic profile's cut of a cell (profile.c), which a range's query (range.c)
- * reads.
+ * int128 helpers; the periodic profile's cut of a cell (profile.c) and the packed heavy values (atoms.c),
+ * which a range's query (range.c) reads.
  */
 #ifndef PG_KDE_H
 #define PG_KDE_H
 
 #include "postgres.h"
+
+#include <math.h>
 
 #include "storage/itemptr.h"
 #include "utils/array.h"
@@ -44,5 +46,17 @@ extern void kde_add_quanta(int64 *pair, __int128 x);
  * their mean position there and the share's sampling variance per unit (_kde_profile_cut's OUT values) */
 extern void kde_profile_share(const float4 *profile, int n, double period, double step, double g0, double g1,
 							  double t0, double t1, double mean, double *share, double *pos, double *doubt);
+
+/* the float8 value of lattice point k: k q for steps of 1 and more, k / (1/q) below (query.lattice_value) */
+static inline double
+kde_lattice_value(double k, double step)
+{
+	return step >= 1 ? k * step : k / rint(1 / step);
+}
+
+/* the heavy values of a pack (atoms.c; pg_kde.synopsis.packing): their number, and palloc'd arrays of the
+ * values, their cumulative counts and exact cumulative sums; a malformed pack is an error */
+extern int	kde_unpack_atoms(const char *bytes, int len, double step, double **values, double **counts,
+							 double **sums);
 
 #endif

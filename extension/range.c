@@ -135,12 +135,6 @@ clamp(double x, double lo, double hi)
 	return y > lo ? y : lo;
 }
 
-static double
-lattice_value(double k, double step)
-{
-	return step >= 1 ? k * step : k / rint(1 / step);
-}
-
 /* cells.exponential_rate: lambda of the density lambda e^(-lambda t) / (1 - e^(-lambda)) on [0, 1] with the
  * given mean, by Newton's method from 1/m. */
 static double
@@ -418,7 +412,8 @@ kde_range(PG_FUNCTION_ARGS)
 				step,
 				kde_rows;
 	Moments		part = {0, 0, 0, 0};
-	Vector		atoms;
+	Vector		atoms,
+				cum = {NULL, 0};
 	TupleDesc	desc;
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
@@ -436,10 +431,30 @@ kde_range(PG_FUNCTION_ARGS)
 	order = PG_GETARG_INT32(3);
 	if (a <= b && a != INFINITY && b != -INFINITY)	/* (no finite value lies at or beyond an infinite bound) */
 	{
+		step = DatumGetFloat8(field(row, "step"));
 		atoms = vector(row, "atom_values", false);
 		if (atoms.n > 0)
+			cum = vector(row, order == 0 ? "atom_cum_count" : "atom_cum_sum", false);
+		else
 		{
-			Vector		cum = vector(row, order == 0 ? "atom_cum_count" : "atom_cum_sum", false);
+			/* query.heavy_values: packed (atoms.c) where the arrays are empty */
+			bytea	   *pack = DatumGetByteaPP(field(row, "atom_pack"));
+
+			if (VARSIZE_ANY_EXHDR(pack) > 0)
+			{
+				double	   *values,
+						   *counts,
+						   *sums;
+
+				atoms.n = kde_unpack_atoms(VARDATA_ANY(pack), VARSIZE_ANY_EXHDR(pack), step, &values, &counts,
+										   &sums);
+				atoms.v = values;
+				cum.v = order == 0 ? counts : sums;
+				cum.n = atoms.n;
+			}
+		}
+		if (atoms.n > 0)
+		{
 			int			upto = bisect(&atoms, b, true),
 						below = bisect(&atoms, a, false);
 
@@ -448,7 +463,6 @@ kde_range(PG_FUNCTION_ARGS)
 								errmsg("pg_kde: the synopsis row's heavy values do not match their sums")));
 			exact = (upto > 0 ? cum.v[upto - 1] : 0.0) - (below > 0 ? cum.v[below - 1] : 0.0);
 		}
-		step = DatumGetFloat8(field(row, "step"));
 		kde_rows = (double) DatumGetInt64(field(row, "kde_rows"));
 		if (step > 0)
 		{
@@ -463,18 +477,18 @@ kde_range(PG_FUNCTION_ARGS)
 			if (has_a)
 			{
 				ka = ceil(a / step);
-				if (lattice_value(ka - 1, step) >= a)
+				if (kde_lattice_value(ka - 1, step) >= a)
 					ka -= 1;
-				else if (lattice_value(ka, step) < a)
+				else if (kde_lattice_value(ka, step) < a)
 					ka += 1;
 				lo = (ka - 0.5) * step;
 			}
 			if (has_b)
 			{
 				kb = floor(b / step);
-				if (lattice_value(kb + 1, step) <= b)
+				if (kde_lattice_value(kb + 1, step) <= b)
 					kb += 1;
-				else if (lattice_value(kb, step) > b)
+				else if (kde_lattice_value(kb, step) > b)
 					kb -= 1;
 				hi = (kb + 0.5) * step;
 			}

@@ -30,6 +30,7 @@ from .synopsis import Requested, build_1d, build_2d
 from .synopsis.build import Layout2D, check_pair, counts_method, plan_2d, plan_grid, select_bandwidth
 from .synopsis.catalog import Built1D, Built2D, split_row
 from .synopsis.merge import merge_1d, merge_2d
+from .synopsis.query import heavy_values
 from .synopsis.cells import DAY_PROFILE, MAX_BUDGET, MIN_BUDGET, WEEK_PROFILE
 from .synopsis.reader import TableStats
 from .synopsis.sql_reader import SqlTableReader
@@ -296,11 +297,12 @@ def _stored_1d(plpy, schema: str, relid, cols):
     if stored is None:
         return None
     r, facts = stored
+    values, counts, sums = heavy_values(r)
     built = Built1D(
         method=r["method"], bandwidth=float(r["bandwidth"][0]), sample_size=int(r["sample_size"]), backend=r["backend"],
         scale=None, n_rows=int(r["n_rows"]), n_null=int(r["n_null"]), step=float(r["step"]),
-        atom_values=list(r["atom_values"]), atom_cum_count=list(r["atom_cum_count"]), atom_cum_sum=list(r["atom_cum_sum"]),
-        heavy_rows=int(round(r["atom_cum_count"][-1])) if r["atom_cum_count"] else 0, kde_rows=int(r["kde_rows"]),
+        atom_values=list(values), atom_cum_count=list(counts), atom_cum_sum=list(sums),
+        heavy_rows=int(round(counts[-1])) if len(counts) else 0, kde_rows=int(r["kde_rows"]),
         grid=list(r["grid"]), grid_size=int(r["grid_size"]), cell_cum_count=list(r["cell_cum_count"]),
         cell_cum_sum=list(r["cell_cum_sum"]), density=[float(d) for d in r["density"]], shape_var=float(r["shape_var"]),
         budget=int(json.loads(r["requested_text"]).get("budget") or 0), seconds=float(r["build_seconds"]),

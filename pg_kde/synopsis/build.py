@@ -19,6 +19,7 @@ from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
 from .catalog import Built1D, Built2D, Requested
+from .packing import PACK_LIMIT, lattice_indices, packed_size
 from .cells import (
     ATOM_BYTES,
     BOUNDARY_BYTES,
@@ -169,10 +170,11 @@ def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, ste
 
 
 def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: bool,
-             quantum: Optional[float], grid_hint: Optional[np.ndarray] = None, span=None) -> _Plan1D:
+             quantum: Optional[float], grid_hint: Optional[np.ndarray] = None, span=None,
+             rows: Optional[int] = None) -> _Plan1D:
     """Place the grid over ``span`` (the column's min and max; the sample's by default) and choose the
     candidates from the sample (docs/math.md §7); with ``grid_hint``, on that grid where it reaches
-    (:func:`_hinted_grid`)."""
+    (:func:`_hinted_grid`). ``rows``: about how many non-NULL rows the column has (None: unknown)."""
     lo, hi = span if span is not None else (float(sample.min()), float(sample.max()))
     step = 0.0 if continuous else lattice_step(sample)
     if not continuous and step == 0.0 and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT and np.all(sample == np.trunc(sample)):
@@ -183,10 +185,19 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     # Every sampled value kept exactly, with room left for a cell or two of the values the sample missed,
     # when the sample saw nearly every row's value: the share of rows whose value it missed, by Good and
     # Turing's estimate (values seen once / sample size), below a cell's share.
-    fits = max(0, (budget - ROW_BYTES_1D - 3 * BOUNDARY_BYTES) // ATOM_BYTES)
+    # On a lattice such a frequency table is stored packed (.packing), its counts estimated from the
+    # sample's with room to spare (twice (count + 2) scaled to the table's ``rows``; unknown: 2^35 each).
+    free = budget - ROW_BYTES_1D - 3 * BOUNDARY_BYTES
+    indices = lattice_indices(distinct, step) if step > 0 else None
+    most_rows = 2.0**35 if rows is None else 2.0 * max(int(rows), len(sample))
+    if indices is not None and max(abs(indices[0]), abs(indices[-1])) * most_rows < PACK_LIMIT:
+        grown = (counts + 2.0) * (most_rows / len(sample)) if rows is not None else np.full(len(counts), most_rows)
+        table_bytes = packed_size(indices, np.minimum(grown, most_rows))
+    else:
+        table_bytes = ATOM_BYTES * len(distinct)
     most_cells = cells_for_budget(budget, 0)
     heavy = atom_candidates(sample, 1.0 / most_cells)
-    few = len(distinct) <= fits and (counts == 1).sum() <= len(sample) / most_cells
+    few = table_bytes <= free and (counts == 1).sum() <= len(sample) / most_cells
     lattice_heavy = np.empty(0)
     if few:  # every sampled value kept exactly; the cells hold only the values the sample missed
         room = len(distinct)
@@ -200,8 +211,13 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
         room = min(len(heavy), max(0, (budget // 4) // ATOM_BYTES))
     candidates = distinct if few else (np.empty(0) if step > 0 else heavy)
     rest = sample[~np.isin(sample, candidates)]
+    if few and not len(rest) and (counts == 1).sum() >= 2:
+        # A frequency table's cells hold the values the sample missed: placed where values are rare, as the
+        # values it saw once are (Good and Turing's view of the unseen), not over the table it keeps.
+        rest = distinct[counts == 1]
     source = rest if len(rest) else sample
-    cells = requested.grid_size - 1 if requested.grid_size else cells_for_budget(budget, room)
+    heavy_bytes = table_bytes if few else ATOM_BYTES * room
+    cells = requested.grid_size - 1 if requested.grid_size else cells_for_budget(budget, heavy_bytes=heavy_bytes)
     if step > 0:
         def place(values, a, b, k):
             return lattice_grid(values, a, b, step, k, lattice_heavy)
@@ -357,12 +373,14 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     # Values near the ends of float8: scan a power-of-two multiple (exact) so the grid's widths and the
     # KDE stay finite; everything is stored in the column's units again at the end. (No lattice then.)
     scale, continuous, quantum = _scan_scale(*span), False, None
+    rows = max(first.non_null, len(sample))
     for _ in range(4):
         scanned = sample * scale
         plan = _plan_1d(scanned, requested, cells_budget, continuous or scale != 1.0, quantum,
-                        grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale))
+                        grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale), rows)
         scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum, taking)
         _scan_errors(scan, rel, col)
+        rows = scan.non_null
         replan = False  # (another scan below plans from the row sample too)
         if taking:  # from here on, the row sample and the column's true range
             sample, span, taking = scan.sample / scale, (scan.all_lo / scale, scan.all_hi / scale), None
@@ -479,7 +497,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         density = stored.tolist()
 
     heavy_rows = atoms.rows
-    atom_count, atom_sum = atoms.cumulative()
+    atom_count, atom_sum = atoms.cumulative(step if scale == 1.0 else 0.0)
     if scale != 1.0:  # back to the column's units (sums past float8's range become infinite)
         with np.errstate(over="ignore"):
             h, grid, cell_sum, atom_sum = h / scale, *(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .cells import DEFAULT_BUDGET_1D, DEFAULT_BUDGET_2D
+from .packing import pack_atoms, unpack_atoms
 
 #: Parameter types of the catalog columns (kde_catalog, kde_synopsis and kde_synopsis_2d).
 CATALOG_TYPES = {
@@ -21,7 +22,7 @@ CATALOG_TYPES = {
     "build_seconds": "float8", "backend": "text", "mod_count": "int8", "requested": "jsonb",
     "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
     "sat_sum": "float8[]", "kde_sat": "float8[]", "attnums": "int2[]", "coltypes": "text[]", "built_relid": "oid",
-    "storage_id": "text", "pages": "int8", "kind": "text",
+    "storage_id": "text", "pages": "int8", "kind": "text", "atom_pack": "bytea",
 }
 
 #: Columns of the header table, kde_catalog, in the order written; the rest of a row is its kind's payload
@@ -101,9 +102,16 @@ class Built1D:
     profile: list = field(default_factory=list)
 
     def payload(self) -> dict:
-        """The payload columns the query maths read (:func:`pg_kde.synopsis.query.range_1d`)."""
-        return {"step": self.step, "atom_values": self.atom_values, "atom_cum_count": self.atom_cum_count,
-                "atom_cum_sum": self.atom_cum_sum, "kde_rows": self.kde_rows, "grid": self.grid,
+        """The payload columns the query maths read (:func:`pg_kde.synopsis.query.range_1d`). Heavy values on
+        the column's lattice are stored packed (:mod:`.packing`) when the pack gives back these very arrays;
+        the three arrays are then empty."""
+        atoms = {"atom_values": self.atom_values, "atom_cum_count": self.atom_cum_count,
+                 "atom_cum_sum": self.atom_cum_sum, "atom_pack": b""}
+        pack = pack_atoms(self.atom_values, self.atom_cum_count, self.step)
+        if pack is not None and unpack_atoms(pack, self.step) == tuple(
+                [float(v) for v in a] for a in (self.atom_values, self.atom_cum_count, self.atom_cum_sum)):
+            atoms = {"atom_values": [], "atom_cum_count": [], "atom_cum_sum": [], "atom_pack": pack}
+        return {"step": self.step, **atoms, "kde_rows": self.kde_rows, "grid": self.grid,
                 "cell_cum_count": self.cell_cum_count, "cell_cum_sum": self.cell_cum_sum, "density": self.density,
                 "shape_var": self.shape_var, "period": self.period, "profile": self.profile}
 

@@ -120,10 +120,12 @@ def lattice_sums(steps, step: float) -> np.ndarray:
     return k * step if step >= 1 or step < 2.0**-53 else k / round(1 / step)
 
 
-def cells_for_budget(budget: int, atoms: int) -> int:
-    """How many cells fit in ``budget`` bytes beside ``atoms`` heavy values (at least 1; the caller checks
-    the budget is at least :data:`MIN_BUDGET`)."""
-    return max(1, (int(budget) - ROW_BYTES_1D - ATOM_BYTES * atoms) // BOUNDARY_BYTES - 1)
+def cells_for_budget(budget: int, atoms: int = 0, heavy_bytes: Optional[int] = None) -> int:
+    """How many cells fit in ``budget`` bytes beside ``atoms`` heavy values as arrays, or beside
+    ``heavy_bytes`` of heavy values (a pack's) when given (at least 1; the caller checks the budget is at
+    least :data:`MIN_BUDGET`)."""
+    used = ATOM_BYTES * atoms if heavy_bytes is None else int(heavy_bytes)
+    return max(1, (int(budget) - ROW_BYTES_1D - used) // BOUNDARY_BYTES - 1)
 
 
 def grid_size_2d(budget: int) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 
 from .._slices import Interrupt
 from ..bandwidth import SELECTORS
+from .packing import exact_sums
 
 #: A value holding at least this share of the non-NULL rows is kept exactly.
 ATOM_SHARE = 0.001
@@ -62,9 +63,12 @@ class Atoms:
     def rows(self) -> int:
         return int(round(float(self.counts.sum())))
 
-    def cumulative(self):
-        """(cum_count, cum_sum) as lists, for the catalog."""
-        return np.cumsum(self.counts).tolist(), np.cumsum(self.counts * self.values).tolist()
+    def cumulative(self, step: float = 0.0):
+        """(cum_count, cum_sum) as lists, for the catalog. On a value lattice (``step`` > 0) whose lattice
+        values these are, the sums are exact (:func:`.packing.exact_sums`: what their pack stores)."""
+        count = np.cumsum(self.counts).tolist()
+        exact = exact_sums(self.values, count, step) if step > 0 else None
+        return count, exact if exact is not None else np.cumsum(self.counts * self.values).tolist()
 
 
 def cell_prefix(cells: np.ndarray) -> list:

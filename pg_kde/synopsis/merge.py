@@ -18,6 +18,7 @@ import numpy as np
 
 from .catalog import Built1D, Built2D
 from .cells import ATOM_BYTES, ROW_BYTES_1D, cells_for_budget, on_lattice, profile_bytes, stored_density
+from .packing import pack_atoms
 from .maths import Atoms
 
 
@@ -85,6 +86,11 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
     values = np.array(sorted(heavy), dtype=np.float64)
     counts = np.array([heavy[v][0] for v in values])
     kept = Atoms.from_counts(values, counts).largest(room).values
+    # On a lattice, every heavy value when their pack (.packing) fits where their arrays would not.
+    pack = pack_atoms(values, np.cumsum(counts), step) if step > 0 and len(values) > len(kept) else None
+    heavy_bytes = None
+    if pack is not None and len(pack) <= ((budget // 4) if celled else budget - ROW_BYTES_1D):
+        kept, heavy_bytes = values, len(pack)
     demoted = values[~np.isin(values, kept)].tolist()
 
     # A periodic profile (a time column's) when every celled part has one of the same kind: their mixture,
@@ -128,7 +134,7 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
             after[-1] = True  # the last cell keeps the values on its right end
             counts_below[after] += k
             sums_below[after] += s
-        keep = _thin(points, counts_below, cells_for_budget(cells_budget, len(kept)))
+        keep = _thin(points, counts_below, cells_for_budget(cells_budget, len(kept), heavy_bytes))
         points, counts_below, sums_below, rows_density = (a[keep] for a in (points, counts_below, sums_below,
                                                                              rows_density))
         kde_rows = int(round(counts_below[-1]))
@@ -137,7 +143,7 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         grid, cum_count, cum_sum = points.tolist(), counts_below.tolist(), sums_below.tolist()
         density = stored_density(rows_density / mean).tolist()
     atoms = Atoms(kept, np.array([heavy[v][0] for v in kept]))
-    atom_count, atom_sum = atoms.cumulative()
+    atom_count, atom_sum = atoms.cumulative(step)
     backends = sorted({p.backend for p in parts} - {"none"}) or ["none"]
     return Built1D(
         method="merge", bandwidth=max((p.bandwidth for p in parts), default=0.0),

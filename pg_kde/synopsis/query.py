@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .cells import linear, mass, moment, profile_cut, shape_of
+from .packing import lattice_value, unpack_atoms
 
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard
 #: error (docs/math.md §7).
@@ -43,12 +44,6 @@ class Range:
 def _atoms_upto(values, cum, x: float, inclusive: bool) -> float:
     k = bisect.bisect_right(values, x) if inclusive else bisect.bisect_left(values, x)
     return cum[k - 1] if k > 0 else 0.0
-
-
-def lattice_value(k: float, step: float) -> float:
-    """The float8 value of lattice point k: k·q for steps of 1 and more, k / (1/q) below (the correctly
-    rounded decimal, as numeric and float8 input give it)."""
-    return k * step if step >= 1 else k / round(1 / step)
 
 
 def _ceil(x: float) -> float:
@@ -177,16 +172,26 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
     return out
 
 
+def heavy_values(s: dict) -> tuple:
+    """(values, cumulative counts, cumulative sums) of a 1-D payload's heavy values: its three arrays, or
+    its ``atom_pack`` unpacked (:mod:`.packing`) where the arrays are empty and the pack is not."""
+    if len(s["atom_values"]) == 0 and s.get("atom_pack"):
+        return unpack_atoms(s["atom_pack"], s["step"])
+    return s["atom_values"], s["atom_cum_count"], s["atom_cum_sum"]
+
+
 def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> Range:
     """Count (order 0) or sum (order 1) of the rows with lo <= x <= hi (None: open) of a 1-D synopsis given
     as its payload columns (a dict: step, atom_values, atom_cum_count, atom_cum_sum, kde_rows, grid,
-    cell_cum_count, cell_cum_sum, density, shape_var; period and profile, when not 0 and empty)."""
+    cell_cum_count, cell_cum_sum, density, shape_var; period and profile, when not 0 and empty; atom_pack
+    instead of the three atom arrays when it is not empty)."""
     a = -math.inf if lo is None else float(lo)
     b = math.inf if hi is None else float(hi)
     if a > b or a == math.inf or b == -math.inf:  # (no finite value lies at or beyond an infinite bound)
         return Range()
-    atoms = s["atom_cum_count"] if order == 0 else s["atom_cum_sum"]
-    exact = _atoms_upto(s["atom_values"], atoms, b, True) - _atoms_upto(s["atom_values"], atoms, a, False)
+    values, counts, sums = heavy_values(s)
+    atoms = counts if order == 0 else sums
+    exact = _atoms_upto(values, atoms, b, True) - _atoms_upto(values, atoms, a, False)
     smooth = Range()
     if s["step"] > 0:
         snapped = snap(a, b, s["step"])

@@ -47,7 +47,9 @@ COMMENT ON TABLE kde_catalog IS 'pg_kde synopses: one header row each (relation,
 --     the size built (requested.grid_size is what was asked, if it was). period > 0 (0.6.0, a time column):
 --     the rows inside a cut cell follow the periodic profile instead of the KDE's shape: the share of rows in
 --     each of K bins of the period (the time of day, the day of the week), as cumulative shares at the K + 1
---     bin edges, then the sampled rows it was made from (profile, float4, K + 2 values). docs/math.md §7.
+--     bin edges, then the sampled rows it was made from (profile, float4, K + 2 values). atom_pack (0.9.0):
+--     heavy values on the lattice, packed (extension/atoms.c: lattice indices and counts in varints, 2-5
+--     bytes a value; the sums follow exactly); the three atom arrays are then empty. docs/math.md §7.
 CREATE TABLE kde_synopsis (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL,
@@ -64,6 +66,7 @@ CREATE TABLE kde_synopsis (
     shape_var       float8      NOT NULL,
     period          float8      NOT NULL DEFAULT 0,
     profile         float4[]    NOT NULL DEFAULT '{}',
+    atom_pack       bytea       NOT NULL DEFAULT '',
     PRIMARY KEY (relid, cols),
     FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE
 );
@@ -72,7 +75,7 @@ ALTER TABLE kde_synopsis ALTER COLUMN grid SET STORAGE EXTERNAL,
     ALTER COLUMN atom_values SET STORAGE EXTERNAL,
     ALTER COLUMN atom_cum_count SET STORAGE EXTERNAL, ALTER COLUMN atom_cum_sum SET STORAGE EXTERNAL,
     ALTER COLUMN cell_cum_count SET STORAGE EXTERNAL, ALTER COLUMN cell_cum_sum SET STORAGE EXTERNAL,
-    ALTER COLUMN density SET STORAGE EXTERNAL;
+    ALTER COLUMN density SET STORAGE EXTERNAL, ALTER COLUMN atom_pack SET STORAGE EXTERNAL;
 COMMENT ON TABLE kde_synopsis IS 'pg_kde 1-D synopsis payloads: exact heavy values and cells, shaped inside by a KDE';
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis', '');
 
@@ -142,6 +145,8 @@ ALTER TABLE kde_synopsis ADD CONSTRAINT kde_synopsis_profile_well_formed CHECK (
     AND @extschema@._kde_is_vector(profile)
     AND (cardinality(profile) = 0 OR (cardinality(profile) >= 3 AND profile[1] = 0
          AND profile[cardinality(profile) - 1] = 1 AND profile[cardinality(profile)] >= 1)));
+ALTER TABLE kde_synopsis ADD CONSTRAINT kde_synopsis_pack_well_formed CHECK (
+    octet_length(atom_pack) = 0 OR (cardinality(atom_values) = 0 AND step > 0));
 ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_well_formed CHECK (
     cardinality(cols) = 2
     AND cardinality(integer_valued) = 2 AND cardinality(grid_size) = 2 AND grid_size[1] >= 2 AND grid_size[2] >= 2

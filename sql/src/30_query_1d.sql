@@ -129,6 +129,17 @@ CREATE FUNCTION _kde_range(s kde_synopsis, lo float8, hi float8, moment integer,
 AS 'MODULE_PATHNAME', 'kde_range' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_range(kde_synopsis, float8, float8, integer) IS 'pg_kde internal: a moment over a range';
 
+-- A payload row's heavy values as arrays: its own, or its atom_pack's (extension/atoms.c), which holds them
+-- on the column's lattice where the arrays are empty. And the pack of heavy values (NULL where they do not
+-- pack: off a lattice, counts that are not whole); the tracking triggers store their new counts so.
+CREATE FUNCTION _kde_atoms(s kde_synopsis, OUT atom_values float8[], OUT atom_cum_count float8[],
+                           OUT atom_cum_sum float8[])
+AS 'MODULE_PATHNAME', 'kde_atoms' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_atoms(kde_synopsis) IS 'pg_kde internal: a 1-D synopsis'' heavy values, unpacked';
+CREATE FUNCTION _kde_atoms_pack(atom_values float8[], atom_cum_count float8[], step float8) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_atoms_pack' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_atoms_pack(float8[], float8[], float8) IS 'pg_kde internal: heavy values on a lattice, packed';
+
 -- Standard normal quantile (Acklam's rational approximation, relative error < 1.2e-9).
 CREATE FUNCTION _kde_normal_quantile(p float8) RETURNS float8
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE

@@ -77,8 +77,10 @@ BEGIN
         IF TG_OP IN ('DELETE', 'UPDATE') THEN
             EXECUTE format('SELECT array_agg(%s) FROM kde_old', expr) INTO removed;
         END IF;
-        SELECT d.* INTO delta FROM @extschema@.kde_synopsis p,
-               LATERAL @extschema@._kde_track_delta(p.grid, p.step, p.atom_values, p.atom_cum_count, p.atom_cum_sum,
+        -- (heavy values packed on a lattice are unpacked, and their new counts packed again: 0.9.0)
+        SELECT d.*, h.atom_values, @extschema@._kde_atoms_pack(h.atom_values, d.new_atom_cum_count, p.step) AS pack
+        INTO delta FROM @extschema@.kde_synopsis p, LATERAL @extschema@._kde_atoms(p) h,
+               LATERAL @extschema@._kde_track_delta(p.grid, p.step, h.atom_values, h.atom_cum_count, h.atom_cum_sum,
                                                     p.cell_cum_count, p.cell_cum_sum, p.density,
                                                     coalesce(added, '{}'), coalesce(removed, '{}')) d
         WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
@@ -89,7 +91,11 @@ BEGIN
             CONTINUE;
         END IF;
         UPDATE @extschema@.kde_synopsis p
-        SET grid = delta.new_grid, atom_cum_count = delta.new_atom_cum_count, atom_cum_sum = delta.new_atom_cum_sum,
+        SET grid = delta.new_grid,
+            atom_values = CASE WHEN delta.pack IS NULL THEN delta.atom_values ELSE '{}' END,
+            atom_cum_count = CASE WHEN delta.pack IS NULL THEN delta.new_atom_cum_count ELSE '{}' END,
+            atom_cum_sum = CASE WHEN delta.pack IS NULL THEN delta.new_atom_cum_sum ELSE '{}' END,
+            atom_pack = coalesce(delta.pack, ''),
             cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
             density = delta.new_density, kde_rows = p.kde_rows + delta.kde_rows
         WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;

@@ -42,10 +42,15 @@ def exact(conn, agg, table, col, lo, hi):
 
 def assert_exact_cells(row: dict, x):
     """A 1-D payload (a kde_synopsis row) holds exactly the values x: each heavy value's rows, and each
-    cell's rows (width_bucket's rule, values beyond the grid in the outer cells) and sum."""
+    cell's rows (width_bucket's rule, values beyond the grid in the outer cells) and sum. Heavy values are
+    read as stored: arrays, or a pack (0.9.0)."""
+    from pg_kde.synopsis.query import heavy_values
+
     x = np.asarray(x, dtype=float)
-    atoms = np.asarray(row["atom_values"], dtype=float)
-    np.testing.assert_array_equal(np.cumsum([(x == a).sum() for a in atoms]), row["atom_cum_count"])
+    values, counts, sums = heavy_values(row)
+    atoms = np.asarray(values, dtype=float)
+    np.testing.assert_array_equal(np.cumsum([(x == a).sum() for a in atoms]), counts)
+    np.testing.assert_allclose(sums, np.cumsum([x[x == a].sum() for a in atoms]), rtol=1e-12)
     rest = x[~np.isin(x, atoms)]
     if not row["grid"]:
         assert len(rest) == 0

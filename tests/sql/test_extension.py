@@ -307,16 +307,24 @@ def test_integer_ranges_on_cell_edges_are_exact_with_no_width(db, table):
     rng = np.random.default_rng(8)
     load(db, table, {"v": rng.integers(0, 3000, 20000)}, types={"v": "integer"})
     # A grid as large as the values are many (grid_size sets it instead of the budget): one cell per value.
-    s = db.execute("SELECT kde_refresh(%s, 'v', grid_size => 4096)", (table,)).fetchone()[0]
+    # (2 KB: at the default 8 KB the 3,000 values are an exact frequency table, packed: below.)
+    s = db.execute("SELECT kde_refresh(%s, 'v', grid_size => 4096, budget => 2048)", (table,)).fetchone()[0]
     assert s["kde_rows"] > 0 and s["grid_size"] == 3001 and s["step"] == 1
     for lo, hi in [(100, 200), (99.5, 2000.2), (0, 2999)]:
         est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'v', %s, %s)", (table, lo, hi)).fetchone()
         assert est == low == high == exact(db, "count", table, "v", lo, hi)
-    # Within the default budget the cells are wider; a range from one cell boundary to another is exact.
-    refresh(db, table, "v")
+    # Within a 2 KB budget the cells are wider; a range from one cell boundary to another is exact.
+    refresh(db, table, "v", budget=2048)
     grid = db.execute("SELECT grid FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()[0]
-    for i, j in [(3, 40), (0, len(grid) - 1), (100, 101)]:
+    for i, j in [(3, 40), (0, len(grid) - 1), (20, 21)]:
         lo, hi = grid[i] + 0.5, grid[j] - 0.5
+        est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'v', %s, %s)", (table, lo, hi)).fetchone()
+        assert est == low == high == exact(db, "count", table, "v", lo, hi)
+    # Within the default budget, an exact frequency table: every range exact.
+    s = refresh(db, table, "v")
+    assert s["kde_rows"] == 0 and s["grid_size"] == 0 and s["heavy_values"] == len(np.unique(
+        [r[0] for r in db.execute(f'SELECT v FROM "{table}"')]))
+    for lo, hi in [(100, 200), (99.5, 2000.2), (0, 2999), (17, 17), (-5, 0.5)]:
         est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'v', %s, %s)", (table, lo, hi)).fetchone()
         assert est == low == high == exact(db, "count", table, "v", lo, hi)
 

@@ -27,7 +27,7 @@ from pg_kde.synopsis import (
 )
 
 ROWS_1D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "step", "atom_values",
-           "atom_cum_count", "atom_cum_sum", "kde_rows", "grid", "cell_cum_count", "cell_cum_sum", "density",
+           "atom_cum_count", "atom_cum_sum", "atom_pack", "kde_rows", "grid", "cell_cum_count", "cell_cum_sum", "density",
            "shape_var", "period", "profile", "grid_size", "build_seconds", "backend", "attnums", "coltypes", "built_relid", "mod_count",
            "storage_id", "pages", "requested", "kind"]
 ROWS_2D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued", "grid1",
@@ -60,8 +60,11 @@ def exact_cells(values, grid):
 
 
 def stored_bytes(built: Built1D) -> int:
-    """What the budget counts of a 1-D synopsis (its fixed part, cells and heavy values)."""
-    return ROW_BYTES_1D + BOUNDARY_BYTES * built.grid_size + ATOM_BYTES * len(built.atom_values)
+    """What the budget counts of a 1-D synopsis (its fixed part, cells and heavy values as stored: arrays or
+    a pack)."""
+    stored = built.payload()
+    return ROW_BYTES_1D + BOUNDARY_BYTES * built.grid_size + ATOM_BYTES * len(stored["atom_values"]) \
+        + len(stored["atom_pack"])
 
 
 def check_1d(built: Built1D, values, nulls=0):

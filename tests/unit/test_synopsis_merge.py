@@ -92,15 +92,29 @@ def test_parts_on_overlapping_ranges_share_the_whole_tables_grid(rng):
 
 
 def test_frequency_tables_merge_and_overflow_into_cells(rng):
-    x = rng.integers(0, 40, 20000).astype(float)
+    x = rng.integers(0, 400, 20000).astype(float)
     pieces = [built(x[:10000]), built(x[10000:])]
     assert all(p.grid_size == 0 for p in pieces)  # each an exact frequency table
     merged = merge_1d(pieces, 8192)
     assert merged.grid_size == 0 and merged.heavy_rows == len(x)
     assert range_1d(merged.payload(), 3, 17, 0).estimate == ((x >= 3) & (x <= 17)).sum()
-    tight = merge_1d(pieces, 1024)  # 40 values do not fit in a quarter of 1 KB: the rest become cells
+    tight = merge_1d(pieces, 1024)  # 400 values do not fit in 1 KB, packed or not: the rest become cells
+    assert 0 < len(tight.atom_values) < 400
     exact_cells(tight, x)
     bounds_hold(tight, x, rng, 60)
+
+
+def test_packed_frequency_tables_merge_within_a_small_budget(rng):
+    # 40 values as arrays (24 bytes each) would not fit beside the row in 1 KB; packed (2-4 bytes each) they do
+    x = rng.integers(0, 40, 20000).astype(float)
+    merged = merge_1d([built(x[:10000]), built(x[10000:])], 1024)
+    stored = merged.payload()
+    assert merged.grid_size == 0 and stored["atom_values"] == [] and 0 < len(stored["atom_pack"]) <= 200
+    for lo, hi in ((3, 17), (0, 0), (39, 39), (-5, 100), (2.5, 7.5)):
+        inside = (x >= lo) & (x <= hi)
+        for order, exact in ((0, inside.sum()), (1, x[inside].sum())):
+            r = range_1d(stored, lo, hi, order)
+            assert r.estimate == r.low == r.high == exact
 
 
 def test_merged_step():
@@ -118,11 +132,11 @@ def test_empty_parts_are_left_out(rng):
 
 
 def test_a_frequency_tables_lattice_counts_in_the_merge(rng):
-    # an integer part (step 1) and a part of 250 values k/2 + 1/4 (on the 0.01 lattice), a frequency table:
-    # its values overflow the merge's room for heavy values into cells, which must not be read on the
-    # integer lattice
-    a = rng.integers(0, 1000, 20000).astype(float)
-    b = np.repeat(np.arange(250) / 2 + 0.25, 4)
+    # an integer part (step 1, in cells) and a part of 2,500 values k/2 + 1/4 (on the 0.01 lattice), a
+    # frequency table: its values overflow the merge's room for heavy values (a quarter of the budget, where
+    # their pack takes 5 KB) into cells, which must not be read on the integer lattice
+    a = rng.integers(0, 100000, 20000).astype(float)
+    b = np.repeat(np.arange(2500) / 2 + 0.25, 4)
     pieces = [built(a), built(b)]
     assert pieces[0].step == 1.0 and pieces[1].grid_size == 0
     merged = merge_1d(pieces, 8192)

@@ -1,0 +1,249 @@
+/*
+ * Packed heavy values (the 1-D payload's atom_pack): a column's exact frequency table on its value lattice,
+ * as lattice indices and counts in varints. pg_kde.synopsis.packing is the reference and documents the
+ * layout; this file reads and writes the same bytes:
+ *   kde_unpack_atoms: the three arrays (values, cumulative counts, exact cumulative sums) of a pack, for
+ *     _kde_range (range.c);
+ *   _kde_atoms(s kde_synopsis): a payload row's heavy values as arrays, packed or not (the tracking triggers
+ *     and the kde_synopses view read them so);
+ *   _kde_atoms_pack(values, cum_count, step): the pack of heavy values, NULL where they do not pack (the
+ *     tracking triggers store their new counts so).
+ * A malformed pack is an error (data_corrupted), never a read past its end.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/array.h"
+
+#include "pg_kde.h"
+
+PG_FUNCTION_INFO_V1(kde_atoms);
+PG_FUNCTION_INFO_V1(kde_atoms_pack);
+
+#define PACK_FORMAT 1
+#define PACK_LIMIT 9007199254740992.0	/* 2^53 */
+
+static void
+corrupted(const char *what)
+{
+	ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+					errmsg("pg_kde: the synopsis row's atom_pack %s", what)));
+}
+
+static uint64
+get_varint(const unsigned char *data, int len, int *pos)
+{
+	uint64		x = 0;
+	int			shift = 0;
+
+	for (;;)
+	{
+		unsigned char b;
+
+		if (*pos >= len || shift > 63)
+			corrupted("is cut short or holds a varint past 64 bits");
+		b = data[(*pos)++];
+		x |= (uint64) (b & 0x7F) << shift;
+		shift += 7;
+		if (!(b & 0x80))
+			return x;
+	}
+}
+
+int
+kde_unpack_atoms(const char *bytes, int len, double step, double **values, double **counts, double **sums)
+{
+	const unsigned char *data = (const unsigned char *) bytes;
+	int			pos = 1;
+	uint64		n;
+	int64		k = 0;
+	__int128	total = 0,
+				running = 0;
+
+	if (len < 4 || data[0] != PACK_FORMAT)
+		corrupted("is not a pack of format 1");
+	if (!(step > 0 && isfinite(step)))
+		corrupted("needs a value lattice (step > 0)");
+	n = get_varint(data, len, &pos);
+	if (n < 1 || n > (uint64) (len - pos) / 2)
+		corrupted("holds a wrong number of values");
+	*values = palloc(sizeof(double) * n);
+	*counts = palloc(sizeof(double) * n);
+	*sums = palloc(sizeof(double) * n);
+	for (uint64 i = 0; i < n; i++)
+	{
+		uint64		d = get_varint(data, len, &pos),
+					c;
+
+		if (i == 0)
+		{
+			if (d >= (uint64) 2 * (uint64) PACK_LIMIT)
+				corrupted("holds values past 2^53");
+			k = (d % 2 == 0) ? (int64) (d / 2) : -(int64) ((d + 1) / 2);
+		}
+		else if (d < 1 || d >= (uint64) 2 * (uint64) PACK_LIMIT)
+			corrupted(d < 1 ? "holds values out of order" : "holds values past 2^53");
+		else
+			k += (int64) d;
+		c = get_varint(data, len, &pos);
+		if (c >= (uint64) PACK_LIMIT)
+			corrupted("holds values past 2^53");
+		total += c;
+		running += (__int128) c * k;
+		if (fabs((double) k) >= PACK_LIMIT || total >= (__int128) PACK_LIMIT
+			|| running >= (__int128) PACK_LIMIT || running <= -(__int128) PACK_LIMIT)
+			corrupted("holds values past 2^53");
+		(*values)[i] = kde_lattice_value((double) k, step);
+		(*counts)[i] = (double) total;
+		(*sums)[i] = kde_lattice_value((double) running, step);
+	}
+	if (pos != len)
+		corrupted("has bytes past its values");
+	return (int) n;
+}
+
+static Datum
+row_field(HeapTupleHeader row, const char *name)
+{
+	bool		isnull;
+	Datum		d = GetAttributeByName(row, name, &isnull);
+
+	if (isnull)
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("pg_kde: the synopsis row's %s is NULL", name)));
+	return d;
+}
+
+static ArrayType *
+float8_array(const double *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Float8GetDatum(v[i]);
+	return construct_array(d, n, FLOAT8OID, sizeof(float8), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+}
+
+/* _kde_atoms(s kde_synopsis, OUT atom_values float8[], OUT atom_cum_count float8[], OUT atom_cum_sum
+ * float8[]): query.heavy_values. */
+Datum
+kde_atoms(PG_FUNCTION_ARGS)
+{
+	HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(0);
+	ArrayType  *stored = DatumGetArrayTypeP(row_field(row, "atom_values"));
+	bytea	   *pack = DatumGetByteaPP(row_field(row, "atom_pack"));
+	TupleDesc	desc;
+	Datum		out[3];
+	bool		nulls[3] = {false, false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("pg_kde: a record is expected")));
+	if (ArrayGetNItems(ARR_NDIM(stored), ARR_DIMS(stored)) == 0 && VARSIZE_ANY_EXHDR(pack) > 0)
+	{
+		double	   *values,
+				   *counts,
+				   *sums;
+		int			n = kde_unpack_atoms(VARDATA_ANY(pack), VARSIZE_ANY_EXHDR(pack),
+										 DatumGetFloat8(row_field(row, "step")), &values, &counts, &sums);
+
+		out[0] = PointerGetDatum(float8_array(values, n));
+		out[1] = PointerGetDatum(float8_array(counts, n));
+		out[2] = PointerGetDatum(float8_array(sums, n));
+	}
+	else
+	{
+		out[0] = PointerGetDatum(stored);
+		out[1] = row_field(row, "atom_cum_count");
+		out[2] = row_field(row, "atom_cum_sum");
+	}
+	desc = BlessTupleDesc(desc);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, out, nulls)));
+}
+
+static void
+put_varint(StringInfo out, uint64 x)
+{
+	for (;;)
+	{
+		unsigned char low = x & 0x7F;
+
+		x >>= 7;
+		if (x)
+			appendStringInfoChar(out, (char) (low | 0x80));
+		else
+		{
+			appendStringInfoChar(out, (char) low);
+			return;
+		}
+	}
+}
+
+/* _kde_atoms_pack(atom_values float8[], atom_cum_count float8[], step float8) RETURNS bytea:
+ * packing.pack_atoms (NULL where they do not pack). */
+Datum
+kde_atoms_pack(PG_FUNCTION_ARGS)
+{
+	ArrayType  *va = PG_GETARG_ARRAYTYPE_P(0),
+			   *ca = PG_GETARG_ARRAYTYPE_P(1);
+	double		step = PG_GETARG_FLOAT8(2);
+	int			n,
+				nc;
+	const double *values,
+			   *cum;
+	StringInfoData out;
+	int64		prev = 0,
+				before = 0;
+	__int128	running = 0;
+	bytea	   *result;
+
+	if (ARR_NDIM(va) > 1 || ARR_NDIM(ca) > 1 || ARR_HASNULL(va) || ARR_HASNULL(ca)
+		|| ARR_ELEMTYPE(va) != FLOAT8OID || ARR_ELEMTYPE(ca) != FLOAT8OID)
+		PG_RETURN_NULL();
+	n = ArrayGetNItems(ARR_NDIM(va), ARR_DIMS(va));
+	nc = ArrayGetNItems(ARR_NDIM(ca), ARR_DIMS(ca));
+	if (n == 0 || n != nc || !(step > 0 && isfinite(step)))
+		PG_RETURN_NULL();
+	values = (const double *) ARR_DATA_PTR(va);
+	cum = (const double *) ARR_DATA_PTR(ca);
+	initStringInfo(&out);
+	appendStringInfoChar(&out, PACK_FORMAT);
+	put_varint(&out, (uint64) n);
+	for (int i = 0; i < n; i++)
+	{
+		double		v = values[i],
+					r,
+					c_cum = cum[i];
+		int64		k,
+					c;
+
+		if (!isfinite(v) || !isfinite(c_cum) || c_cum != floor(c_cum) || fabs(c_cum) >= PACK_LIMIT)
+			PG_RETURN_NULL();
+		r = rint(v / step);
+		if (!(fabs(r) < PACK_LIMIT) || kde_lattice_value(r, step) != v)
+			PG_RETURN_NULL();
+		k = (int64) r;
+		c = (int64) c_cum - before;
+		before = (int64) c_cum;
+		running += (__int128) c * k;
+		if (c < 0 || running >= (__int128) PACK_LIMIT || running <= -(__int128) PACK_LIMIT)
+			PG_RETURN_NULL();
+		if (i == 0)
+			put_varint(&out, k >= 0 ? (uint64) k * 2 : (uint64) (-k) * 2 - 1);
+		else if (k <= prev)
+			PG_RETURN_NULL();
+		else
+			put_varint(&out, (uint64) (k - prev));
+		put_varint(&out, (uint64) c);
+		prev = k;
+	}
+	result = (bytea *) palloc(VARHDRSZ + out.len);
+	SET_VARSIZE(result, VARHDRSZ + out.len);
+	memcpy(VARDATA(result), out.data, out.len);
+	PG_RETURN_BYTEA_P(result);
+}

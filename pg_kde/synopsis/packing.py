@@ -1,0 +1,179 @@
+"""A column's exact frequency table on its value lattice, packed (the 1-D payload's ``atom_pack``).
+
+The heavy values of a 1-D synopsis are three float8 arrays: the values, their cumulative counts and their
+cumulative sums, 24 bytes a value. Where every value lies on the column's lattice (step q > 0, each value
+exactly the float8 :func:`lattice_value` gives its lattice index k), all three follow from the indices and
+counts: value k·q (or k / (1/q)), cumulative count C, cumulative sum K·q for K the running sum of count ×
+index, an exact integer. Packed as variable-length integers, a value takes 2-5 bytes: a column of a few
+hundred values (flights' distances, temperatures in hundredths of a degree) is then exact within 2 KB.
+
+Layout (docs/math.md §7, "Packed heavy values"), unsigned LEB128 varints (7 bits a byte, low first):
+    byte 1        the format, 1
+    varint        n, the number of values (>= 1)
+    varint        k₀ zigzag-coded (k ≥ 0 as 2k, k < 0 as −2k − 1)
+    varint        c₀, its count
+    then n − 1 times: varint k_i − k_{i−1} (>= 1), varint c_i (>= 0)
+Indices, running counts and running sums K stay below 2^53 in magnitude (exact in float8). The server
+decodes the same bytes (extension/atoms.c) into the same three arrays; both reject anything else.
+
+Sums derived this way are the correctly rounded exact sums of the values (K·q, K / (1/q): one rounding),
+not a float8 running sum.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Tuple
+
+#: The format byte of a pack.
+PACK_FORMAT = 1
+#: Largest magnitude of an index, a running count or a running index sum: exact in float8.
+PACK_LIMIT = 2**53
+
+
+def lattice_value(k: float, step: float) -> float:
+    """The float8 value of lattice point k: k·q for steps of 1 and more, k / (1/q) below (the correctly
+    rounded decimal, as numeric and float8 input give it)."""
+    return k * step if step >= 1 else k / round(1 / step)
+
+
+def varint_bytes(x: int) -> int:
+    """Bytes of the unsigned varint of x >= 0."""
+    return max(1, (int(x).bit_length() + 6) // 7)
+
+
+def _put(out: bytearray, x: int) -> None:
+    while True:
+        low = x & 0x7F
+        x >>= 7
+        if x:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return
+
+
+def _zigzag(k: int) -> int:
+    return 2 * k if k >= 0 else -2 * k - 1
+
+
+def lattice_indices(values: Sequence[float], step: float) -> Optional[list]:
+    """The lattice indices of ``values`` when each is exactly its index's :func:`lattice_value` and within
+    :data:`PACK_LIMIT`; None otherwise (a value 1 ulp off its decimal, a continuous column)."""
+    if not (step > 0 and math.isfinite(step)):
+        return None
+    out = []
+    for v in values:
+        v = float(v)
+        if not math.isfinite(v):
+            return None
+        k = round(v / step)
+        if abs(k) >= PACK_LIMIT or lattice_value(float(k), step) != v:
+            return None
+        out.append(int(k))
+    return out
+
+
+def pack_atoms(values: Sequence[float], cum_count: Sequence[float], step: float) -> Optional[bytes]:
+    """The pack of sorted heavy values and their cumulative counts on lattice ``step``; None when they do not
+    pack (no lattice, a value off it, counts that are not whole, sums past :data:`PACK_LIMIT`). Their
+    cumulative sums are not read: the pack's are the exact ones (:func:`unpack_atoms`)."""
+    if len(values) == 0 or len(values) != len(cum_count):
+        return None
+    ks = lattice_indices(values, step)
+    if ks is None:
+        return None
+    out = bytearray([PACK_FORMAT])
+    _put(out, len(ks))
+    before, running, prev = 0, 0, None
+    for k, c_cum in zip(ks, cum_count):
+        c_cum = float(c_cum)
+        if not math.isfinite(c_cum) or c_cum != math.floor(c_cum):
+            return None
+        c = int(c_cum) - before
+        before = int(c_cum)
+        running += c * k
+        if c < 0 or before >= PACK_LIMIT or abs(running) >= PACK_LIMIT:
+            return None
+        if prev is None:
+            _put(out, _zigzag(k))
+        elif k <= prev:
+            return None
+        else:
+            _put(out, k - prev)
+        _put(out, c)
+        prev = k
+    return bytes(out)
+
+
+class PackError(ValueError):
+    """A pack that is not one :func:`pack_atoms` makes."""
+
+
+def _get(data: bytes, pos: int) -> Tuple[int, int]:
+    x, shift = 0, 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise PackError("pg_kde: the synopsis row's atom_pack is cut short or holds a varint past 64 bits")
+        b = data[pos]
+        pos += 1
+        x |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return x, pos
+
+
+def unpack_atoms(pack: bytes, step: float) -> Tuple[list, list, list]:
+    """(values, cumulative counts, cumulative sums) of a pack, as float8 lists; PackError when malformed."""
+    data = bytes(pack)
+    if len(data) < 4 or data[0] != PACK_FORMAT:
+        raise PackError("pg_kde: the synopsis row's atom_pack is not a pack of format 1")
+    if not (step > 0 and math.isfinite(step)):
+        raise PackError("pg_kde: the synopsis row's atom_pack needs a value lattice (step > 0)")
+    n, pos = _get(data, 1)
+    if n < 1 or n > (len(data) - pos) // 2:
+        raise PackError("pg_kde: the synopsis row's atom_pack holds a wrong number of values")
+    values, counts, sums = [], [], []
+    k = total = running = 0
+    for i in range(n):
+        d, pos = _get(data, pos)
+        if i == 0:
+            k = d // 2 if d % 2 == 0 else -(d + 1) // 2
+        elif d < 1:
+            raise PackError("pg_kde: the synopsis row's atom_pack holds values out of order")
+        elif d >= 2 * PACK_LIMIT:
+            raise PackError("pg_kde: the synopsis row's atom_pack holds values past 2^53")
+        else:
+            k += d
+        if i == 0 and d >= 2 * PACK_LIMIT:
+            raise PackError("pg_kde: the synopsis row's atom_pack holds values past 2^53")
+        c, pos = _get(data, pos)
+        if c >= PACK_LIMIT:
+            raise PackError("pg_kde: the synopsis row's atom_pack holds values past 2^53")
+        total += c
+        running += c * k
+        if abs(k) >= PACK_LIMIT or total >= PACK_LIMIT or abs(running) >= PACK_LIMIT:
+            raise PackError("pg_kde: the synopsis row's atom_pack holds values past 2^53")
+        values.append(lattice_value(float(k), step))
+        counts.append(float(total))
+        sums.append(lattice_value(float(running), step))
+    if pos != len(data):
+        raise PackError("pg_kde: the synopsis row's atom_pack has bytes past its values")
+    return values, counts, sums
+
+
+def exact_sums(values: Sequence[float], cum_count: Sequence[float], step: float) -> Optional[list]:
+    """The cumulative sums a pack of these heavy values stores (exact, one rounding each); None when they do
+    not pack."""
+    pack = pack_atoms(values, cum_count, step)
+    return None if pack is None else unpack_atoms(pack, step)[2]
+
+
+def packed_size(indices: Sequence[int], counts: Sequence[float]) -> int:
+    """Bytes of the pack of sorted lattice indices with these (estimated) counts."""
+    size = 1 + varint_bytes(len(indices))
+    prev = None
+    for k, c in zip(indices, counts):
+        size += varint_bytes(_zigzag(k) if prev is None else k - prev) + varint_bytes(max(0, int(c)))
+        prev = k
+    return size

@@ -1,0 +1,103 @@
+"""Packed heavy values (pg_kde.synopsis.packing): lossless on a lattice, exact sums, refusals, and malformed
+packs rejected. The server's decoder (extension/atoms.c) is checked against this one in tests/sql."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from pg_kde.synopsis.packing import (PACK_LIMIT, PackError, exact_sums, lattice_indices, lattice_value, pack_atoms,
+                                     packed_size, unpack_atoms)
+
+
+def exact_cumulative_sums(values, counts, step):
+    """Σ count · value over the decimals the values stand for, each prefix rounded once (Fraction)."""
+    q = Fraction(1, round(1 / step)) if step < 1 else Fraction(step)
+    out, total = [], Fraction(0)
+    for v, c in zip(values, counts):
+        total += int(c) * round(Fraction(v) / q) * q
+        out.append(float(total))
+    return out
+
+
+@pytest.mark.parametrize("step, values", [
+    (0.01, [0.01, 12.78, 13.62, 20.97, 99999.99]),
+    (1.0, [-4983.0, -1.0, 0.0, 17.0, 4983.0]),
+    (60.0, [1.7e9 - 1.7e9 % 60, 1.7e9 - 1.7e9 % 60 + 60]),
+    (0.001, [-0.001, 0.0, 0.5, 1e6 + 0.001]),
+])
+def test_round_trip_and_exact_sums(rng, step, values):
+    counts = rng.integers(0, 50000, len(values)).astype(float)
+    cum = np.cumsum(counts).tolist()
+    pack = pack_atoms(values, cum, step)
+    assert pack is not None and len(pack) == packed_size(lattice_indices(values, step), counts)
+    got_values, got_counts, got_sums = unpack_atoms(pack, step)
+    assert got_values == [float(v) for v in values] and got_counts == cum
+    assert got_sums == exact_cumulative_sums(values, counts, step) == exact_sums(values, cum, step)
+
+
+def test_a_few_hundred_values_take_a_few_bytes_each(rng):
+    # flights' distances: 214 whole miles, counts up to ~15,000: under 4 bytes a value, not 24
+    values = np.unique(rng.integers(17, 4983, 214)).astype(float)
+    counts = rng.integers(1, 15000, len(values)).astype(float)
+    pack = pack_atoms(values, np.cumsum(counts), 1.0)
+    assert len(pack) < 4 * len(values)
+
+
+def test_what_does_not_pack():
+    assert pack_atoms([0.30000000000000004], [5.0], 0.01) is None  # 1 ulp off its decimal
+    assert pack_atoms([0.1], [5.0], 0.0) is None  # no lattice
+    assert pack_atoms([1.0, 2.0], [5.0, 7.5], 1.0) is None  # a count that is not whole
+    assert pack_atoms([1.0, 2.0], [5.0, 4.0], 1.0) is None  # a negative count
+    assert pack_atoms([2.0, 1.0], [5.0, 7.0], 1.0) is None  # out of order
+    assert pack_atoms([1.0, 1.0], [5.0, 7.0], 1.0) is None  # repeated
+    assert pack_atoms([], [], 1.0) is None and pack_atoms([1.0], [1.0, 2.0], 1.0) is None
+    assert pack_atoms([2.0**53], [1.0], 1.0) is None  # an index past 2^53
+    assert pack_atoms([2.0**40], [2.0**14], 1.0) is None  # a sum past 2^53
+    assert pack_atoms([float("nan")], [1.0], 1.0) is None and pack_atoms([1.0], [float("inf")], 1.0) is None
+    assert exact_sums([0.1], [1.0], 0.0) is None
+
+
+def test_zero_counts_pack(rng):
+    # (a tracked table's deletes can leave a heavy value with no row)
+    pack = pack_atoms([1.0, 2.0, 3.0], [4.0, 4.0, 9.0], 1.0)
+    assert unpack_atoms(pack, 1.0) == ([1.0, 2.0, 3.0], [4.0, 4.0, 9.0], [4.0, 4.0, 19.0])
+
+
+def test_lattice_value_is_the_decimal():
+    assert lattice_value(1278.0, 0.01) == 12.78 and lattice_value(-3.0, 60.0) == -180.0
+
+
+GOOD = pack_atoms([1.0, 5.0, 9.0], [3.0, 4.0, 10.0], 1.0)
+
+
+@pytest.mark.parametrize("bad", [
+    b"", b"\x01", GOOD[:-1], GOOD + b"\x00", b"\x02" + GOOD[1:],
+    bytes([1, 2, 2, 3, 0, 1]),  # a zero step between values
+    bytes([1, 1]) + b"\xff" * 10 + b"\x01\x01",  # a varint past 64 bits
+    bytes([1, 100, 2, 3, 1, 1]),  # more values than bytes
+    bytes([1, 1]) + b"\x80\x80\x80\x80\x80\x80\x80\x80\x02" + b"\x01",  # an index past 2^53
+    bytes([1, 2, 2, 1]) + b"\x80\x80\x80\x80\x80\x80\x80\x10" + b"\x01",  # a step past 2^53
+    bytes([1, 1, 2]) + b"\x80\x80\x80\x80\x80\x80\x80\x10",  # a count past 2^53
+])
+def test_malformed_packs_are_errors(bad):
+    with pytest.raises(PackError):
+        unpack_atoms(bad, 1.0)
+
+
+def test_a_pack_needs_a_lattice():
+    with pytest.raises(PackError):
+        unpack_atoms(GOOD, 0.0)
+
+
+def test_random_round_trips(rng):
+    for _ in range(200):
+        step = float(rng.choice([1.0, 0.01, 0.1, 5.0, 1e-6]))
+        k = np.unique(rng.integers(-10**6, 10**6, rng.integers(1, 60)))
+        values = [lattice_value(float(i), step) for i in k]
+        cum = np.cumsum(rng.integers(0, 1000, len(k))).astype(float).tolist()
+        pack = pack_atoms(values, cum, step)
+        assert pack is not None
+        got = unpack_atoms(pack, step)
+        assert got[0] == values and got[1] == cum
+        assert all(abs(s) < PACK_LIMIT * step for s in got[2])
