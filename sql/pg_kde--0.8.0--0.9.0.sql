@@ -3,8 +3,9 @@
 -- arrays took 24: a column of a few hundred values is an exact frequency table within 2 KB. The arrays
 -- stay for heavy values off a lattice; synopses built by 0.8.0 answer as before (their packs are empty)
 -- until their next refresh. _kde_atoms and _kde_atoms_pack read and write packs; the tracking triggers
--- and the kde_synopses view read heavy values through them. Every function that names the version is
--- replaced.
+-- and the kde_synopses view read heavy values through them. A heavy value on a 2-D continuous axis has a
+-- cell of its own, which an upper bound on it takes whole (_kde_upper_pos, in _kde_box). Every function
+-- that names the version is replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.9.0'" to load this file. \quit
 
 ALTER TABLE kde_synopsis ADD COLUMN atom_pack bytea NOT NULL DEFAULT '';
@@ -40,6 +41,29 @@ AS $$
     SELECT ARRAY(SELECT jsonb_array_elements_text(@extschema@._kde_raise_if_error(
         @extschema@._kde_bandwidth(tbl::oid, cols, method, backend, sample_size, '0.9.0')) -> 'bandwidth')::float8)
 $$;
+-- The position of an upper bound (0.9.0): _kde_grid_pos, and past a heavy value's cell of its own on a 2-D
+-- continuous axis ([v, next float): one ulp wide, or [0, smallest normal)) when x is at least v on its
+-- start: x <= v holds the rows at v, which the half-open cell starting at v keeps.
+-- (pg_kde.synopsis.query.upper_pos and maths.is_tie_cell, as written here)
+CREATE OR REPLACE FUNCTION _kde_upper_pos(grid float8[], x float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p float8 := @extschema@._kde_grid_pos(grid, x);
+    k integer;
+BEGIN
+    IF p = floor(p) AND p < cardinality(grid) - 1 THEN
+        k := p::integer + 1;  -- grid[k] is the point at p
+        IF x >= grid[k] AND (grid[k + 1] - grid[k] <= abs(grid[k]) * 2.220446049250313e-16
+                             OR (grid[k] = 0 AND grid[k + 1] <= 2.2250738585072014e-308)) THEN
+            RETURN p + 1;
+        END IF;
+    END IF;
+    RETURN p;
+END
+$$;
+COMMENT ON FUNCTION _kde_upper_pos(float8[], float8) IS 'pg_kde internal: position of an upper bound on a grid';
 -- A payload row's heavy values as arrays: its own, or its atom_pack's (extension/atoms.c), which holds them
 -- on the column's lattice where the arrays are empty. And the pack of heavy values (NULL where they do not
 -- pack: off a lattice, counts that are not whole); the tracking triggers store their new counts so.
@@ -50,6 +74,71 @@ COMMENT ON FUNCTION _kde_atoms(kde_synopsis) IS 'pg_kde internal: a 1-D synopsis
 CREATE OR REPLACE FUNCTION _kde_atoms_pack(atom_values float8[], atom_cum_count float8[], step float8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_atoms_pack' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_atoms_pack(float8[], float8[], float8) IS 'pg_kde internal: heavy values on a lattice, packed';
+-- What a box [a1, b1] x [a2, b2] holds: moment 0 the row count, moment k (1 or 2) the sum of column k.
+-- Counts: whole cells inside the box exactly, the strip of cells the box cuts shaped by the KDE; sums: the
+-- exact summed-area table of values, uniform within cells.
+CREATE OR REPLACE FUNCTION _kde_box(s kde_synopsis_2d, a1 float8, b1 float8, a2 float8, b2 float8, moment integer) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m1 integer := s.grid_size[1];
+    m2 integer := s.grid_size[2];
+    counts float8[] := s.sat_count;
+    kde float8[] := s.kde_sat;
+    sums float8[];
+    pa1 float8; pb1 float8; pa2 float8; pb2 float8;
+    ia1 integer; ib1 integer; ia2 integer; ib2 integer;
+    inner_exact float8 := 0;
+    inner_kde float8 := 0;
+    box_kde float8;
+    outer_exact float8;
+BEGIN
+    IF s.integer_valued[1] THEN a1 := ceil(a1) - 0.5; b1 := floor(b1) + 0.5; END IF;
+    IF s.integer_valued[2] THEN a2 := ceil(a2) - 0.5; b2 := floor(b2) + 0.5; END IF;
+    IF a1 > b1 OR a2 > b2 THEN
+        RETURN 0;
+    END IF;
+    IF cardinality(s.lattice1) > 0 THEN
+        a1 := @extschema@._kde_lattice_bound(s.lattice1, s.grid1, a1, false);
+        b1 := @extschema@._kde_lattice_bound(s.lattice1, s.grid1, b1, true);
+    END IF;
+    IF cardinality(s.lattice2) > 0 THEN
+        a2 := @extschema@._kde_lattice_bound(s.lattice2, s.grid2, a2, false);
+        b2 := @extschema@._kde_lattice_bound(s.lattice2, s.grid2, b2, true);
+    END IF;
+    -- (a point [v, v] on a continuous axis holds v's rows where v has a cell of its own: _kde_upper_pos)
+    IF a1 > b1 OR a2 > b2 OR (cardinality(s.lattice1) > 0 AND a1 = b1) OR (cardinality(s.lattice2) > 0 AND a2 = b2) THEN
+        RETURN 0;
+    END IF;
+    pa1 := @extschema@._kde_grid_pos(s.grid1, a1);
+    pb1 := @extschema@._kde_upper_pos(s.grid1, b1);
+    pa2 := @extschema@._kde_grid_pos(s.grid2, a2);
+    pb2 := @extschema@._kde_upper_pos(s.grid2, b2);
+    IF pa1 >= pb1 OR pa2 >= pb2 THEN
+        RETURN 0;
+    END IF;
+    IF moment > 0 THEN
+        sums := s.sat_sum;
+        RETURN @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pb1, pb2)
+             - @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pa1, pb2)
+             - @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pb1, pa2)
+             + @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pa1, pa2);
+    END IF;
+    box_kde := @extschema@._kde_sat_at(kde, m1, m2, 0, pb1, pb2) - @extschema@._kde_sat_at(kde, m1, m2, 0, pa1, pb2)
+             - @extschema@._kde_sat_at(kde, m1, m2, 0, pb1, pa2) + @extschema@._kde_sat_at(kde, m1, m2, 0, pa1, pa2);
+    ia1 := ceil(pa1)::integer; ib1 := floor(pb1)::integer; ia2 := ceil(pa2)::integer; ib2 := floor(pb2)::integer;
+    IF ia1 < ib1 AND ia2 < ib2 THEN
+        inner_exact := counts[ib1 * m2 + ib2 + 1] - counts[ia1 * m2 + ib2 + 1] - counts[ib1 * m2 + ia2 + 1]
+                     + counts[ia1 * m2 + ia2 + 1];
+        inner_kde := kde[ib1 * m2 + ib2 + 1] - kde[ia1 * m2 + ib2 + 1] - kde[ib1 * m2 + ia2 + 1] + kde[ia1 * m2 + ia2 + 1];
+    END IF;
+    ia1 := floor(pa1)::integer; ib1 := ceil(pb1)::integer; ia2 := floor(pa2)::integer; ib2 := ceil(pb2)::integer;
+    outer_exact := counts[ib1 * m2 + ib2 + 1] - counts[ia1 * m2 + ib2 + 1] - counts[ib1 * m2 + ia2 + 1]
+                 + counts[ia1 * m2 + ia2 + 1];
+    RETURN least(greatest(inner_exact + (box_kde - inner_kde), inner_exact), outer_exact);
+END
+$$;
 CREATE OR REPLACE FUNCTION _kde_track_apply() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

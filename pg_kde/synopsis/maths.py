@@ -11,6 +11,7 @@ raises propagates. Sliced or not, each grid value is the same sum (in another or
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -187,8 +188,48 @@ def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size
             points = mids[np.clip(ranks, 0, len(mids) - 1)] if len(mids) > size - 2 else mids
         else:
             points = np.quantile(sample, np.linspace(0.0, 1.0, size))
+            # (no subnormal point, as in 1-D: a scaled axis would not map it back exactly)
+            points = _with_tie_cells(sample, np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points),
+                                     lo, hi, size)
     points = np.unique(np.clip(points, lo, hi))
     return np.unique(np.concatenate([[lo], points[(points > lo) & (points < hi)], [hi]])), lattice
+
+
+def tie_cell_end(v: float) -> float:
+    """The end of a heavy value v's cell of its own, [v, end): the next float8 above v (above 0: float8's
+    smallest normal number, so that no grid point is subnormal); NaN where there is none to take (v
+    subnormal, or its neighbour)."""
+    if v == 0.0:
+        return float(np.finfo(np.float64).tiny)
+    up = float(np.nextafter(v, np.inf))
+    return up if abs(v) >= np.finfo(np.float64).tiny and abs(up) >= np.finfo(np.float64).tiny else math.nan
+
+
+def is_tie_cell(g0: float, g1: float) -> bool:
+    """Whether grid points g0 < g1 bound a heavy value's cell of its own (:func:`tie_cell_end`): one ulp wide
+    (a relative width of at most 2^-52), or [0, smallest normal). _kde_upper_pos's test, as written there."""
+    return g1 - g0 <= abs(g0) * 2.220446049250313e-16 or (g0 == 0.0 and g1 <= 2.2250738585072014e-308)
+
+
+def _with_tie_cells(sample: np.ndarray, points: np.ndarray, lo: float, hi: float, size: int) -> np.ndarray:
+    """A continuous axis's quantile points with a cell of its own, [v, next float), for each value v holding a
+    cell's share of the sample (1/size) or more: a box whose bound is v then takes its rows whole (half-open
+    cells hold v in the cell starting at v, which a bound on the line would otherwise leave out or cut).
+    Other points are thinned evenly to keep at most ``size``."""
+    values, counts = np.unique(sample, return_counts=True)
+    ties = []
+    for v in values[counts * size >= len(sample)]:
+        end = tie_cell_end(float(v))
+        if lo <= v and end < hi:
+            ties += [float(v), end]
+    if not ties:
+        return points
+    ties = np.unique(ties)
+    rest = np.unique(points[~np.isin(points, ties)])
+    room = max(0, size - len(ties))
+    if len(rest) > room:
+        rest = rest[np.unique(np.linspace(0, len(rest) - 1, room).round().astype(np.int64))] if room else rest[:0]
+    return np.unique(np.concatenate([rest, ties]))
 
 
 def grid_positions(values: np.ndarray, grid: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .cells import linear, mass, moment, profile_cut, shape_of
+from .maths import is_tie_cell
 from .packing import lattice_value, unpack_atoms
 
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard
@@ -230,6 +231,17 @@ def grid_pos(grid, x: float) -> float:
     return (k - 1) + (x / 2 - g0 / 2) / (g1 / 2 - g0 / 2)
 
 
+def upper_pos(grid, x: float) -> float:
+    """The grid-index coordinate of an upper bound x (_kde_upper_pos): :func:`grid_pos`, and past a heavy
+    value's cell of its own ([v, next float), :func:`.maths.is_tie_cell`) when x is at least v on its start:
+    x <= v holds the rows at v, which the half-open cell starting at v keeps."""
+    p = grid_pos(grid, x)
+    k = int(p)
+    if p == k and k < len(grid) - 1 and x >= grid[k] and is_tie_cell(grid[k], grid[k + 1]):
+        return float(k + 1)
+    return p
+
+
 def lattice_bound(lattice, grid, x: float, upper: bool) -> float:
     """A bound moved onto a discretised axis's lattice (_kde_lattice_bound): the midpoint just below the
     smallest value ≥ x (a lower bound) or just above the largest value ≤ x (an upper bound); the grid's ends
@@ -269,9 +281,10 @@ def box_2d(s: dict, a1: float, b1: float, a2: float, b2: float, moment: int = 0)
         a1, b1 = lattice_bound(s["lattice1"], grid1, a1, False), lattice_bound(s["lattice1"], grid1, b1, True)
     if s["lattice2"]:
         a2, b2 = lattice_bound(s["lattice2"], grid2, a2, False), lattice_bound(s["lattice2"], grid2, b2, True)
-    if a1 >= b1 or a2 >= b2:
+    # (a point [v, v] on a continuous axis holds v's rows where v has a cell of its own: upper_pos)
+    if a1 > b1 or a2 > b2 or (s["lattice1"] and a1 == b1) or (s["lattice2"] and a2 == b2):
         return 0.0
-    pa1, pb1, pa2, pb2 = grid_pos(grid1, a1), grid_pos(grid1, b1), grid_pos(grid2, a2), grid_pos(grid2, b2)
+    pa1, pb1, pa2, pb2 = grid_pos(grid1, a1), upper_pos(grid1, b1), grid_pos(grid2, a2), upper_pos(grid2, b2)
     if pa1 >= pb1 or pa2 >= pb2:
         return 0.0
     if moment > 0:

@@ -71,6 +71,30 @@ END
 $$;
 COMMENT ON FUNCTION _kde_grid_pos(float8[], float8) IS 'pg_kde internal: position on a grid';
 
+-- The position of an upper bound (0.9.0): _kde_grid_pos, and past a heavy value's cell of its own on a 2-D
+-- continuous axis ([v, next float): one ulp wide, or [0, smallest normal)) when x is at least v on its
+-- start: x <= v holds the rows at v, which the half-open cell starting at v keeps.
+-- (pg_kde.synopsis.query.upper_pos and maths.is_tie_cell, as written here)
+CREATE FUNCTION _kde_upper_pos(grid float8[], x float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p float8 := @extschema@._kde_grid_pos(grid, x);
+    k integer;
+BEGIN
+    IF p = floor(p) AND p < cardinality(grid) - 1 THEN
+        k := p::integer + 1;  -- grid[k] is the point at p
+        IF x >= grid[k] AND (grid[k + 1] - grid[k] <= abs(grid[k]) * 2.220446049250313e-16
+                             OR (grid[k] = 0 AND grid[k + 1] <= 2.2250738585072014e-308)) THEN
+            RETURN p + 1;
+        END IF;
+    END IF;
+    RETURN p;
+END
+$$;
+COMMENT ON FUNCTION _kde_upper_pos(float8[], float8) IS 'pg_kde internal: position of an upper bound on a grid';
+
 -- A bound moved onto a discretised axis's lattice: the midpoint just below the smallest value >= x (lower
 -- bound) or just above the largest value <= x (upper bound); the grid's points are those midpoints, so
 -- every value's rows stay whole. Beyond the ends: the grid's ends.

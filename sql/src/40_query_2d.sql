@@ -83,13 +83,14 @@ BEGIN
         a2 := @extschema@._kde_lattice_bound(s.lattice2, s.grid2, a2, false);
         b2 := @extschema@._kde_lattice_bound(s.lattice2, s.grid2, b2, true);
     END IF;
-    IF a1 >= b1 OR a2 >= b2 THEN
+    -- (a point [v, v] on a continuous axis holds v's rows where v has a cell of its own: _kde_upper_pos)
+    IF a1 > b1 OR a2 > b2 OR (cardinality(s.lattice1) > 0 AND a1 = b1) OR (cardinality(s.lattice2) > 0 AND a2 = b2) THEN
         RETURN 0;
     END IF;
     pa1 := @extschema@._kde_grid_pos(s.grid1, a1);
-    pb1 := @extschema@._kde_grid_pos(s.grid1, b1);
+    pb1 := @extschema@._kde_upper_pos(s.grid1, b1);
     pa2 := @extschema@._kde_grid_pos(s.grid2, a2);
-    pb2 := @extschema@._kde_grid_pos(s.grid2, b2);
+    pb2 := @extschema@._kde_upper_pos(s.grid2, b2);
     IF pa1 >= pb1 OR pa2 >= pb2 THEN
         RETURN 0;
     END IF;

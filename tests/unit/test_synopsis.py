@@ -111,6 +111,26 @@ def test_quantile_grid_and_positions(rng):
     assert not np.isin(gr, lattice).any()  # no value sits on a cell edge
 
 
+def test_heavy_values_on_a_continuous_axis_get_cells_of_their_own(rng):
+    """A value with a cell's share of the sample gets [v, next float) (0: [0, smallest normal)); a subnormal
+    one cannot; the grid keeps its size; only those cells are ties (the query's test)."""
+    from pg_kde.synopsis import quantile_grid
+    from pg_kde.synopsis.maths import is_tie_cell, tie_cell_end
+
+    tiny = np.finfo(np.float64).tiny
+    x = rng.gamma(2.0, 3.0, 20000)
+    x[:4000], x[4000:5000], x[5000:6000] = 5.0, 0.0, 1e-310
+    g, lattice = quantile_grid(x, 0.0, x.max(), False, 64)
+    assert lattice is None and len(g) <= 64 and np.all(np.diff(g) > 0)
+    k = int(np.searchsorted(g, 5.0))
+    assert g[k] == 5.0 and g[k + 1] == np.nextafter(5.0, np.inf) and g[0] == 0.0 and g[1] == tiny
+    ties = [i for i in range(len(g) - 1) if is_tie_cell(g[i], g[i + 1])]
+    assert ties == [0, k]  # (1e-310 has none: its neighbour is subnormal)
+    counts = np.histogram(x, g)[0]
+    assert counts[k] == 4000 and counts[0] == 1000 + 1000  # 0 and the subnormal 1e-310 share [0, tiny)
+    assert np.isnan(tie_cell_end(1e-310)) and tie_cell_end(-5.0) == np.nextafter(-5.0, np.inf)
+
+
 def test_smooth_masses_2d_preserves_mass_and_follows_correlation(rng):
     from pg_kde.synopsis import smooth_masses_2d
 
