@@ -7,7 +7,9 @@
  *   _kde_atoms(s kde_synopsis): a payload row's heavy values as arrays, packed or not (the tracking triggers
  *     and the kde_synopses view read them so);
  *   _kde_atoms_pack(values, cum_count, step): the pack of heavy values, NULL where they do not pack (the
- *     tracking triggers store their new counts so).
+ *     tracking triggers store their new counts so);
+ *   _kde_atom_count(pack): how many values a pack says it holds, NULL where its header is malformed (the
+ *     kde_synopses view: one corrupt row does not hide the others).
  * A malformed pack is an error (data_corrupted), never a read past its end.
  */
 #include "postgres.h"
@@ -25,6 +27,7 @@
 
 PG_FUNCTION_INFO_V1(kde_atoms);
 PG_FUNCTION_INFO_V1(kde_atoms_pack);
+PG_FUNCTION_INFO_V1(kde_atom_count);
 
 #define PACK_FORMAT 1
 #define PACK_LIMIT 9007199254740992.0	/* 2^53 */
@@ -49,6 +52,8 @@ get_varint(const unsigned char *data, int len, int *pos)
 		if (*pos >= len || shift > 63)
 			corrupted("is cut short or holds a varint past 64 bits");
 		b = data[(*pos)++];
+		if (shift == 63 && (b & 0x7E))	/* (the tenth byte has room for one bit) */
+			corrupted("is cut short or holds a varint past 64 bits");
 		x |= (uint64) (b & 0x7F) << shift;
 		shift += 7;
 		if (!(b & 0x80))
@@ -57,7 +62,8 @@ get_varint(const unsigned char *data, int len, int *pos)
 }
 
 int
-kde_unpack_atoms(const char *bytes, int len, double step, double **values, double **counts, double **sums)
+kde_unpack_atoms(const char *bytes, int len, double step, double **values, double **counts, double **sums,
+				 double **index_sums)
 {
 	const unsigned char *data = (const unsigned char *) bytes;
 	int			pos = 1;
@@ -68,7 +74,7 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 
 	if (len < 4 || data[0] != PACK_FORMAT)
 		corrupted("is not a pack of format 1");
-	if (!(step > 0 && isfinite(step)))
+	if (!(step > 0 && isfinite(step) && isfinite(1 / step)))
 		corrupted("needs a value lattice (step > 0)");
 	n = get_varint(data, len, &pos);
 	if (n < 1 || n > (uint64) (len - pos) / 2)
@@ -76,6 +82,8 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 	*values = palloc(sizeof(double) * n);
 	*counts = palloc(sizeof(double) * n);
 	*sums = palloc(sizeof(double) * n);
+	if (index_sums)
+		*index_sums = palloc(sizeof(double) * n);
 	for (uint64 i = 0; i < n; i++)
 	{
 		uint64		d = get_varint(data, len, &pos),
@@ -100,8 +108,13 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 			|| running >= (__int128) PACK_LIMIT || running <= -(__int128) PACK_LIMIT)
 			corrupted("holds values past 2^53");
 		(*values)[i] = kde_lattice_value((double) k, step);
+		/* (a step so small that lattice values coincide) */
+		if (i > 0 && !((*values)[i] > (*values)[i - 1]))
+			corrupted("holds values out of order");
 		(*counts)[i] = (double) total;
 		(*sums)[i] = kde_lattice_value((double) running, step);
+		if (index_sums)
+			(*index_sums)[i] = (double) running;	/* (exact: |K| < 2^53) */
 	}
 	if (pos != len)
 		corrupted("has bytes past its values");
@@ -150,7 +163,7 @@ kde_atoms(PG_FUNCTION_ARGS)
 				   *counts,
 				   *sums;
 		int			n = kde_unpack_atoms(VARDATA_ANY(pack), VARSIZE_ANY_EXHDR(pack),
-										 DatumGetFloat8(row_field(row, "step")), &values, &counts, &sums);
+										 DatumGetFloat8(row_field(row, "step")), &values, &counts, &sums, NULL);
 
 		out[0] = PointerGetDatum(float8_array(values, n));
 		out[1] = PointerGetDatum(float8_array(counts, n));
@@ -246,4 +259,30 @@ kde_atoms_pack(PG_FUNCTION_ARGS)
 	SET_VARSIZE(result, VARHDRSZ + out.len);
 	memcpy(VARDATA(result), out.data, out.len);
 	PG_RETURN_BYTEA_P(result);
+}
+
+/* _kde_atom_count(pack bytea) RETURNS integer: the pack's value count from its header; NULL where the header
+ * is malformed (never an error). */
+Datum
+kde_atom_count(PG_FUNCTION_ARGS)
+{
+	bytea	   *pack = PG_GETARG_BYTEA_PP(0);
+	const unsigned char *data = (const unsigned char *) VARDATA_ANY(pack);
+	int			len = VARSIZE_ANY_EXHDR(pack);
+	uint64		n = 0;
+	int			shift = 0;
+
+	if (len < 4 || data[0] != PACK_FORMAT)
+		PG_RETURN_NULL();
+	for (int pos = 1; pos < len && shift <= 28; pos++, shift += 7)
+	{
+		n |= (uint64) (data[pos] & 0x7F) << shift;
+		if (!(data[pos] & 0x80))
+		{
+			if (n >= 1 && n <= (uint64) (len - pos - 1) / 2)
+				PG_RETURN_INT32((int32) n);
+			break;
+		}
+	}
+	PG_RETURN_NULL();
 }

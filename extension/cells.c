@@ -52,9 +52,6 @@ PG_MODULE_MAGIC;
 #define CELLS_VERSION 2
 /* cell values kept at each end (the smallest and the largest) */
 #define TAIL_VALUES 256
-/* cells.on_lattice's tolerance: LATTICE_ULPS (8) times float8's epsilon, relative to max(|v / q|, 1); a
- * nonzero value that rounds to 0 steps (or whose quotient underflows to 0) is off the lattice */
-#define LATTICE_TOLERANCE (8.0 * DBL_EPSILON)
 /* rint(v / q) must stay below 2^63 in magnitude to be added as an int64 */
 #define QUANTA_LIMIT 9223372036854775808.0
 
@@ -341,8 +338,8 @@ add_value(CellsState *s, double v)
 	keep_extreme(s->high, &s->h->n_high, v, false);
 	t = v / s->h->quantum;
 	r = rint(t);
-	if (fabs(t - r) > LATTICE_TOLERANCE * Max(fabs(t), 1.0) || (r == 0 && v != 0))
-		s->h->off_lattice++;	/* near 0 only 0 itself is on the lattice */
+	if (!kde_on_lattice(v, s->h->quantum))
+		s->h->off_lattice++;
 	if (fabs(r) >= QUANTA_LIMIT)
 		s->h->overflow++;
 	else

@@ -54,9 +54,22 @@ kde_lattice_value(double k, double step)
 	return step >= 1 ? k * step : k / rint(1 / step);
 }
 
+/* whether v is a lattice point of step: exactly the float8 of its index k (cells.on_lattice): k q, or
+ * k / (1/q) for steps below 1 (k q again below 2^-53, a power-of-two quantum); near 0 only 0 itself */
+static inline bool
+kde_on_lattice(double v, double step)
+{
+	double		k = rint(v / step);
+
+	if (!isfinite(k))
+		return false;
+	return (step >= 1 || step < 0x1p-53 ? k * step : k / rint(1 / step)) == v;
+}
+
 /* the heavy values of a pack (atoms.c; pg_kde.synopsis.packing): their number, and palloc'd arrays of the
- * values, their cumulative counts and exact cumulative sums; a malformed pack is an error */
+ * values, their cumulative counts and exact cumulative sums, and (index_sums not NULL) the running sums K of
+ * count x lattice index, exact integers; a malformed pack is an error */
 extern int	kde_unpack_atoms(const char *bytes, int len, double step, double **values, double **counts,
-							 double **sums);
+							 double **sums, double **index_sums);
 
 #endif

@@ -414,6 +414,7 @@ kde_range(PG_FUNCTION_ARGS)
 	Moments		part = {0, 0, 0, 0};
 	Vector		atoms,
 				cum = {NULL, 0};
+	double	   *index_sums = NULL;	/* a pack's exact running index sums */
 	TupleDesc	desc;
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
@@ -447,7 +448,7 @@ kde_range(PG_FUNCTION_ARGS)
 						   *sums;
 
 				atoms.n = kde_unpack_atoms(VARDATA_ANY(pack), VARSIZE_ANY_EXHDR(pack), step, &values, &counts,
-										   &sums);
+										   &sums, &index_sums);
 				atoms.v = values;
 				cum.v = order == 0 ? counts : sums;
 				cum.n = atoms.n;
@@ -461,7 +462,16 @@ kde_range(PG_FUNCTION_ARGS)
 			if (cum.n != atoms.n)
 				ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
 								errmsg("pg_kde: the synopsis row's heavy values do not match their sums")));
-			exact = (upto > 0 ? cum.v[upto - 1] : 0.0) - (below > 0 ? cum.v[below - 1] : 0.0);
+			if (order == 1 && index_sums != NULL)
+			{
+				/* packing.range_sum: (K - K') q, rounded once, not a difference of rounded sums */
+				int64		k = (upto > 0 ? (int64) index_sums[upto - 1] : 0)
+					- (below > 0 ? (int64) index_sums[below - 1] : 0);
+
+				exact = kde_lattice_value((double) k, step);
+			}
+			else
+				exact = (upto > 0 ? cum.v[upto - 1] : 0.0) - (below > 0 ? cum.v[below - 1] : 0.0);
 		}
 		kde_rows = (double) DatumGetInt64(field(row, "kde_rows"));
 		if (step > 0)

@@ -25,8 +25,6 @@
 
 #include "pg_kde.h"
 
-#define LATTICE_TOLERANCE (8.0 * DBL_EPSILON)
-
 PG_FUNCTION_INFO_V1(kde_track_delta);
 
 /* A float8[] (or float4[] when float4) argument as doubles; NULL elements flagged in nulls (may be NULL). */
@@ -163,8 +161,7 @@ kde_track_delta(PG_FUNCTION_ARGS)
 			continue;
 		if (!isfinite(v))
 			problem = "NaN or infinite values written";
-		else if (step > 0 && (!(fabs(v / step - rint(v / step)) <= LATTICE_TOLERANCE * Max(fabs(v / step), 1.0)) ||
-							  (rint(v / step) == 0 && v != 0)))	/* near 0 only 0 is on the lattice */
+		else if (step > 0 && !kde_on_lattice(v, step))
 			problem = psprintf("values off the lattice (step %g) written", step);
 		else if (find(atoms, k, v) < 0)
 		{

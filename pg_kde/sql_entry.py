@@ -30,6 +30,7 @@ from .synopsis import Requested, build_1d, build_2d
 from .synopsis.build import Layout2D, check_pair, counts_method, plan_2d, plan_grid, select_bandwidth
 from .synopsis.catalog import Built1D, Built2D, split_row
 from .synopsis.merge import merge_1d, merge_2d
+from .synopsis.packing import PackError
 from .synopsis.query import heavy_values
 from .synopsis.cells import DAY_PROFILE, MAX_BUDGET, MIN_BUDGET, WEEK_PROFILE
 from .synopsis.reader import TableStats
@@ -297,7 +298,11 @@ def _stored_1d(plpy, schema: str, relid, cols):
     if stored is None:
         return None
     r, facts = stored
-    values, counts, sums = heavy_values(r)
+    try:
+        values, counts, sums = heavy_values(r)
+    except PackError as e:  # a corrupt stored row is built again, not merged or reused
+        plpy.warning(f"{e}; the synopsis of column {cols[0]} of relation {relid} is rebuilt")
+        return None
     built = Built1D(
         method=r["method"], bandwidth=float(r["bandwidth"][0]), sample_size=int(r["sample_size"]), backend=r["backend"],
         scale=None, n_rows=int(r["n_rows"]), n_null=int(r["n_null"]), step=float(r["step"]),

@@ -74,6 +74,9 @@ COMMENT ON FUNCTION _kde_atoms(kde_synopsis) IS 'pg_kde internal: a 1-D synopsis
 CREATE OR REPLACE FUNCTION _kde_atoms_pack(atom_values float8[], atom_cum_count float8[], step float8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_atoms_pack' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_atoms_pack(float8[], float8[], float8) IS 'pg_kde internal: heavy values on a lattice, packed';
+CREATE OR REPLACE FUNCTION _kde_atom_count(pack bytea) RETURNS integer
+AS 'MODULE_PATHNAME', 'kde_atom_count' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_atom_count(bytea) IS 'pg_kde internal: how many heavy values a pack holds (NULL: a malformed header)';
 -- What a box [a1, b1] x [a2, b2] holds: moment 0 the row count, moment k (1 or 2) the sum of column k.
 -- Counts: whole cells inside the box exactly, the strip of cells the box cuts shaped by the KDE; sums: the
 -- exact summed-area table of values, uniform within cells.
@@ -150,6 +153,7 @@ DECLARE
     added float8[];
     removed float8[];
     delta record;
+    problem text;
 BEGIN
     IF TG_LEVEL <> 'STATEMENT' OR TG_WHEN <> 'AFTER' OR NOT EXISTS (
         SELECT 1 FROM pg_trigger t
@@ -162,7 +166,8 @@ BEGIN
     END IF;
     size_now := pg_relation_size(TG_RELID) / current_setting('block_size')::bigint;
     -- Each synopsis' column by identity (as queries resolve it), while its type is the one it was built on.
-    FOR r IN SELECT k.cols, c.name AS attname, t.typname, t.typcategory FROM @extschema@.kde_catalog k
+    FOR r IN SELECT k.cols, c.name AS attname, t.typname, t.typcategory, pg_column_size(k.*) AS header_bytes,
+                    coalesce((k.requested ->> 'budget')::bigint, 8192) AS budget FROM @extschema@.kde_catalog k
              CROSS JOIN LATERAL @extschema@._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) c
              JOIN pg_attribute a ON a.attrelid = k.relid AND a.attnum = c.attnum
              JOIN pg_type t ON t.oid = a.atttypid
@@ -183,15 +188,27 @@ BEGIN
             EXECUTE format('SELECT array_agg(%s) FROM kde_old', expr) INTO removed;
         END IF;
         -- (heavy values packed on a lattice are unpacked, and their new counts packed again: 0.9.0)
-        SELECT d.*, h.atom_values, @extschema@._kde_atoms_pack(h.atom_values, d.new_atom_cum_count, p.step) AS pack
+        SELECT d.*, h.atom_values, @extschema@._kde_atoms_pack(h.atom_values, d.new_atom_cum_count, p.step) AS pack,
+               octet_length(p.atom_pack) AS old_pack, pg_column_size(p.*) AS payload_bytes
         INTO delta FROM @extschema@.kde_synopsis p, LATERAL @extschema@._kde_atoms(p) h,
                LATERAL @extschema@._kde_track_delta(p.grid, p.step, h.atom_values, h.atom_cum_count, h.atom_cum_sum,
                                                     p.cell_cum_count, p.cell_cum_sum, p.density,
                                                     coalesce(added, '{}'), coalesce(removed, '{}')) d
         WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
-        IF delta.problem IS NOT NULL THEN
+        problem := delta.problem;
+        -- A pack whose counts no longer pack (a running sum past 2^53) or that outgrows the budget: stale, so
+        -- that the next refresh lays the synopsis out again within it.
+        IF problem IS NULL AND delta.old_pack > 0 THEN
+            IF delta.pack IS NULL THEN
+                problem := 'the heavy values no longer pack (a running sum past 2^53)';
+            ELSIF r.header_bytes + delta.payload_bytes + octet_length(delta.pack) - delta.old_pack > r.budget THEN
+                problem := format('the heavy values'' pack would take the synopsis past its budget (%s bytes)',
+                                  r.budget);
+            END IF;
+        END IF;
+        IF problem IS NOT NULL THEN
             -- Stale with the reason, until a refresh (which stores the table's own storage id again).
-            UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: ' || delta.problem
+            UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: ' || problem
             WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;
             CONTINUE;
         END IF;
@@ -208,7 +225,7 @@ BEGIN
         -- inserted, updated or deleted; writes the triggers did not see still count), and the size is now.
         UPDATE @extschema@.kde_catalog k
         SET n_rows = k.n_rows + delta.non_null, n_null = k.n_null + delta.nulls,
-            mod_count = k.mod_count + CASE TG_OP WHEN 'UPDATE' THEN cardinality(added)
+            mod_count = k.mod_count + CASE TG_OP WHEN 'UPDATE' THEN coalesce(cardinality(added), 0)
                                                  ELSE coalesce(cardinality(added), 0) + coalesce(cardinality(removed), 0) END,
             pages = size_now
         WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;
@@ -221,7 +238,8 @@ SELECT k.relid,
        k.cols,
        k.method,
        k.n_rows,
-       coalesce(cardinality((@extschema@._kde_atoms(p1)).atom_values), 0) AS heavy_values,
+       CASE WHEN octet_length(p1.atom_pack) > 0 THEN @extschema@._kde_atom_count(p1.atom_pack)
+            ELSE coalesce(cardinality(p1.atom_values), 0) END AS heavy_values,
        coalesce(p1.kde_rows, k.n_rows) AS kde_rows,
        pg_column_size(k.*) + coalesce(pg_column_size(p1.*), 0) + coalesce(pg_column_size(p2.*), 0) AS bytes,
        k.built_at,

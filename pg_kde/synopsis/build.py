@@ -19,7 +19,7 @@ from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
 from .catalog import Built1D, Built2D, Requested
-from .packing import PACK_LIMIT, lattice_indices, packed_size
+from .packing import PACK_LIMIT, lattice_indices, pack_atoms, packed_size
 from .cells import (
     ATOM_BYTES,
     BOUNDARY_BYTES,
@@ -147,6 +147,7 @@ class _Plan1D:
     atoms_room: int  # heavy values the budget keeps beside the cells
     most_cells: int  # cells the budget holds with no heavy value: a cell's share of rows is 1 / most_cells
     flagged: np.ndarray  # the values the sample showed as heavy (counted apart, given cells, or not in the budget)
+    heavy_bytes: int  # the bytes the plan leaves the heavy values (a frequency table: its pack's estimate)
 
 
 def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, step: float, cells: int,
@@ -171,10 +172,11 @@ def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, ste
 
 def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: bool,
              quantum: Optional[float], grid_hint: Optional[np.ndarray] = None, span=None,
-             rows: Optional[int] = None) -> _Plan1D:
+             rows: Optional[int] = None, table: bool = True) -> _Plan1D:
     """Place the grid over ``span`` (the column's min and max; the sample's by default) and choose the
     candidates from the sample (docs/math.md §7); with ``grid_hint``, on that grid where it reaches
-    (:func:`_hinted_grid`). ``rows``: about how many non-NULL rows the column has (None: unknown)."""
+    (:func:`_hinted_grid`). ``rows``: about how many non-NULL rows the column has (None: unknown);
+    ``table`` False: never an exact frequency table (a scan found one larger than its estimate)."""
     lo, hi = span if span is not None else (float(sample.min()), float(sample.max()))
     step = 0.0 if continuous else lattice_step(sample)
     if not continuous and step == 0.0 and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT and np.all(sample == np.trunc(sample)):
@@ -197,7 +199,7 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
         table_bytes = ATOM_BYTES * len(distinct)
     most_cells = cells_for_budget(budget, 0)
     heavy = atom_candidates(sample, 1.0 / most_cells)
-    few = table_bytes <= free and (counts == 1).sum() <= len(sample) / most_cells
+    few = table and table_bytes <= free and (counts == 1).sum() <= len(sample) / most_cells
     lattice_heavy = np.empty(0)
     if few:  # every sampled value kept exactly; the cells hold only the values the sample missed
         room = len(distinct)
@@ -235,7 +237,16 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     # change cells on the way.
     points = np.unique(np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points))
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells,
-                   np.asarray(heavy, dtype=np.float64))
+                   np.asarray(heavy, dtype=np.float64), heavy_bytes)
+
+
+def _table_bytes(plan: _Plan1D, scan) -> int:
+    """The bytes of the heavy values a frequency table's scan found, as they would be stored: packed, or
+    arrays where they do not pack."""
+    found = scan.candidate_rows > 0
+    values, counts = plan.candidates[found], scan.candidate_rows[found]
+    pack = pack_atoms(values, np.cumsum(counts), plan.step) if plan.step > 0 and len(values) else None
+    return len(pack) if pack is not None else ATOM_BYTES * len(values)
 
 
 def _misses_heavy(plan: _Plan1D, sample: np.ndarray) -> bool:
@@ -373,11 +384,11 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     # Values near the ends of float8: scan a power-of-two multiple (exact) so the grid's widths and the
     # KDE stay finite; everything is stored in the column's units again at the end. (No lattice then.)
     scale, continuous, quantum = _scan_scale(*span), False, None
-    rows = max(first.non_null, len(sample))
+    rows, table = max(first.non_null, len(sample)), True
     for _ in range(4):
         scanned = sample * scale
         plan = _plan_1d(scanned, requested, cells_budget, continuous or scale != 1.0, quantum,
-                        grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale), rows)
+                        grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale), rows, table)
         scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum, taking)
         _scan_errors(scan, rel, col)
         rows = scan.non_null
@@ -406,6 +417,11 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             continue
         if extra is None:  # the quantum of the scanned range
             quantum = fine_quantum(scan.all_lo, scan.all_hi)
+            continue
+        if plan.few and table and _table_bytes(plan, scan) > plan.heavy_bytes:
+            # The frequency table's counts outgrew the plan's estimate (a sample of blocks that held far fewer
+            # rows than the rest): cells instead, within the budget.
+            table = False
             continue
         if replan:
             continue

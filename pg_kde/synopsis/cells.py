@@ -35,8 +35,6 @@ from .._slices import Interrupt
 
 #: Lattice steps tried, largest first: decimal steps and the clock's (minutes, hours, days in seconds).
 STEP_CANDIDATES = tuple(sorted({10.0**k for k in range(-9, 10)} | {60.0, 3600.0, 86400.0}, reverse=True))
-#: How far v / q may be from a whole number, in ulps of the larger of |v / q| and 1, for v to be on the lattice.
-LATTICE_ULPS = 8
 #: A step is only used while values stay within this many steps of 0 (so v / q is exact enough to round).
 STEP_RANGE = 2.0**40
 
@@ -83,14 +81,19 @@ def lattice_step(sample: np.ndarray) -> float:
 
 
 def on_lattice(values: np.ndarray, step: float) -> np.ndarray:
-    """Which values are whole multiples of ``step`` (as :func:`lattice_step` judges)."""
-    r = np.asarray(values, dtype=np.float64) / step
-    # v / q carries a relative rounding error of a few ulps: allow that, never a fraction of a step. Near 0
-    # that allowance is absolute: only 0 itself is the multiple 0 (1e-300 is not 0 steps of 1, nor 1e-320,
-    # whose quotient underflows to 0, 0 steps of 1e9).
-    k = np.round(r)
+    """Which values are lattice points of ``step`` (as :func:`lattice_step` judges): exactly the float8 of
+    their index k, k·q (k / (1/q) for steps below 1: the correctly rounded decimal, what numeric and float8
+    input give; k·q again below 2^-53, a power-of-two quantum), as the scans (extension/cells.c,
+    kde_on_lattice) and the tracking triggers judge them too. Exactly, not within a tolerance: a bound
+    written as a value must find that value's rows on its lattice point. (0.8.0 allowed 8 ulps of v / q,
+    which near 2^53 is a fraction of a step: 9007199254740005 was read as 9007199254740000 on a lattice of
+    10,000, and a range holding it as empty. A value computed in float8 one ulp off its decimal, 0.1 + 0.2,
+    now makes the column continuous.) Near 0 only 0 itself is a lattice point."""
     v = np.asarray(values, dtype=np.float64)
-    return (np.abs(r - k) <= LATTICE_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(r), 1.0)) & ((k != 0) | (v == 0))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        k = np.rint(v / step)
+        back = k * step if step >= 1 or step < 2.0**-53 else k / round(1 / step)
+    return np.isfinite(k) & (back == v)
 
 
 def quanta_of(v: float, quantum: float) -> int:

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from .catalog import Built1D, Built2D
-from .cells import ATOM_BYTES, ROW_BYTES_1D, cells_for_budget, on_lattice, profile_bytes, stored_density
+from .cells import ATOM_BYTES, BOUNDARY_BYTES, ROW_BYTES_1D, cells_for_budget, on_lattice, profile_bytes, stored_density
 from .packing import pack_atoms
 from .maths import Atoms
 
@@ -82,7 +82,9 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
     celled = [p for p in parts if p.grid_size >= 2]
     # Every part's lattice, frequency tables' too: their values may end up in the merged cells.
     step = merged_step([p.step for p in parts])
-    room = max(0, (budget // 4) // ATOM_BYTES) if celled else max(0, (budget - ROW_BYTES_1D) // ATOM_BYTES)
+    # (with no cells, room for the values beside the few cells that any demoted value needs, as _plan_1d)
+    room = (max(0, (budget // 4) // ATOM_BYTES) if celled
+            else max(0, (budget - ROW_BYTES_1D - 3 * BOUNDARY_BYTES) // ATOM_BYTES))
     values = np.array(sorted(heavy), dtype=np.float64)
     counts = np.array([heavy[v][0] for v in values])
     kept = Atoms.from_counts(values, counts).largest(room).values

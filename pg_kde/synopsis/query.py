@@ -14,7 +14,7 @@ from typing import Optional
 
 from .cells import linear, mass, moment, profile_cut, shape_of
 from .maths import is_tie_cell
-from .packing import lattice_value, unpack_atoms
+from .packing import lattice_value, range_sum, unpack_atoms
 
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard
 #: error (docs/math.md §7).
@@ -190,9 +190,15 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     b = math.inf if hi is None else float(hi)
     if a > b or a == math.inf or b == -math.inf:  # (no finite value lies at or beyond an infinite bound)
         return Range()
-    values, counts, sums = heavy_values(s)
-    atoms = counts if order == 0 else sums
-    exact = _atoms_upto(values, atoms, b, True) - _atoms_upto(values, atoms, a, False)
+    if len(s["atom_values"]) == 0 and s.get("atom_pack"):
+        # packed (0.9.0): counts as stored, a sum from the exact running index sums
+        values, counts, _, ks = unpack_atoms(s["atom_pack"], s["step"], index_sums=True)
+        upto, below = bisect.bisect_right(values, b), bisect.bisect_left(values, a)
+        exact = (_atoms_upto(values, counts, b, True) - _atoms_upto(values, counts, a, False) if order == 0
+                 else range_sum(ks, upto, below, s["step"]))
+    else:
+        atoms = s["atom_cum_count"] if order == 0 else s["atom_cum_sum"]
+        exact = _atoms_upto(s["atom_values"], atoms, b, True) - _atoms_upto(s["atom_values"], atoms, a, False)
     smooth = Range()
     if s["step"] > 0:
         snapped = snap(a, b, s["step"])

@@ -16,7 +16,7 @@ from typing import NamedTuple, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
-from .cells import LATTICE_ULPS
+from .cells import on_lattice
 
 #: The seed of the repeatable samples (_kde_sample's hash and TABLESAMPLE ... REPEATABLE in SQL, the generator's
 #: seed here).
@@ -354,7 +354,7 @@ class ArrayTableReader:
         with np.errstate(over="ignore", invalid="ignore"):  # a far value past float8 in quanta: overflow, as in C
             t = rest / quantum
             r = np.rint(t)
-            off = (np.abs(t - r) > LATTICE_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(t), 1.0)) | ((r == 0) & (rest != 0))
+            off = ~on_lattice(rest, quantum)
         fits = np.abs(r) < 2.0**63
         q = r[fits].astype(np.int64)
         high, low = np.zeros(m, dtype=np.int64), np.zeros(m, dtype=np.int64)  # q = high·2^32 + low, each summed exactly

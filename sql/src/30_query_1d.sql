@@ -163,6 +163,9 @@ COMMENT ON FUNCTION _kde_atoms(kde_synopsis) IS 'pg_kde internal: a 1-D synopsis
 CREATE FUNCTION _kde_atoms_pack(atom_values float8[], atom_cum_count float8[], step float8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_atoms_pack' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_atoms_pack(float8[], float8[], float8) IS 'pg_kde internal: heavy values on a lattice, packed';
+CREATE FUNCTION _kde_atom_count(pack bytea) RETURNS integer
+AS 'MODULE_PATHNAME', 'kde_atom_count' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_atom_count(bytea) IS 'pg_kde internal: how many heavy values a pack holds (NULL: a malformed header)';
 
 -- Standard normal quantile (Acklam's rational approximation, relative error < 1.2e-9).
 CREATE FUNCTION _kde_normal_quantile(p float8) RETURNS float8

@@ -45,6 +45,7 @@ DECLARE
     added float8[];
     removed float8[];
     delta record;
+    problem text;
 BEGIN
     IF TG_LEVEL <> 'STATEMENT' OR TG_WHEN <> 'AFTER' OR NOT EXISTS (
         SELECT 1 FROM pg_trigger t
@@ -57,7 +58,8 @@ BEGIN
     END IF;
     size_now := pg_relation_size(TG_RELID) / current_setting('block_size')::bigint;
     -- Each synopsis' column by identity (as queries resolve it), while its type is the one it was built on.
-    FOR r IN SELECT k.cols, c.name AS attname, t.typname, t.typcategory FROM @extschema@.kde_catalog k
+    FOR r IN SELECT k.cols, c.name AS attname, t.typname, t.typcategory, pg_column_size(k.*) AS header_bytes,
+                    coalesce((k.requested ->> 'budget')::bigint, 8192) AS budget FROM @extschema@.kde_catalog k
              CROSS JOIN LATERAL @extschema@._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) c
              JOIN pg_attribute a ON a.attrelid = k.relid AND a.attnum = c.attnum
              JOIN pg_type t ON t.oid = a.atttypid
@@ -78,15 +80,27 @@ BEGIN
             EXECUTE format('SELECT array_agg(%s) FROM kde_old', expr) INTO removed;
         END IF;
         -- (heavy values packed on a lattice are unpacked, and their new counts packed again: 0.9.0)
-        SELECT d.*, h.atom_values, @extschema@._kde_atoms_pack(h.atom_values, d.new_atom_cum_count, p.step) AS pack
+        SELECT d.*, h.atom_values, @extschema@._kde_atoms_pack(h.atom_values, d.new_atom_cum_count, p.step) AS pack,
+               octet_length(p.atom_pack) AS old_pack, pg_column_size(p.*) AS payload_bytes
         INTO delta FROM @extschema@.kde_synopsis p, LATERAL @extschema@._kde_atoms(p) h,
                LATERAL @extschema@._kde_track_delta(p.grid, p.step, h.atom_values, h.atom_cum_count, h.atom_cum_sum,
                                                     p.cell_cum_count, p.cell_cum_sum, p.density,
                                                     coalesce(added, '{}'), coalesce(removed, '{}')) d
         WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
-        IF delta.problem IS NOT NULL THEN
+        problem := delta.problem;
+        -- A pack whose counts no longer pack (a running sum past 2^53) or that outgrows the budget: stale, so
+        -- that the next refresh lays the synopsis out again within it.
+        IF problem IS NULL AND delta.old_pack > 0 THEN
+            IF delta.pack IS NULL THEN
+                problem := 'the heavy values no longer pack (a running sum past 2^53)';
+            ELSIF r.header_bytes + delta.payload_bytes + octet_length(delta.pack) - delta.old_pack > r.budget THEN
+                problem := format('the heavy values'' pack would take the synopsis past its budget (%s bytes)',
+                                  r.budget);
+            END IF;
+        END IF;
+        IF problem IS NOT NULL THEN
             -- Stale with the reason, until a refresh (which stores the table's own storage id again).
-            UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: ' || delta.problem
+            UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: ' || problem
             WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;
             CONTINUE;
         END IF;
@@ -103,7 +117,7 @@ BEGIN
         -- inserted, updated or deleted; writes the triggers did not see still count), and the size is now.
         UPDATE @extschema@.kde_catalog k
         SET n_rows = k.n_rows + delta.non_null, n_null = k.n_null + delta.nulls,
-            mod_count = k.mod_count + CASE TG_OP WHEN 'UPDATE' THEN cardinality(added)
+            mod_count = k.mod_count + CASE TG_OP WHEN 'UPDATE' THEN coalesce(cardinality(added), 0)
                                                  ELSE coalesce(cardinality(added), 0) + coalesce(cardinality(removed), 0) END,
             pages = size_now
         WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;

@@ -248,8 +248,10 @@ def test_packed_frequency_tables_on_the_server(db, table):
 
 
 def test_a_malformed_pack_is_an_error(db, table):
-    """A pack the build would not write (cut short, trailing bytes, out of order, past 2^53) is an error
-    (data_corrupted) on the server, as in the reference: never a read past its end."""
+    """A pack the build would not write (cut short, trailing bytes, out of order, past 2^53 or 2^64) is an
+    error (data_corrupted) on the server, as in the reference: never a read past its end. The kde_synopses
+    view still lists the row (its heavy value count from the header, NULL where that is malformed), and a
+    refresh replaces it."""
     from pg_kde.synopsis.packing import PackError, unpack_atoms
 
     load(db, table, {"k": np.arange(5000) % 40}, types={"k": "integer"})
@@ -257,18 +259,60 @@ def test_a_malformed_pack_is_an_error(db, table):
     good = bytes(payload(db, table, "k")["atom_pack"])
     for bad in (good[:-1], good + b"\x00", b"\x02" + good[1:], bytes([1, 2, 2, 3, 0, 1]),
                 bytes([1, 1]) + b"\xff" * 10 + b"\x01\x01", bytes([1, 100, 2, 3, 1, 1]),
-                bytes([1, 1]) + b"\x80" * 8 + b"\x02\x01"):
+                bytes([1, 1]) + b"\x80" * 8 + b"\x02\x01",
+                bytes.fromhex("01010085808080808080808002"),  # a count of 5 + 2^64
+                bytes.fromhex("01018280808080808080800205")):  # an index of 1 + 2^64
         with pytest.raises(PackError):
             unpack_atoms(bad, 1.0)
         db.execute("UPDATE kde_synopsis SET atom_pack = %s WHERE relid = %s::regclass", (bad, table))
-        for query in ("SELECT approx_count(%s, 'k', 1, 7)", "SELECT heavy_values FROM kde_synopses "
-                                                            "WHERE relid = %s::regclass"):
-            with pytest.raises(psycopg.errors.DataCorrupted, match="atom_pack"):
-                db.execute(query, (table,))
+        with pytest.raises(psycopg.errors.DataCorrupted, match="atom_pack"):
+            db.execute("SELECT approx_count(%s, 'k', 1, 7)", (table,))
+        heavy = db.execute("SELECT heavy_values FROM kde_synopses WHERE relid = %s::regclass", (table,)).fetchone()
+        assert heavy is not None and heavy[0] in (None, 1, 2, 40), bad
+    # a lattice so fine that its values coincide
+    db.execute("UPDATE kde_synopsis SET atom_pack = %s, step = 5e-324 WHERE relid = %s::regclass", (good, table))
+    with pytest.raises(psycopg.errors.DataCorrupted, match="atom_pack"):
+        db.execute("SELECT approx_count(%s, 'k', 1, 7)", (table,))
+    with pytest.raises(PackError):
+        unpack_atoms(good, 5e-324)
+    assert refresh(db, table, "k", budget=1024)["heavy_values"] == 40
+    assert db.execute("SELECT approx_count(%s, 'k', 1, 7)", (table,)).fetchone()[0] == 7 * 125
     # arrays and a pack at once, or a pack without a lattice, break the payload's constraint
     for change in ("atom_values = '{1}', atom_cum_count = '{1}', atom_cum_sum = '{1}'", "step = 0"):
         with pytest.raises(psycopg.errors.CheckViolation):
             db.execute(f"UPDATE kde_synopsis SET atom_pack = %s, {change} WHERE relid = %s::regclass", (good, table))
+
+
+def test_packed_range_sums_are_rounded_once_on_the_server(db, table):
+    """A range's sum over packed values is (K_j − K_i)·q on the server too: 0.01 beside 10,000 rows of −4.4e9
+    (a difference of cumulative sums gave 0.0078125, its hard bounds the same wrong value)."""
+    db.execute(sql.SQL("CREATE TABLE {} (v numeric(14, 2))").format(ident(table)))
+    db.execute(sql.SQL("INSERT INTO {} SELECT -4400000000.00 FROM generate_series(1, 10000)").format(ident(table)))
+    db.execute(sql.SQL("INSERT INTO {} VALUES (0.01), (0.03)").format(ident(table)))
+    refresh(db, table, "v", budget=1024)
+    for lo, hi, total in [(0.01, 0.01, 0.01), (0.0, 1.0, 0.04), (None, 0.0, -44000000000000.0)]:
+        got = db.execute("SELECT * FROM approx_sum_ci(%s, 'v', %s, %s)", (table, lo, hi)).fetchone()
+        assert tuple(got) == (total, total, total), (lo, hi, got)
+
+
+def test_values_near_2_53_are_not_read_onto_a_coarser_lattice(db, table):
+    """0.8.0 read 9007199254740000 + (0 … 12) as multiples of 10,000 (8 ulps of v / q is a fraction of a step
+    there): a range holding 9007199254740005 … 9007199254740009 answered (0, 0, 0) for 7,692 rows. A lattice
+    point is now exactly its value."""
+    db.execute(sql.SQL("CREATE TABLE {} AS SELECT 9007199254740000 + g % 13 AS v FROM generate_series(1, 20000) g")
+               .format(ident(table)))
+    for budget in (1024, 2048):  # (2 KB: its 13 values as an exact frequency table, float8 arrays: no lattice)
+        refresh(db, table, "v", budget=budget)
+        for lo, hi in [(9007199254740005, 9007199254740009), (9007199254740000, 9007199254740000),
+                       (9007199254740012, None)]:
+            exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE v BETWEEN %s AND %s").format(ident(table)),
+                               (lo, 2**62 if hi is None else hi)).fetchone()[0]
+            est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'v', %s::bigint, %s::bigint)",
+                                        (table, lo, hi)).fetchone()
+            hard = range_1d(payload(db, table, "v"), float(lo), None if hi is None else float(hi), 0)
+            assert hard.low <= exact <= hard.high, (budget, lo, hi, hard, exact)
+            assert high > low or est == exact, (budget, lo, hi, est, low, high, exact)  # zero width: exact
+            assert budget == 1024 or est == low == high == exact, (budget, lo, hi, est, low, high, exact)
 
 
 def test_the_server_packs_as_the_reference(db):

@@ -110,6 +110,43 @@ def test_writers_need_no_catalog_grant_and_only_catalog_writers_track(db, table,
     db.execute("DROP VIEW IF EXISTS kde_track_view")
 
 
+def test_an_update_of_no_rows_changes_nothing(db, table):
+    load(db, table, {"v": np.arange(100) % 10}, {"v": "integer"})
+    refresh(db, table, "v", budget=1024)
+    t = sql.Identifier(table).as_string(db)
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    before = payload(db, table, "v"), state(db, table, "v")
+    db.execute(f"UPDATE {t} SET v = 1 WHERE v = 99")  # (0.8.0: null value in column "mod_count")
+    db.execute(f"DELETE FROM {t} WHERE v = 99")
+    assert (payload(db, table, "v"), state(db, table, "v")) == before
+
+
+def test_a_packed_table_that_would_outgrow_its_budget_goes_stale(db, table):
+    """The triggers pack a frequency table's new counts again; where the pack would take the synopsis past its
+    budget (counts needing longer varints), or no longer packs (a running sum past 2^53), the synopsis is
+    marked stale with the reason instead, and a refresh lays it out again within the budget."""
+    t = sql.Identifier(table).as_string(db)
+    load(db, table, {"v": np.arange(2000) % 250, "w": 10**12 + np.arange(2000) % 30}, {"v": "integer", "w": "bigint"})
+    for col in ("v", "w"):
+        refresh(db, table, col, budget=1250)
+        assert len(payload(db, table, col)["atom_pack"]) > 0
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    db.execute(f"INSERT INTO {t} (v) SELECT g % 250 FROM generate_series(1, 20000) g")  # 8 -> 88 rows a value
+    assert state(db, table, "v")[:2] == (False, None)  # one byte a count still
+    check_exact(payload(db, table, "v"), values(db, table, "v"), np.random.default_rng(5), 20)
+    db.execute(f"INSERT INTO {t} (v) SELECT g % 250 FROM generate_series(1, 10000) g")  # 128: two bytes a count
+    assert state(db, table, "v")[:2] == (True, "tracking could not apply a write: the heavy values' pack would "
+                                               "take the synopsis past its budget (1250 bytes)")
+    db.execute(f"INSERT INTO {t} (w) SELECT 1000000000029 FROM generate_series(1, 10000)")
+    assert state(db, table, "w")[:2] == (True, "tracking could not apply a write: the heavy values no longer pack "
+                                               "(a running sum past 2^53)")
+    for col in ("v", "w"):
+        refresh(db, table, col, budget=1250)
+        size = db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = ARRAY[%s]",
+                          (t, col)).fetchone()[0]
+        assert size <= 1250 and state(db, table, col)[:2] == (False, None), (col, size)
+
+
 def test_the_trigger_function_runs_only_as_kde_tracks_triggers(db, table):
     rng = np.random.default_rng(9)
     load(db, table, {"v": np.round(rng.normal(size=2000), 2)})

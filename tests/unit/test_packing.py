@@ -101,3 +101,18 @@ def test_random_round_trips(rng):
         got = unpack_atoms(pack, step)
         assert got[0] == values and got[1] == cum
         assert all(abs(s) < PACK_LIMIT * step for s in got[2])
+
+
+def test_a_range_sum_of_packed_values_is_rounded_once():
+    """(K_j − K_i)·q, not a difference of two cumulative sums: −4.4e9 × 10,000 beside 0.01 and 0.03 (a
+    difference of rounded sums near −4.4e13 gave 0.0078125 for 0.01)."""
+    from pg_kde.synopsis.query import range_1d
+
+    values, cum = [-4400000000.0, 0.01, 0.03], [10000.0, 10001.0, 10002.0]
+    s = {"step": 0.01, "atom_values": [], "atom_cum_count": [], "atom_cum_sum": [],
+         "atom_pack": pack_atoms(values, cum, 0.01), "kde_rows": 0, "grid": [], "cell_cum_count": [],
+         "cell_cum_sum": [], "density": [], "shape_var": 0.0, "period": 0.0, "profile": []}
+    for lo, hi, total in [(0.01, 0.01, 0.01), (0.0, 1.0, 0.04), (0.02, 0.03, 0.03), (None, 0.0, -44000000000000.0),
+                          (None, None, -43999999999999.96)]:
+        r = range_1d(s, lo, hi, 1)
+        assert r.estimate == r.low == r.high == total, (lo, hi, r)

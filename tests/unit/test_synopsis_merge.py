@@ -172,3 +172,20 @@ def test_periodic_profiles_merge_as_their_mixture(rng):
     assert bounds_hold(merged, x, rng) < 0.01
     flat = build_1d(ArrayTableReader((pieces[2],)), requested, quiet, grid_hint=np.asarray(whole.grid))
     assert flat.period == 0.0 and merge_1d(parts[:2] + [flat], 8192).period == 0.0
+
+
+def test_merged_frequency_tables_that_do_not_pack_stay_within_the_budget():
+    """Parts whose heavy values are arrays (their index sums pass 2^53: 1e12 + i), merged with more values
+    than the budget holds: the demoted values' cells fit beside the kept ones (0.8.0: 2,088 bytes at 2,048)."""
+    from pg_kde.synopsis.cells import ATOM_BYTES, BOUNDARY_BYTES, ROW_BYTES_1D
+
+    a = 1e12 + np.repeat(np.arange(50.0), 300)
+    b = 1e12 + np.repeat(np.arange(25.0, 75.0), 300)
+    pieces = [built(a, budget=2048), built(b, budget=2048)]
+    assert all(p.grid_size == 0 and p.payload()["atom_pack"] == b"" for p in pieces)  # arrays: no pack
+    merged = merge_1d(pieces, 2048)
+    stored = merged.payload()
+    size = ROW_BYTES_1D + ATOM_BYTES * len(stored["atom_values"]) + len(stored["atom_pack"]) \
+        + BOUNDARY_BYTES * merged.grid_size
+    assert merged.grid_size >= 2 and size <= 2048, size
+    exact_cells(merged, np.concatenate([a, b]))

@@ -134,6 +134,16 @@ def test_lattice_steps():
     assert lattice_step(np.round(np.random.default_rng(1).normal(0, 10, 1000), 2)) == 0.01
     assert lattice_step(np.arange(0, 1e6, 86400.0)) == 86400.0
     assert lattice_step(np.array([0.1, 0.3, 0.7])) == 0.1
+    # Exactly the lattice point's float8, not within a tolerance (0.8.0: 8 ulps of v / q, a fraction of a step
+    # near 2^53): 9007199254740005 is not a multiple of 10,000, 0.1 + 0.2 is not the cent 0.30.
+    from pg_kde.synopsis.cells import on_lattice
+
+    assert lattice_step(9007199254740000.0 + np.arange(13.0)) in (0.0, 1.0)  # (past 2^40 steps of 1: 0)
+    np.testing.assert_array_equal(on_lattice(np.array([9007199254740000.0, 9007199254740005.0]), 10000.0),
+                                  [True, False])
+    np.testing.assert_array_equal(on_lattice(np.array([0.3, 0.1 + 0.2, 12.78, 0.0, -0.0, 1e-300]), 0.01),
+                                  [True, False, True, True, True, False])
+    assert lattice_step(np.array([0.1, 0.2, 0.1 + 0.2])) == 0.0
     assert lattice_step(np.random.default_rng(2).normal(0, 1, 100)) == 0.0
     assert lattice_step(np.array([5.0])) == 0.0
 
