@@ -121,8 +121,8 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 	return (int) n;
 }
 
-static Datum
-row_field(HeapTupleHeader row, const char *name)
+Datum
+kde_row_field(HeapTupleHeader row, const char *name)
 {
 	bool		isnull;
 	Datum		d = GetAttributeByName(row, name, &isnull);
@@ -133,8 +133,8 @@ row_field(HeapTupleHeader row, const char *name)
 	return d;
 }
 
-static ArrayType *
-float8_array(const double *v, int n)
+ArrayType *
+kde_float8_array(const double *v, int n)
 {
 	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
 
@@ -149,8 +149,8 @@ Datum
 kde_atoms(PG_FUNCTION_ARGS)
 {
 	HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(0);
-	ArrayType  *stored = DatumGetArrayTypeP(row_field(row, "atom_values"));
-	bytea	   *pack = DatumGetByteaPP(row_field(row, "atom_pack"));
+	ArrayType  *stored = DatumGetArrayTypeP(kde_row_field(row, "atom_values"));
+	bytea	   *pack = DatumGetByteaPP(kde_row_field(row, "atom_pack"));
 	TupleDesc	desc;
 	Datum		out[3];
 	bool		nulls[3] = {false, false, false};
@@ -163,17 +163,17 @@ kde_atoms(PG_FUNCTION_ARGS)
 				   *counts,
 				   *sums;
 		int			n = kde_unpack_atoms(VARDATA_ANY(pack), VARSIZE_ANY_EXHDR(pack),
-										 DatumGetFloat8(row_field(row, "step")), &values, &counts, &sums, NULL);
+										 DatumGetFloat8(kde_row_field(row, "step")), &values, &counts, &sums, NULL);
 
-		out[0] = PointerGetDatum(float8_array(values, n));
-		out[1] = PointerGetDatum(float8_array(counts, n));
-		out[2] = PointerGetDatum(float8_array(sums, n));
+		out[0] = PointerGetDatum(kde_float8_array(values, n));
+		out[1] = PointerGetDatum(kde_float8_array(counts, n));
+		out[2] = PointerGetDatum(kde_float8_array(sums, n));
 	}
 	else
 	{
 		out[0] = PointerGetDatum(stored);
-		out[1] = row_field(row, "atom_cum_count");
-		out[2] = row_field(row, "atom_cum_sum");
+		out[1] = kde_row_field(row, "atom_cum_count");
+		out[2] = kde_row_field(row, "atom_cum_sum");
 	}
 	desc = BlessTupleDesc(desc);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, out, nulls)));

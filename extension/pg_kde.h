@@ -11,6 +11,7 @@
 
 #include <math.h>
 
+#include "access/htup_details.h"
 #include "storage/itemptr.h"
 #include "utils/array.h"
 #include "utils/date.h"
@@ -53,6 +54,12 @@ kde_lattice_value(double k, double step)
 {
 	return step >= 1 ? k * step : k / rint(1 / step);
 }
+
+/* a column of a synopsis row (a composite argument), never NULL: an error says which is */
+extern Datum kde_row_field(HeapTupleHeader row, const char *name);
+
+/* a float8[] of n values */
+extern ArrayType *kde_float8_array(const double *v, int n);
 
 /* whether v is a lattice point of step: exactly the float8 of its index k (cells.on_lattice): k q, or
  * k / (1/q) for steps below 1 (k q again below 2^-53, a power-of-two quantum); near 0 only 0 itself */

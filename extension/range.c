@@ -69,23 +69,12 @@ typedef struct Shape
 				lambda;
 } Shape;
 
-static Datum
-field(HeapTupleHeader row, const char *name)
-{
-	bool		isnull;
-	Datum		d = GetAttributeByName(row, name, &isnull);
-
-	if (isnull)
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						errmsg("pg_kde: the synopsis row's %s is NULL", name)));
-	return d;
-}
 
 /* A float8[] (or, with single set, a float4[] read into a palloc'd float8 copy) of the row, checked. */
 static Vector
 vector(HeapTupleHeader row, const char *name, bool single)
 {
-	ArrayType  *array = DatumGetArrayTypeP(field(row, name));
+	ArrayType  *array = DatumGetArrayTypeP(kde_row_field(row, name));
 	Vector		out;
 
 	if (ARR_NDIM(array) > 1 || ARR_HASNULL(array) || ARR_ELEMTYPE(array) != (single ? FLOAT4OID : FLOAT8OID))
@@ -254,8 +243,8 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 	Vector		sums = vector(row, "cell_cum_sum", false);
 	Vector		density = vector(row, "density", true);
 	const double *cells = order == 0 ? counts.v : sums.v;
-	double		shape_var = DatumGetFloat8(field(row, "shape_var"));
-	double		period = DatumGetFloat8(field(row, "period"));
+	double		shape_var = DatumGetFloat8(kde_row_field(row, "shape_var"));
+	double		period = DatumGetFloat8(kde_row_field(row, "period"));
 	int			m = grid.n;
 	double		half_range,
 				A,
@@ -289,7 +278,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		out.high += whole;
 	}
 	if (period > 0)
-		profile = DatumGetArrayTypeP(field(row, "profile"));
+		profile = DatumGetArrayTypeP(kde_row_field(row, "profile"));
 	nk = 0;
 	ks[nk++] = ka;
 	if (kb != ka)
@@ -432,14 +421,14 @@ kde_range(PG_FUNCTION_ARGS)
 	order = PG_GETARG_INT32(3);
 	if (a <= b && a != INFINITY && b != -INFINITY)	/* (no finite value lies at or beyond an infinite bound) */
 	{
-		step = DatumGetFloat8(field(row, "step"));
+		step = DatumGetFloat8(kde_row_field(row, "step"));
 		atoms = vector(row, "atom_values", false);
 		if (atoms.n > 0)
 			cum = vector(row, order == 0 ? "atom_cum_count" : "atom_cum_sum", false);
 		else
 		{
 			/* query.heavy_values: packed (atoms.c) where the arrays are empty */
-			bytea	   *pack = DatumGetByteaPP(field(row, "atom_pack"));
+			bytea	   *pack = DatumGetByteaPP(kde_row_field(row, "atom_pack"));
 
 			if (VARSIZE_ANY_EXHDR(pack) > 0)
 			{
@@ -473,7 +462,7 @@ kde_range(PG_FUNCTION_ARGS)
 			else
 				exact = (upto > 0 ? cum.v[upto - 1] : 0.0) - (below > 0 ? cum.v[below - 1] : 0.0);
 		}
-		kde_rows = (double) DatumGetInt64(field(row, "kde_rows"));
+		kde_rows = (double) DatumGetInt64(kde_row_field(row, "kde_rows"));
 		if (step > 0)
 		{
 			/* query.snap: [a, b] moved out to half-steps around the lattice values it includes */

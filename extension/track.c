@@ -47,15 +47,6 @@ doubles(ArrayType *a, bool float4, int *n, bool **nulls)
 	return out;
 }
 
-static ArrayType *
-float8_array(const double *v, int n)
-{
-	Datum	   *items = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		items[i] = Float8GetDatum(v[i]);
-	return construct_array(items, n, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-}
 
 static ArrayType *
 float4_array(const double *v, int n)
@@ -253,11 +244,11 @@ kde_track_delta(PG_FUNCTION_ARGS)
 	values[2] = Int64GetDatum(non_null);
 	values[3] = Int64GetDatum(kde_rows);
 	values[4] = Int64GetDatum((int64) n_add + n_rem);
-	values[5] = PointerGetDatum(float8_array(grid, m));
-	values[6] = PointerGetDatum(float8_array(atom_count, k));
-	values[7] = PointerGetDatum(float8_array(atom_sum, k));
-	values[8] = PointerGetDatum(float8_array(cell_count, m));
-	values[9] = PointerGetDatum(float8_array(cell_sum, m));
+	values[5] = PointerGetDatum(kde_float8_array(grid, m));
+	values[6] = PointerGetDatum(kde_float8_array(atom_count, k));
+	values[7] = PointerGetDatum(kde_float8_array(atom_sum, k));
+	values[8] = PointerGetDatum(kde_float8_array(cell_count, m));
+	values[9] = PointerGetDatum(kde_float8_array(cell_sum, m));
 	values[10] = PointerGetDatum(float4_array(density, m));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, isnull)));
 }

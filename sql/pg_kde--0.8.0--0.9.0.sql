@@ -41,6 +41,38 @@ AS $$
     SELECT ARRAY(SELECT jsonb_array_elements_text(@extschema@._kde_raise_if_error(
         @extschema@._kde_bandwidth(tbl::oid, cols, method, backend, sample_size, '0.9.0')) -> 'bandwidth')::float8)
 $$;
+-- Fractional grid-index coordinate of x on a grid (0 at grid[1], cardinality - 1 at the last point).
+CREATE OR REPLACE FUNCTION _kde_grid_pos(grid float8[], x float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m integer := cardinality(grid);
+    k integer;
+    p float8;
+BEGIN
+    IF abs(x) < 2.2250738585072014e-308 THEN
+        x := 0;  -- a subnormal bound reads as 0 (no grid point is subnormal; x / 2 would underflow)
+    END IF;
+    IF x <= grid[1] THEN
+        RETURN 0;
+    ELSIF x >= grid[m] THEN
+        RETURN m - 1;
+    END IF;
+    k := width_bucket(x, grid);
+    -- A bound within two ulps of a grid point is on it (a lattice's midpoint rounds as (a + b) / 2 or
+    -- a / 2 + b / 2); not one within 1e-9 of a cell's width, which in a cell 1e12 wide is 1000 values away.
+    -- (halves: no difference of values near the ends of float8 overflows; 1e-290: no product underflows)
+    IF x = grid[k] OR (abs(grid[k]) > 1e-290 AND abs(x / 2 - grid[k] / 2) <= 2.25e-16 * abs(grid[k])) THEN
+        RETURN k - 1;
+    ELSIF abs(grid[k + 1]) > 1e-290 AND abs(grid[k + 1] / 2 - x / 2) <= 2.25e-16 * abs(grid[k + 1]) THEN
+        RETURN k;
+    END IF;
+    -- Halves first: differences of values near the ends of float8 would overflow.
+    p := (k - 1) + (x / 2 - grid[k] / 2) / (grid[k + 1] / 2 - grid[k] / 2);
+    RETURN p;
+END
+$$;
 -- The position of an upper bound (0.9.0): _kde_grid_pos, and past a heavy value's cell of its own on a 2-D
 -- continuous axis ([v, next float): one ulp wide, or [0, smallest normal)) when x is at least v on its
 -- start: x <= v holds the rows at v, which the half-open cell starting at v keeps.

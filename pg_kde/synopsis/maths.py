@@ -189,47 +189,63 @@ def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size
         else:
             points = np.quantile(sample, np.linspace(0.0, 1.0, size))
             # (no subnormal point, as in 1-D: a scaled axis would not map it back exactly)
-            points = _with_tie_cells(sample, np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points),
-                                     lo, hi, size)
+            points, lo, hi = _with_tie_cells(
+                sample, np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points), lo, hi, size)
     points = np.unique(np.clip(points, lo, hi))
     return np.unique(np.concatenate([[lo], points[(points > lo) & (points < hi)], [hi]])), lattice
 
 
-def tie_cell_end(v: float) -> float:
-    """The end of a heavy value v's cell of its own, [v, end): the next float8 above v (above 0: float8's
-    smallest normal number, so that no grid point is subnormal); NaN where there is none to take (v
-    subnormal, or its neighbour)."""
-    if v == 0.0:
-        return float(np.finfo(np.float64).tiny)
+def tie_cell(v: float):
+    """A heavy value v's cell of its own, (start, end): [v, next float8 above v); for 0 and the positive
+    subnormal numbers [0, float8's smallest normal number) (no grid point is subnormal: a scaled axis would not
+    map it back exactly); None for a negative subnormal v or -tiny, whose neighbour is subnormal."""
+    tiny = float(np.finfo(np.float64).tiny)
+    v = float(v)
+    if 0.0 <= v < tiny:
+        return 0.0, tiny
     up = float(np.nextafter(v, np.inf))
-    return up if abs(v) >= np.finfo(np.float64).tiny and abs(up) >= np.finfo(np.float64).tiny else math.nan
+    return (v, up) if abs(v) >= tiny and abs(up) >= tiny else None
 
 
 def is_tie_cell(g0: float, g1: float) -> bool:
-    """Whether grid points g0 < g1 bound a heavy value's cell of its own (:func:`tie_cell_end`): one ulp wide
+    """Whether grid points g0 < g1 bound a heavy value's cell of its own (:func:`tie_cell`): one ulp wide
     (a relative width of at most 2^-52), or [0, smallest normal). _kde_upper_pos's test, as written there."""
     return g1 - g0 <= abs(g0) * 2.220446049250313e-16 or (g0 == 0.0 and g1 <= 2.2250738585072014e-308)
 
 
-def _with_tie_cells(sample: np.ndarray, points: np.ndarray, lo: float, hi: float, size: int) -> np.ndarray:
-    """A continuous axis's quantile points with a cell of its own, [v, next float), for each value v holding a
-    cell's share of the sample (1/size) or more: a box whose bound is v then takes its rows whole (half-open
-    cells hold v in the cell starting at v, which a bound on the line would otherwise leave out or cut).
-    Other points are thinned evenly to keep at most ``size``."""
+def _with_tie_cells(sample: np.ndarray, points: np.ndarray, lo: float, hi: float, size: int):
+    """A continuous axis's quantile points, and its ends, with heavy values off the cell edges:
+    - each value holding half a cell's share of the sample (1/(2 size)) or more gets a cell of its own,
+      :func:`tie_cell` (the heaviest first, at most (size − 4)/2 of them, so that the grid keeps its size; the
+      ends move out to hold a cell at the axis' min or max): a box whose bound is v takes its rows whole;
+    - a point on any other value the sample holds more than once moves up, half way to the next value: its
+      rows then sit inside one cell (the KDE shapes a bound at v) where a line at v had left them all out of
+      a box whose upper bound was v (half-open cells hold v in the cell starting at v).
+    Other points are thinned evenly to keep at most ``size``. Returns (points, lo, hi)."""
     values, counts = np.unique(sample, return_counts=True)
+    heavy = np.flatnonzero(counts * 2 * size >= len(sample))
+    heavy = heavy[np.argsort(-counts[heavy], kind="stable")][:max(0, (size - 4) // 2)]
     ties = []
-    for v in values[counts * size >= len(sample)]:
-        end = tie_cell_end(float(v))
-        if lo <= v and end < hi:
-            ties += [float(v), end]
-    if not ties:
-        return points
+    for v in values[heavy]:
+        cell = tie_cell(v)
+        if cell is not None:
+            ties += list(cell)
+            lo, hi = min(lo, cell[0]), max(hi, cell[1])
     ties = np.unique(ties)
     rest = np.unique(points[~np.isin(points, ties)])
-    room = max(0, size - len(ties))
+    repeated = values[(counts >= 2) & ~np.isin(values, ties)]
+    on = np.flatnonzero(np.isin(rest, repeated))
+    if len(on):
+        after = np.searchsorted(values, rest[on], side="right")
+        inside = after < len(values)  # (the largest value is the axis' end)
+        nxt = values[after[inside]]
+        mid = rest[on][inside] / 2 + nxt / 2
+        rest[on[inside]] = np.where(mid > rest[on][inside], mid, nxt)
+        rest = np.unique(rest)
+    room = max(2, size - len(ties))
     if len(rest) > room:
-        rest = rest[np.unique(np.linspace(0, len(rest) - 1, room).round().astype(np.int64))] if room else rest[:0]
-    return np.unique(np.concatenate([rest, ties]))
+        rest = rest[np.unique(np.linspace(0, len(rest) - 1, room).round().astype(np.int64))]
+    return np.unique(np.concatenate([rest, ties])), lo, hi
 
 
 def grid_positions(values: np.ndarray, grid: np.ndarray) -> np.ndarray:

@@ -224,6 +224,8 @@ def grid_pos(grid, x: float) -> float:
     """The fractional grid-index coordinate of x (0 at grid[0], len(grid) − 1 at the last point), a bound within
     two ulps of a grid point on it: _kde_grid_pos in SQL, step for step."""
     m = len(grid)
+    if abs(x) < 2.2250738585072014e-308:
+        x = 0.0  # a subnormal bound reads as 0 (no grid point is subnormal; x / 2 would underflow in SQL)
     if x <= grid[0]:
         return 0.0
     if x >= grid[-1]:

@@ -50,6 +50,9 @@ DECLARE
     k integer;
     p float8;
 BEGIN
+    IF abs(x) < 2.2250738585072014e-308 THEN
+        x := 0;  -- a subnormal bound reads as 0 (no grid point is subnormal; x / 2 would underflow)
+    END IF;
     IF x <= grid[1] THEN
         RETURN 0;
     ELSIF x >= grid[m] THEN

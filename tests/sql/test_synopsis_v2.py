@@ -733,6 +733,40 @@ def test_2d_heavy_value_on_a_continuous_axis(db, table):
                 assert round(got) == exact, (lo, hi)  # the box's x-bounds on grid lines: whole cells
 
 
+def test_2d_heavy_values_at_the_max_and_below_the_normal_range(db, table):
+    """A heavy value at an axis' maximum gets its cell too (the grid's end moves out to its next float); a
+    subnormal bound reads as 0 (it raised "value out of range: underflow"), and subnormal values share 0's cell
+    [0, smallest normal)."""
+    from pg_kde.synopsis.query import box_2d
+
+    rng = np.random.default_rng(35)
+    n = 50000
+    x = rng.gamma(2.0, 3.0, n)
+    top = float(x.max() + 1.5)
+    x[rng.random(n) < 0.2] = top
+    y = np.abs(rng.normal(0.0, 1.0, n))
+    y[rng.random(n) < 0.3] = 5e-324
+    load(db, table, {"x": x, "y": y})
+    db.execute("SELECT kde_refresh(%s::regclass, ARRAY['x', 'y'])", (table,))
+    with db.cursor(row_factory=dict_row) as cur:
+        s = cur.execute("SELECT * FROM kde_synopsis_2d WHERE relid = %s::regclass", (table,)).fetchone()
+    f = lambda v, d: d if v is None else v  # noqa: E731
+    for box in [(top, top, None, None), (top, None, None, None), (None, None, None, 5e-324),
+                (None, None, 0.0, 0.0), (None, None, -5e-324, 5e-324), (top, top, None, 5e-324)]:
+        got = db.execute("SELECT approx_count(%s, 'x', %s::float8, %s::float8, 'y', %s::float8, %s::float8)",
+                         (table, *box)).fetchone()[0]
+        lo1, hi1, lo2, hi2 = f(box[0], -np.inf), f(box[1], np.inf), f(box[2], -np.inf), f(box[3], np.inf)
+        assert got == pytest.approx(box_2d(s, lo1, hi1, lo2, hi2, 0), rel=1e-9, abs=1e-9), box
+        # (a subnormal value or bound reads as 0: the exact count so)
+        tiny = np.finfo(np.float64).tiny
+        y0, lo2, hi2 = np.where(np.abs(y) < tiny, 0.0, y), *(0.0 if abs(b) < tiny else b for b in (lo2, hi2))
+        exact = int(((x >= lo1) & (x <= hi1) & (y0 >= lo2) & (y0 <= hi2)).sum())
+        if box[2:] == (None, None) or box[:2] == (None, None):
+            assert round(got) == exact, (box, got, exact)  # whole cells on the constrained axis
+        else:
+            assert got == pytest.approx(exact, rel=0.05), (box, got, exact)
+
+
 @pytest.mark.parametrize("blocks", [None, 8])
 def test_2d_boxes_equal_the_reference(db, table, blocks):
     """approx_count and approx_sum of pairs equal pg_kde.synopsis.query.box_2d, their float64 reference, on the

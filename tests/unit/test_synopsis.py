@@ -115,7 +115,7 @@ def test_heavy_values_on_a_continuous_axis_get_cells_of_their_own(rng):
     """A value with a cell's share of the sample gets [v, next float) (0: [0, smallest normal)); a subnormal
     one cannot; the grid keeps its size; only those cells are ties (the query's test)."""
     from pg_kde.synopsis import quantile_grid
-    from pg_kde.synopsis.maths import is_tie_cell, tie_cell_end
+    from pg_kde.synopsis.maths import is_tie_cell, tie_cell
 
     tiny = np.finfo(np.float64).tiny
     x = rng.gamma(2.0, 3.0, 20000)
@@ -125,10 +125,34 @@ def test_heavy_values_on_a_continuous_axis_get_cells_of_their_own(rng):
     k = int(np.searchsorted(g, 5.0))
     assert g[k] == 5.0 and g[k + 1] == np.nextafter(5.0, np.inf) and g[0] == 0.0 and g[1] == tiny
     ties = [i for i in range(len(g) - 1) if is_tie_cell(g[i], g[i + 1])]
-    assert ties == [0, k]  # (1e-310 has none: its neighbour is subnormal)
+    assert ties == [0, k]
     counts = np.histogram(x, g)[0]
     assert counts[k] == 4000 and counts[0] == 1000 + 1000  # 0 and the subnormal 1e-310 share [0, tiny)
-    assert np.isnan(tie_cell_end(1e-310)) and tie_cell_end(-5.0) == np.nextafter(-5.0, np.inf)
+    assert tie_cell(1e-310) == (0.0, tiny) and tie_cell(-1e-310) is None
+    assert tie_cell(-5.0) == (-5.0, np.nextafter(-5.0, np.inf))
+
+
+def test_grids_keep_their_size_and_heavy_values_off_their_lines(rng):
+    """Heavy values beyond the tie cells' room: the grid keeps its size; no other point sits on a value the
+    sample holds more than once (the red team: 12 values of 7.9% each at m = 12 got one tie cell, and a line on
+    each of the others left its rows out of boxes ending at it); a heavy maximum gets its cell, the grid's end
+    moving out to it."""
+    from pg_kde.synopsis import quantile_grid
+    from pg_kde.synopsis.maths import is_tie_cell
+
+    x = rng.gamma(2.0, 3.0, 60000)
+    heavy = np.round(rng.normal(0, 20, 12), 3)
+    x = np.where(rng.random(60000) < 0.95, rng.choice(heavy, 60000), x)
+    for size in (7, 12, 45):
+        g, _ = quantile_grid(x, x.min(), x.max(), False, size)
+        assert len(g) <= size + 2 and np.all(np.diff(g) > 0)  # (+2: the table's ends, as before 0.9.0)
+        values, counts = np.unique(x, return_counts=True)
+        tied = {g[i] for i in range(len(g) - 1) if is_tie_cell(g[i], g[i + 1])}
+        on_lines = set(g) & set(values[counts >= 2]) - tied - {x.min(), x.max()}
+        assert not on_lines, (size, on_lines)
+    top = np.concatenate([rng.gamma(2.0, 3.0, 40000), np.full(10000, 80.0)])
+    g, _ = quantile_grid(top, top.min(), 80.0, False, 45)
+    assert g[-2] == 80.0 and g[-1] == np.nextafter(80.0, np.inf)
 
 
 def test_smooth_masses_2d_preserves_mass_and_follows_correlation(rng):
