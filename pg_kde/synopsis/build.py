@@ -249,6 +249,55 @@ def _table_bytes(plan: _Plan1D, scan) -> int:
     return len(pack) if pack is not None else ATOM_BYTES * len(values)
 
 
+def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, quanta: list, scan, every: bool,
+                         lo, hi, step: float, quantum: float, budget: int):
+    """A frequency table's cells hold the rows whose values its sample missed, most of them in the tails (a
+    Zipf-like quantity's largest values). The scan knows its smallest and largest cell values one by one
+    (all of them when it kept every one): those join the table, exactly, and the cells left empty at the ends
+    go, where the table and the remaining cells fit the budget (both ends, else the upper, else the lower,
+    else the largest half, quarter, ... of the upper).
+    Returns (atoms, points, rows, quanta, lo, hi), the last two the remaining cell values' range."""
+    low, high = np.asarray(scan.low, dtype=np.float64), np.asarray(scan.high, dtype=np.float64)
+    if every:
+        options = [(np.unique(high, return_counts=True), None, None)]
+    else:
+        # values below the low heap's largest, above the high heap's smallest, are there every one; where the
+        # heaps overlap (fewer than 512 cell rows), the high heap's from the low heap's largest on (no row twice)
+        t_low, t_high = float(low.max()), float(high.min())
+        below, above = low[low < t_low], high[high > t_high]
+        both = np.concatenate([below, high[high >= t_low] if t_low > t_high else above])
+        options = [(np.unique(both, return_counts=True), t_low, t_high),
+                   (np.unique(above, return_counts=True), lo, t_high),
+                   (np.unique(below, return_counts=True), t_low, hi)]
+        # else the largest of them, as many as fit (a Zipf-like tail, where uniform ranges fall)
+        top, top_counts = np.unique(above, return_counts=True)
+        k = len(top)
+        while k > 8:
+            k //= 2
+            options.append(((top[-k:], top_counts[-k:]), lo, float(top[-k - 1])))
+    for (values, counts), new_lo, new_hi in options:
+        if not len(values):
+            continue
+        table = Atoms.from_counts(np.concatenate([atoms.values, values]), np.concatenate([atoms.counts, counts]))
+        pack = pack_atoms(table.values, np.cumsum(table.counts), step)
+        if pack is None:
+            continue
+        rows, sums = np.array(rows_in, dtype=np.float64), list(quanta)
+        cells = np.clip(np.searchsorted(points, values, side="right") - 1, 0, len(points) - 2)
+        for c, v, k in zip(cells, values, counts):
+            rows[c] -= k
+            sums[c] -= int(k) * quanta_of(float(v), quantum)
+        full = np.flatnonzero(rows > 0)
+        if len(full):
+            first, last = int(full[0]), int(full[-1])
+            kept_points, rows, sums = points[first:last + 2], rows[first:last + 1], sums[first:last + 1]
+        else:
+            kept_points, rows, sums, new_lo, new_hi = points[:0], rows[:0], [], None, None
+        if ROW_BYTES_1D + len(pack) + BOUNDARY_BYTES * len(kept_points) <= budget:
+            return table, kept_points, rows, sums, new_lo, new_hi
+    return atoms, points, rows_in, quanta, lo, hi
+
+
 def _misses_heavy(plan: _Plan1D, sample: np.ndarray) -> bool:
     """Whether a row sample holds a value with a cell's share of its rows or more (1 / most_cells) that the
     plan's sample did not even flag as heavy (half that share; atom_candidates) and that does not sit alone
@@ -469,6 +518,10 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
                                                       high_done, lo, hi, step, plan.quantum, keep=keep)
         points, rows_in, quanta = cut_far_gaps(points, rows_in, quanta, ends[0], low_done, ends[1], high_done,
                                                step, plan.quantum, keep=keep)
+        if plan.few and step > 0 and scale == 1.0:
+            atoms, points, rows_in, quanta, lo, hi = _known_ends_to_table(
+                atoms, points, rows_in, quanta, scan, every, lo, hi, step, plan.quantum, cells_budget)
+            kde_rows = n - atoms.rows
 
     h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None
     grid, cell_count, cell_sum, density, tau2 = [], [], [], [], 0.0

@@ -565,3 +565,21 @@ def test_array_reader_answers_as_the_sql_queries_do():
     scaled = reader.scaled([0.5])
     assert scaled.sample(10, 7)[:, 0].tolist() == [1.5, 0.5, 1.0, 1.0, 1.25] and scaled.stats() == stats
     assert reader.row_count() == 7 and len(reader.sample(2, 7)) <= 2
+
+
+def test_a_frequency_tables_known_tail_values_join_it(rng):
+    """A Zipf-like column's frequency table: the values its sample missed lie in the tail, which the scan
+    knows one by one (its largest cell values): they join the table exactly, as many as the budget holds, and
+    the cells left empty go; a range over the tail is then exact. Within the budget, every row once."""
+    x = np.minimum(np.floor(1 / rng.random(400_000) ** (1 / 1.2)), 100000.0)
+    requested = Requested("auto", 20000, None, "auto", 2048)
+    built = build_1d(ArrayTableReader((x,), blocks=(40, 500)), requested, quiet_select)
+    check_1d(built, x)
+    assert built.kde_rows > 0  # (not every missed value is known: some cells remain)
+    top = np.sort(np.unique(x))[-20:]
+    assert np.all(np.isin(top, built.atom_values))  # the largest values, exactly
+    s = built.catalog_row(1, ["x"], IDENTITY, requested)
+    for lo, hi in [(top[0], 100000.0), (top[3], top[10]), (top[5] + 0.5, None)]:
+        r = range_1d(s, lo, hi, 0)
+        truth = np.count_nonzero((x >= lo) & (x <= (np.inf if hi is None else hi)))
+        assert r.estimate == r.low == r.high == truth, (lo, hi, r, truth)
