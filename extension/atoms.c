@@ -39,26 +39,37 @@ corrupted(const char *what)
 					errmsg("pg_kde: the synopsis row's atom_pack %s", what)));
 }
 
-static uint64
-get_varint(const unsigned char *data, int len, int *pos)
+/* The varint at *pos into *x, *pos moved past it; false where the bytes end first or it passes 64 bits. */
+static bool
+read_varint(const unsigned char *data, int len, int *pos, uint64 *x)
 {
-	uint64		x = 0;
 	int			shift = 0;
 
+	*x = 0;
 	for (;;)
 	{
 		unsigned char b;
 
 		if (*pos >= len || shift > 63)
-			corrupted("is cut short or holds a varint past 64 bits");
+			return false;
 		b = data[(*pos)++];
 		if (shift == 63 && (b & 0x7E))	/* (the tenth byte has room for one bit) */
-			corrupted("is cut short or holds a varint past 64 bits");
-		x |= (uint64) (b & 0x7F) << shift;
+			return false;
+		*x |= (uint64) (b & 0x7F) << shift;
 		shift += 7;
 		if (!(b & 0x80))
-			return x;
+			return true;
 	}
+}
+
+static uint64
+get_varint(const unsigned char *data, int len, int *pos)
+{
+	uint64		x;
+
+	if (!read_varint(data, len, pos, &x))
+		corrupted("is cut short or holds a varint past 64 bits");
+	return x;
 }
 
 int
@@ -238,6 +249,7 @@ kde_atoms_pack(PG_FUNCTION_ARGS)
 		if (!isfinite(v) || !isfinite(c_cum) || c_cum != floor(c_cum) || fabs(c_cum) >= PACK_LIMIT)
 			PG_RETURN_NULL();
 		r = rint(v / step);
+		/* (the pack's own lattice value, as kde_unpack_atoms reads it back) */
 		if (!(fabs(r) < PACK_LIMIT) || kde_lattice_value(r, step) != v)
 			PG_RETURN_NULL();
 		k = (int64) r;
@@ -269,20 +281,11 @@ kde_atom_count(PG_FUNCTION_ARGS)
 	bytea	   *pack = PG_GETARG_BYTEA_PP(0);
 	const unsigned char *data = (const unsigned char *) VARDATA_ANY(pack);
 	int			len = VARSIZE_ANY_EXHDR(pack);
-	uint64		n = 0;
-	int			shift = 0;
+	int			pos = 1;
+	uint64		n;
 
-	if (len < 4 || data[0] != PACK_FORMAT)
+	if (len < 4 || data[0] != PACK_FORMAT || !read_varint(data, len, &pos, &n)
+		|| n < 1 || n > (uint64) (len - pos) / 2)
 		PG_RETURN_NULL();
-	for (int pos = 1; pos < len && shift <= 28; pos++, shift += 7)
-	{
-		n |= (uint64) (data[pos] & 0x7F) << shift;
-		if (!(data[pos] & 0x80))
-		{
-			if (n >= 1 && n <= (uint64) (len - pos - 1) / 2)
-				PG_RETURN_INT32((int32) n);
-			break;
-		}
-	}
-	PG_RETURN_NULL();
+	PG_RETURN_INT32((int32) n);
 }

@@ -68,9 +68,7 @@ kde_on_lattice(double v, double step)
 {
 	double		k = rint(v / step);
 
-	if (!isfinite(k))
-		return false;
-	return (step >= 1 || step < 0x1p-53 ? k * step : k / rint(1 / step)) == v;
+	return isfinite(k) && (step < 0x1p-53 ? k * step : kde_lattice_value(k, step)) == v;
 }
 
 /* the heavy values of a pack (atoms.c; pg_kde.synopsis.packing): their number, and palloc'd arrays of the

@@ -283,10 +283,7 @@ def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, 
         if pack is None:
             continue
         rows, sums = np.array(rows_in, dtype=np.float64), list(quanta)
-        cells = np.clip(np.searchsorted(points, values, side="right") - 1, 0, len(points) - 2)
-        for c, v, k in zip(cells, values, counts):
-            rows[c] -= k
-            sums[c] -= int(k) * quanta_of(float(v), quantum)
+        _fold(points, rows, sums, values, -counts, quantum)  # (out of their cells, exactly)
         full = np.flatnonzero(rows > 0)
         if len(full):
             first, last = int(full[0]), int(full[-1])

@@ -92,8 +92,15 @@ def on_lattice(values: np.ndarray, step: float) -> np.ndarray:
     v = np.asarray(values, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         k = np.rint(v / step)
-        back = k * step if step >= 1 or step < 2.0**-53 else k / round(1 / step)
+        back = lattice_points(k, step)
     return np.isfinite(k) & (back == v)
+
+
+def lattice_points(k: np.ndarray, step: float) -> np.ndarray:
+    """The float8 values of lattice points k (whole numbers as float8): k·q for steps of 1 and more, k / (1/q)
+    below, as :func:`pg_kde.synopsis.query.lattice_value` reads a value; k·q again below 2^-53 (a continuous
+    column's power-of-two quantum: k·q is exact, 1/q may not be finite)."""
+    return k * step if step >= 1 or step < 2.0**-53 else k / round(1 / step)
 
 
 def quanta_of(v: float, quantum: float) -> int:
@@ -118,9 +125,7 @@ def lattice_sums(steps, step: float) -> np.ndarray:
     steps = list(steps)
     if any(abs(x) >= 2**1000 for x in steps):
         return np.asarray([_exact_product(int(x), step) for x in steps], dtype=np.float64)
-    k = np.asarray([float(x) for x in steps], dtype=np.float64)
-    # (a step below 2^-53 is a continuous column's power-of-two quantum: k·q is exact, 1/q may not be finite)
-    return k * step if step >= 1 or step < 2.0**-53 else k / round(1 / step)
+    return lattice_points(np.asarray([float(x) for x in steps], dtype=np.float64), step)
 
 
 def cells_for_budget(budget: int, atoms: int = 0, heavy_bytes: Optional[int] = None) -> int:

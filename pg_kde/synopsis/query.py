@@ -173,11 +173,17 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
     return out
 
 
+def _pack_of(s: dict):
+    """A 1-D payload's ``atom_pack`` where it holds the heavy values (its three arrays empty), else None."""
+    return s["atom_pack"] if len(s["atom_values"]) == 0 and s.get("atom_pack") else None
+
+
 def heavy_values(s: dict) -> tuple:
     """(values, cumulative counts, cumulative sums) of a 1-D payload's heavy values: its three arrays, or
     its ``atom_pack`` unpacked (:mod:`.packing`) where the arrays are empty and the pack is not."""
-    if len(s["atom_values"]) == 0 and s.get("atom_pack"):
-        return unpack_atoms(s["atom_pack"], s["step"])
+    pack = _pack_of(s)
+    if pack is not None:
+        return unpack_atoms(pack, s["step"])
     return s["atom_values"], s["atom_cum_count"], s["atom_cum_sum"]
 
 
@@ -190,11 +196,12 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     b = math.inf if hi is None else float(hi)
     if a > b or a == math.inf or b == -math.inf:  # (no finite value lies at or beyond an infinite bound)
         return Range()
-    if len(s["atom_values"]) == 0 and s.get("atom_pack"):
+    pack = _pack_of(s)
+    if pack is not None:
         # packed (0.9.0): counts as stored, a sum from the exact running index sums
-        values, counts, _, ks = unpack_atoms(s["atom_pack"], s["step"], index_sums=True)
+        values, counts, _, ks = unpack_atoms(pack, s["step"], index_sums=True)
         upto, below = bisect.bisect_right(values, b), bisect.bisect_left(values, a)
-        exact = (_atoms_upto(values, counts, b, True) - _atoms_upto(values, counts, a, False) if order == 0
+        exact = ((counts[upto - 1] if upto else 0.0) - (counts[below - 1] if below else 0.0) if order == 0
                  else range_sum(ks, upto, below, s["step"]))
     else:
         atoms = s["atom_cum_count"] if order == 0 else s["atom_cum_sum"]
