@@ -35,7 +35,8 @@ PG_FUNCTION_INFO_V1(kde_range);
 /* The offsets a bound strictly inside a cell keeps from its ends (query.INSIDE_HIGH, INSIDE_LOW). */
 #define INSIDE_HIGH 0.9999999999999999
 #define INSIDE_LOW 1e-300
-/* What the cell's exact count and mean take from a cut share's binomial variance (query.MEAN_KNOWN). */
+/* What the cell's exact count and mean take from the binomial variance of the rows between its shares a and b:
+ * f (1 - f) - MEAN_KNOWN f² (1 - a - b)², f = b - a (query.MEAN_KNOWN). */
 #define MEAN_KNOWN 3.0
 /* The share of the cut cells' disagreement with the straight line that counts as the shape's standard
  * error (query.SHAPE_DOUBT). */
@@ -299,6 +300,8 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 					apart,
 					f,
 					cuts,
+					below,
+					pinned,
 					spread;
 		Shape		shape = {false, 0, 0, 0, 0, 0};
 
@@ -354,15 +357,34 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		 * never certain: its share counts as at least one row's each side. */
 		f = fmin(fmax(share, 1 / (n + 1)), n / (n + 1));
 		cuts = f * (1 - f);
-		if (0 < t0 && t1 < 1 && shape_var > 0 && !(period > 0))
+		below = 0.0;
+		if (0 < t0 && t1 < 1)
 		{
-			/* a range inside one cell: the shape's errors at its two cuts */
-			double		below = fmin(1.0, fmax(0.0, mass(&shape, t0)));
-			double		upto = fmin(1.0, below + share);
+			/* a range inside one cell: where it lies sets what the cell's exact mean pins down of its rows,
+			 * and the shape's errors at its two cuts add */
+			if (period > 0)
+			{
+				double		below_pos,
+							below_doubt;
+				int			k = ArrayGetNItems(ARR_NDIM(profile), ARR_DIMS(profile));
 
-			cuts = fmax(cuts, below * (1 - below) + upto * (1 - upto));
+				kde_profile_share((const float4 *) ARR_DATA_PTR(profile), k, period, step, g0, g1, 0.0, t0, mean,
+								  &below, &below_pos, &below_doubt);
+			}
+			else
+				below = mass(&shape, t0);
+			below = fmin(1.0, fmax(0.0, below));
+			if (shape_var > 0 && !(period > 0))
+			{
+				double		upto = fmin(1.0, below + share);
+
+				cuts = fmax(cuts, below * (1 - below) + upto * (1 - upto));
+			}
 		}
-		spread = f * (1 - f) * (n * (1 - MEAN_KNOWN * f * (1 - f)) + n * n * doubt) + 4 * n * n * shape_var * cuts;
+		/* f (1 - a - b), a the share below the range (within 1 - f), b = a + f */
+		pinned = f * (1 - 2 * fmin(below, 1.0 - f) - f);
+		spread = n * (f * (1 - f) - MEAN_KNOWN * pinned * pinned) + f * (1 - f) * n * n * doubt
+			+ 4 * n * n * shape_var * cuts;
 		if (order == 0)
 		{
 			out.estimate += n * share;

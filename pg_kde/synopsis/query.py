@@ -19,11 +19,17 @@ from .packing import lattice_value, range_sum, unpack_atoms
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard
 #: error (docs/math.md §7).
 SHAPE_DOUBT = 1.0
-#: How much of a cut share's binomial variance n f (1 − f) the cell's exact count and mean take away: the
-#: variance is n f (1 − f) (1 − c f (1 − f)), c = 3 for rows drawn from the shape (their empirical
-#: distribution function in the cell less the shape's is a Brownian bridge, here conditioned on its
-#: integral, which the exact mean fixes: var B(s) = s (1 − s) − 3 s² (1 − s)²). docs/math.md §7.
+#: How much of a cut share's binomial variance n f (1 − f) the cell's exact count and mean take away: for
+#: rows drawn from the shape, their empirical distribution function in the cell less the shape's is a
+#: Brownian bridge B, here conditioned on its integral, which the exact mean fixes. The rows between the
+#: shares a and b of the cell then vary as var(B(b) − B(a) | ∫B) = f (1 − f) − c f² (1 − a − b)², f = b − a,
+#: c = 3 (cov(B(s), ∫B) = s (1 − s)/2, var ∫B = 1/12); a cut from the cell's start (a = 0) gives
+#: f (1 − f) (1 − c f (1 − f)). docs/math.md §7.
 MEAN_KNOWN = 3.0
+#: Half a row: a count's interval is widened by it on each side, the continuity correction of the normal
+#: approximation to a whole number (P(X <= k) ~ Phi((k + 1/2 - mu) / sigma)): where a range's expected rows
+#: are below one (a second of a timestamp column), the interval then holds 2 for an estimate of 0.35.
+COUNT_CONTINUITY = 0.5
 #: The offsets a bound strictly inside a cell keeps from its ends: the largest float8 below 1, and a tiny
 #: positive number (the same literals in extension/range.c).
 INSIDE_HIGH, INSIDE_LOW = 0.9999999999999999, 1e-300
@@ -145,15 +151,24 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
         # certain: its share counts as at least one row's each side.
         f = min(max(share, 1 / (n + 1)), n / (n + 1))
         cuts = f * (1 - f)  # the shape's error at one cut, per 4 n² τ²
-        if 0 < t0 and t1 < 1 and s["shape_var"] > 0 and not s.get("period", 0.0) > 0:
-            # A range inside one cell cuts it twice: the KDE's shape errs at the two cuts apart (rows
-            # clustered on a few values make its error jump), each as at a cut from the cell's start, never
-            # less than the range's own share gives. (A periodic profile errs smoothly over the period: its
-            # errors at two cuts of one cell move together.)
-            below = min(1.0, max(0.0, mass(coef, t0)))
-            upto = min(1.0, below + share)
-            cuts = max(cuts, below * (1 - below) + upto * (1 - upto))
-        spread = (f * (1 - f) * (n * (1 - MEAN_KNOWN * f * (1 - f)) + n * n * doubt)
+        below = 0.0  # the shape's share of the cell below the range (0 for a range from the cell's start)
+        if 0 < t0 and t1 < 1:
+            # A range inside one cell: where it lies in the cell sets what the cell's exact mean pins down of
+            # its rows (MEAN_KNOWN), and it cuts the cell twice: the KDE's shape errs at the two cuts apart
+            # (rows clustered on a few values make its error jump), each as at a cut from the cell's start,
+            # never less than the range's own share gives. (A periodic profile errs smoothly over the
+            # period: its errors at two cuts of one cell move together.)
+            if s.get("period", 0.0) > 0:
+                below = profile_cut(s["profile"], s["period"], g0, g1, 0.0, t0, s["step"], mean)[0]
+            else:
+                below = mass(coef, t0)
+            below = min(1.0, max(0.0, below))
+            if s["shape_var"] > 0 and not s.get("period", 0.0) > 0:
+                upto = min(1.0, below + share)
+                cuts = max(cuts, below * (1 - below) + upto * (1 - upto))
+        a = min(below, 1.0 - f)
+        pinned = f * (1 - 2 * a - f)  # f (1 − a − b), b = a + f
+        spread = (n * (f * (1 - f) - MEAN_KNOWN * pinned * pinned) + f * (1 - f) * n * n * doubt
                   + 4 * n * n * s["shape_var"] * cuts)
         if order == 0:
             out.estimate += n * share
@@ -216,13 +231,14 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     return Range(exact + smooth.estimate, smooth.variance, exact + smooth.low, exact + smooth.high)
 
 
-def interval(r: Range, confidence: float) -> tuple:
-    """(estimate, low, high) at the given confidence: estimate ± z √variance, within the hard bounds
-    (docs/math.md §7)."""
+def interval(r: Range, confidence: float, order: int = 0) -> tuple:
+    """(estimate, low, high) at the given confidence: estimate ± z √variance, within the hard bounds; a count's
+    (order 0) half-width has half a row more, the continuity correction of a whole number's normal
+    approximation (docs/math.md §7)."""
     from statistics import NormalDist
 
     z = -NormalDist().inv_cdf((1 - confidence) / 2)
-    half = z * math.sqrt(r.variance)
+    half = z * math.sqrt(r.variance) + (COUNT_CONTINUITY if order == 0 else 0.0)
     return r.estimate, max(r.low, r.estimate - half), min(r.high, r.estimate + half)
 
 

@@ -19,7 +19,7 @@ from pg_kde.synopsis.query import heavy_values  # noqa: E402
 from sqlhelpers import approx, load, refresh  # noqa: E402
 
 #: Every released version, oldest first; each ships an update script to the next.
-RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0"]
+RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0"]
 
 # Each object of the extension, described so that two installs can be compared.
 SCHEMA_QUERIES = {
@@ -74,6 +74,11 @@ PAYLOAD_0_4_0 = "relid, cols, atom_values, atom_cum_count, atom_cum_sum, kde_row
                 "cell_cum_sum, step, density, shape_var"
 #: 0.6.0 (and 0.7.0, 0.8.0): format 2 with a time column's periodic profile (0.9.0 adds atom_pack).
 PAYLOAD_0_6_0 = PAYLOAD_0_4_0 + ", period, profile"
+#: 0.9.0 (the layout of 0.10.0 too): heavy values on a lattice packed.
+PAYLOAD_0_9_0 = PAYLOAD_0_6_0 + ", atom_pack"
+#: The releases with the header table (kde_catalog), and those of them with format 2 of the 1-D payload.
+WITH_HEADER = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0")
+FORMAT_2 = WITH_HEADER[1:]
 PAYLOAD_0_3_0 = {
     "kde_synopsis": "relid, cols, integer_valued, atom_values, atom_cum_count, atom_cum_sum, kde_rows, grid, lattice, "
                     "grid_size, cell_cum_count, cell_cum_sum, cell_cum_offset, kde_mass, cell_discrete",
@@ -82,16 +87,17 @@ PAYLOAD_0_3_0 = {
 }
 
 
-def old_format(current, format2: bool = False) -> dict:
+def old_format(current, format2: bool = False, packed: bool = False) -> dict:
     """Each synopsis of ``current`` as the releases before 0.4.0 stored it: {table: [row dict, ...]} with every
     column any of them had (a 1-D payload back to format 1: pg_kde.synopsis.catalog.format1); with ``format2``,
-    as 0.4.0 stored it (its payloads unchanged but for packed heavy values, unpacked)."""
+    as 0.4.0 stored it (its payloads unchanged but for packed heavy values, unpacked); with ``packed`` too, as
+    0.9.0 stored it (unchanged)."""
     rows = {}
     with current.cursor(row_factory=dict_row) as cur:
         for table in ("kde_synopsis", "kde_synopsis_2d"):
             found = cur.execute(f"SELECT k.*, p.*, k.relid::text AS relid, k.requested::text AS options "
                                 f"FROM kde_catalog k JOIN {table} p USING (relid, cols)").fetchall()
-            if table == "kde_synopsis":  # heavy values as arrays, as releases before 0.9.0 kept them
+            if table == "kde_synopsis" and not packed:  # heavy values as arrays, as releases before 0.9.0 kept them
                 found = [dict(r, **dict(zip(("atom_values", "atom_cum_count", "atom_cum_sum"), heavy_values(r))))
                          for r in found]
             rows[table] = [format1(r) if table == "kde_synopsis" and not format2 else r for r in found]
@@ -163,20 +169,21 @@ def test_synopses_survive_the_update(scratch_db, old):
         # The synopses as the old version stored them (its refresh needs its own package: the rows are the
         # same synopses, in its layout), plus one of a table dropped before the update, which the update must
         # remove.
-        stored = old_format(current, format2=old in ("0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0"))
+        stored = old_format(current, format2=old in FORMAT_2, packed=old == "0.9.0")
         gone = dict(next(r for r in stored["kde_synopsis"] if r["cols"] == ["x"]), relid="gone", cols=["v"])
         for table, rows in stored.items():
             for row in rows + ([gone] if table == "kde_synopsis" else []):
-                if old in ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0"):
+                if old in WITH_HEADER:
                     insert(legacy, "kde_catalog", HEADER_0_3_0, row)
                     payload = PAYLOAD_0_3_0[table]
                     if table == "kde_synopsis" and old != "0.3.0":
-                        payload = PAYLOAD_0_6_0 if old in ("0.6.0", "0.7.0", "0.8.0") else PAYLOAD_0_4_0
+                        payload = {"0.4.0": PAYLOAD_0_4_0, "0.5.0": PAYLOAD_0_4_0, "0.9.0": PAYLOAD_0_9_0}.get(
+                            old, PAYLOAD_0_6_0)
                     insert(legacy, table, payload, row)
                 else:
                     insert(legacy, table, COLUMNS[old][table], row)
             if old != "0.1.0":  # as the old version's refresh stored it: the relation's own oid
-                legacy.execute(f"UPDATE {'kde_catalog' if old in ('0.3.0', '0.4.0', '0.5.0', '0.6.0', '0.7.0', '0.8.0') else table} "
+                legacy.execute(f"UPDATE {'kde_catalog' if old in WITH_HEADER else table} "
                                "SET built_relid = relid::oid")
         legacy.execute("DROP TABLE gone")
         # The orphan included; 0.2.0 and later remove it at the DROP already (event triggers).

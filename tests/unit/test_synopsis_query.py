@@ -77,7 +77,7 @@ def test_hard_bounds_always_hold(rng, name):
             scale = 1e-9 * max(1.0, abs(truth), float(np.abs(xs).max()))
             assert r.low - scale <= truth <= r.high + scale, (lo, hi, order, r, truth)
             assert r.low - scale <= r.estimate <= r.high + scale
-            est, low, high = interval(r, 0.95)
+            est, low, high = interval(r, 0.95, order)
             # zero width only where the answer is exact (a count's width on the count's own scale: the
             # values' scale, 1.7 on the seconds column, would call a one-row interval zero)
             if order == 0 and high - low <= 1e-9 * max(1.0, truth):
@@ -288,7 +288,8 @@ def test_a_range_inside_one_cell_adds_its_two_cuts_shape_errors(rng):
     ta, tb = ((a - 0.005) / 2 - g0 / 2) / w, ((b + 0.005) / 2 - g0 / 2) / w
     below, upto = mass(coef, ta), mass(coef, tb)
     f = upto - below
-    binomial = f * (1 - f) * n * (1 - 3 * f * (1 - f))
+    # (the rows between the shares `below` and `upto` of the cell, less what its exact mean pins down of them)
+    binomial = n * (f * (1 - f) - 3 * (f * (1 - below - upto)) ** 2)
     shape = 4 * n * n * s["shape_var"] * (below * (1 - below) + upto * (1 - upto))
     apart = n * abs(f - (mass(linear(mean), tb) - mass(linear(mean), ta)))  # the shape's doubt, squared below
     assert inside.variance == pytest.approx(binomial + shape + apart ** 2, rel=1e-9)
@@ -308,6 +309,53 @@ def test_a_range_inside_one_cell_adds_its_two_cuts_shape_errors(rng):
     # 0.6.0's intervals covered 9-15% of them on such columns (seeds 0-2), these 38-51%: far from 95%, but no
     # longer blind to the values' clustering (docs/benchmarks.md has the real columns' coverage).
     assert total > 100 and covered / total >= 0.3, (covered, total)
+
+
+def test_ranges_inside_one_cell_have_the_spread_of_their_errors():
+    """Rows drawn from a smooth density, a range strictly inside one cell: its rows vary as the Brownian
+    bridge's increment between the shape's shares a and b, conditioned on the cell's exact mean,
+    f (1 − f) − 3 f² (1 − a − b)², not as a cut from the cell's start, f (1 − f) (1 − 3 f (1 − f)), which
+    takes away what the mean pins down of a range at the cell's end from one in its middle (whose rows the mean
+    hardly pins down). With the latter, these ranges' errors spread 1.31 of their standard deviations
+    (docs/math.md §7)."""
+    rng = np.random.default_rng(5)
+    x = np.sort(np.round(rng.lognormal(3.0, 1.0, 1_000_000), 2))
+    s = synopsis(x, budget=8192, sample_size=50000)
+    grid = np.asarray(s["grid"])
+    z, covered = [], 0
+    for _ in range(4000):
+        c = int(rng.integers(0, len(grid) - 1))
+        inner = x[(x > grid[c]) & (x < grid[c + 1])]
+        if len(inner) < 1000:
+            continue
+        lo, hi = np.sort(rng.choice(inner, 2))
+        if lo == hi:
+            continue
+        r = range_1d(s, float(lo), float(hi), 0)
+        truth = exact(x, lo, hi, 0)
+        z.append((truth - r.estimate) / math.sqrt(r.variance))
+        est, low, high = interval(r, 0.95)
+        covered += low <= truth <= high
+        if len(z) == 300:
+            break
+    z = np.asarray(z)
+    assert len(z) == 300
+    assert 0.8 < np.std(z) < 1.2, np.std(z)
+    assert covered / len(z) >= 0.9, covered
+
+
+def test_a_count_interval_has_half_a_row_more_each_side():
+    """The continuity correction of a whole number's normal approximation: a second of a timestamp column
+    whose expected rows are 0.35 (sd 0.59) gets an interval that holds 2 rows (1.51 without), within the cut
+    cell's hard bounds; a sum's interval does not move."""
+    from pg_kde.synopsis.query import Range
+
+    r = Range(estimate=0.35, variance=0.35, low=0.0, high=40.0)
+    est, low, high = interval(r, 0.95)
+    half = 1.959963984540054 * math.sqrt(r.variance)
+    assert est == 0.35 and low == 0.0 and high == pytest.approx(0.35 + half + 0.5) and high > 2
+    assert interval(r, 0.95, 1)[2] == pytest.approx(0.35 + half)
+    assert interval(Range(5.0, 1.0, 4.0, 5.4), 0.95)[1:] == (4.0, 5.4)  # within the hard bounds
 
 
 #: A cell 1e300 wide whose 57 rows sit near its upper end (one value of -1e300 in the table, the rest in
