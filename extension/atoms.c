@@ -9,7 +9,9 @@
  *   _kde_atoms_pack(values, cum_count, step): the pack of heavy values, NULL where they do not pack (the
  *     tracking triggers store their new counts so);
  *   _kde_atom_count(pack): how many values a pack says it holds, NULL where its header is malformed (the
- *     kde_synopses view: one corrupt row does not hide the others).
+ *     kde_synopses view: one corrupt row does not hide the others);
+ *   _kde_pair_box(pack, lattice1, lattice2, a1, b1, a2, b2, moment): what a box holds of a pair's exact
+ *     frequency table (the 2-D payload's pair_pack, format 2: packing.pack_pairs), for _kde_box.
  * A malformed pack is an error (data_corrupted), never a read past its end.
  */
 #include "postgres.h"
@@ -28,8 +30,10 @@
 PG_FUNCTION_INFO_V1(kde_atoms);
 PG_FUNCTION_INFO_V1(kde_atoms_pack);
 PG_FUNCTION_INFO_V1(kde_atom_count);
+PG_FUNCTION_INFO_V1(kde_pair_box);
 
 #define PACK_FORMAT 1
+#define PAIR_FORMAT 2
 #define PACK_LIMIT 9007199254740992.0	/* 2^53 */
 
 static void
@@ -288,4 +292,130 @@ kde_atom_count(PG_FUNCTION_ARGS)
 		|| n < 1 || n > (uint64) (len - pos) / 2)
 		PG_RETURN_NULL();
 	PG_RETURN_INT32((int32) n);
+}
+
+static void
+pair_corrupted(const char *what)
+{
+	ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+					errmsg("pg_kde: the synopsis row's pair_pack %s", what)));
+}
+
+static uint64
+get_pair_varint(const unsigned char *data, int len, int *pos)
+{
+	uint64		x;
+
+	if (!read_varint(data, len, pos, &x))
+		pair_corrupted("is cut short or holds a varint past 64 bits");
+	return x;
+}
+
+/* The first of n ascending values that is not below x (Python's bisect_left; a NaN x gives 0), and the first
+ * that is above x (bisect_right; a NaN x gives n). */
+static int
+first_not_below(const double *v, int n, double x)
+{
+	int			lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int
+first_above(const double *v, int n, double x)
+{
+	int			lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (x < v[mid])
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+/* _kde_pair_box(pack bytea, lattice1 float8[], lattice2 float8[], a1, b1, a2, b2 float8, moment integer)
+ * RETURNS float8: query.pairs_box. The rows of the pair's exact frequency table whose values lie in
+ * [a1, b1] x [a2, b2], counted (moment 0) or their values of column 1 or 2 summed, entry by entry in the
+ * pack's order. The whole pack is checked as it is read, whatever the box. */
+Datum
+kde_pair_box(PG_FUNCTION_ARGS)
+{
+	bytea	   *pack = PG_GETARG_BYTEA_PP(0);
+	const unsigned char *data = (const unsigned char *) VARDATA_ANY(pack);
+	int			len = VARSIZE_ANY_EXHDR(pack);
+	int			m1,
+				m2,
+				pos = 1;
+	const double *lattice1 = kde_sorted_array(PG_GETARG_ARRAYTYPE_P(1), "lattice1", 1, true, &m1);
+	const double *lattice2 = kde_sorted_array(PG_GETARG_ARRAYTYPE_P(2), "lattice2", 1, true, &m2);
+	double		a1 = PG_GETARG_FLOAT8(3),
+				b1 = PG_GETARG_FLOAT8(4),
+				a2 = PG_GETARG_FLOAT8(5),
+				b2 = PG_GETARG_FLOAT8(6);
+	int32		moment = PG_GETARG_INT32(7);
+	int			lo1 = first_not_below(lattice1, m1, a1),
+				hi1 = first_above(lattice1, m1, b1),
+				lo2 = first_not_below(lattice2, m2, a2),
+				hi2 = first_above(lattice2, m2, b2);
+	uint64		n,
+				a = 0,
+				b = 0;
+	__int128	rows = 0;
+	double		total = 0.0;
+
+	if (moment < 0 || moment > 2)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("pg_kde: moment must be 0, 1 or 2, got %d", moment)));
+	if (len < 5 || data[0] != PAIR_FORMAT)
+		pair_corrupted("is not a pack of format 2");
+	n = get_pair_varint(data, len, &pos);
+	if (n < 1 || n > (uint64) (len - pos) / 3)
+		pair_corrupted("holds a wrong number of pairs");
+	for (uint64 k = 0; k < n; k++)
+	{
+		uint64		d = get_pair_varint(data, len, &pos),
+					e = get_pair_varint(data, len, &pos),
+					c;
+
+		if (k == 0 || d > 0)
+		{
+			if (d >= (uint64) m1 || e >= (uint64) m2)
+				pair_corrupted("holds a value off its axes' lattices");
+			a = k == 0 ? d : a + d;
+			b = e;
+		}
+		else
+		{
+			if (e >= (uint64) m2)
+				pair_corrupted("holds a value off its axes' lattices");
+			b = b + e + 1;
+		}
+		c = get_pair_varint(data, len, &pos);
+		rows += c;
+		if (a >= (uint64) m1 || b >= (uint64) m2)
+			pair_corrupted("holds a value off its axes' lattices");
+		if (c < 1 || rows >= (__int128) PACK_LIMIT)
+			pair_corrupted("holds a count of 0 or rows past 2^53");
+		if ((int) a >= lo1 && (int) a < hi1 && (int) b >= lo2 && (int) b < hi2)
+			total += moment == 0 ? (double) c : (double) c * (moment == 1 ? lattice1[a] : lattice2[b]);
+	}
+	if (pos != len)
+		pair_corrupted("has bytes past its pairs");
+	PG_RETURN_FLOAT8(total);
 }

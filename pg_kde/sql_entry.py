@@ -328,7 +328,7 @@ def _stored_2d(plpy, schema: str, relid, cols):
         integer_valued=[bool(v) for v in r["integer_valued"]], grid1=list(r["grid1"]), grid2=list(r["grid2"]),
         lattice1=list(r["lattice1"]), lattice2=list(r["lattice2"]), grid_size=[int(v) for v in r["grid_size"]],
         sat_count=list(r["sat_count"]), sat_sum=list(r["sat_sum"]), kde_sat=list(r["kde_sat"]),
-        seconds=float(r["build_seconds"]))
+        seconds=float(r["build_seconds"]), pair_pack=bytes(r.get("pair_pack") or b""))
     return built, facts
 
 

@@ -19,11 +19,12 @@ from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
 from .catalog import Built1D, Built2D, Requested
-from .packing import PACK_LIMIT, lattice_indices, pack_atoms, packed_size
+from .packing import PACK_LIMIT, lattice_indices, pack_atoms, pack_pairs, packed_size
 from .cells import (
     ATOM_BYTES,
     BOUNDARY_BYTES,
     KDE_POINTS,
+    ROW_BYTES_2D,
     ROW_BYTES_1D,
     STEP_RANGE,
     binned_kde_at,
@@ -694,6 +695,58 @@ def _widen_2d(layout: Layout2D, grids: list, scales: list, stats: TableStats, sc
     return layout, new_grids, scan._replace(t1=t1, t2=t2, t12=t12)
 
 
+#: Bytes of a pair table's one cell beside its pack and lattices: two axes of two points and four summed-area
+#: tables of 2 × 2 points.
+PAIR_TABLE_CELL_BYTES = 8 * (2 * 2 + 4 * 4)
+
+
+def _distinct_estimate(values: np.ndarray, everything: bool) -> float:
+    """How many distinct rows (values along axis 0) the table holds, from a sample of its rows: their number
+    where the sample is the table, else Chao's (1984) lower-bound estimate d + f₁²/(2f₂) (d the sample's
+    distinct rows, f₁ and f₂ those seen once and twice; d + f₁(f₁ − 1)/2 without one seen twice)."""
+    _, counts = np.unique(values, axis=0, return_counts=True)
+    if everything:
+        return float(len(counts))
+    f1, f2 = int(np.sum(counts == 1)), int(np.sum(counts == 2))
+    return len(counts) + (f1 * f1 / (2.0 * f2) if f2 else f1 * (f1 - 1) / 2.0)
+
+
+def _pair_table(reader: TableReader, layout: Layout2D, stats: TableStats, sample: np.ndarray, everything: bool,
+                requested: Requested, started: float) -> Optional[Built2D]:
+    """The pair's exact frequency table, where its distinct pairs fit the budget: each axis's distinct values
+    as its lattice (8 bytes a value), the pairs packed as positions in them with their rows
+    (:func:`.packing.pack_pairs`, 3-4 bytes a pair); None otherwise, or where the user set a grid size. The
+    sample decides whether to read the pairs (:func:`_distinct_estimate` of its pairs at 3 bytes, of each
+    axis's values at 8); the read stops past the most pairs that could fit. Every box is then exact
+    (docs/math.md §8)."""
+    room = requested.budget_2d - ROW_BYTES_2D - PAIR_TABLE_CELL_BYTES
+    pairs = np.asarray(sample, dtype=np.float64).reshape(-1, 2)
+    if requested.grid_size or room < 8 or not len(pairs):
+        return None
+    estimate = 3 * _distinct_estimate(pairs, everything) + 8 * sum(len(np.unique(pairs[:, k])) for k in (0, 1))
+    if estimate > room:
+        return None
+    found = reader.pair_counts(room // 3)
+    if found is None or not len(found[1]):
+        return None
+    pairs, counts = found
+    lattice1, lattice2 = np.unique(pairs[:, 0]), np.unique(pairs[:, 1])
+    pack = pack_pairs(np.searchsorted(lattice1, pairs[:, 0]).tolist(), np.searchsorted(lattice2, pairs[:, 1]).tolist(),
+                      counts.tolist())
+    if len(pack) + 8 * (len(lattice1) + len(lattice2)) > room or len(lattice1) < 2 or len(lattice2) < 2:
+        return None
+    n = int(counts.sum())
+    sums = [float(np.sum(counts * pairs[:, k])) for k in (0, 1)]
+    corner = lambda total: [0.0, 0.0, 0.0, total]  # noqa: E731 - a 2 x 2 summed-area table of one cell
+    return Built2D(
+        method="table", bandwidth=[0.0] * 4, sample_size=len(sample), backend="none", n_rows=n,
+        n_null=max(0, stats.rows - n), integer_valued=list(layout.integral),
+        grid1=[float(lattice1[0]), float(lattice1[-1])], grid2=[float(lattice2[0]), float(lattice2[-1])],
+        lattice1=lattice1.tolist(), lattice2=lattice2.tolist(), grid_size=[2, 2], sat_count=corner(float(n)),
+        sat_sum=corner(sums[0]) + corner(sums[1]), kde_sat=corner(float(n)), seconds=time.perf_counter() - started,
+        pair_pack=pack)
+
+
 def build_2d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
              interrupt: Interrupt = None, started: Optional[float] = None,
              layout: Optional[Layout2D] = None, stats: Optional[TableStats] = None,
@@ -765,6 +818,10 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
     else:
         raise UserError(f"pg_kde: the scans of columns {names} of {rel} kept disagreeing with their sample; "
                         "is the table being written to?", sqlstate="40001")
+    if planned:  # (a part of a partitioned table or a shard keeps the shared cells, which merge)
+        table = _pair_table(base, layout, stats, sample, whole and len(sample) >= n, requested, started)
+        if table is not None:
+            return table
     if not whole:  # the grids were placed on the blocks' range: their outer lines go to the table's
         layout, grids, scan = _widen_2d(layout, grids, scales, stats, scan)
     sample = sample * np.array(scales)

@@ -167,6 +167,9 @@ class Built2D:
     sat_sum: list
     kde_sat: list
     seconds: float
+    #: The pair's exact frequency table (:func:`.packing.pack_pairs`), where it fits the budget: the grid is
+    #: then one cell over the pair's range, and queries read the table (docs/math.md §8).
+    pair_pack: bytes = b""
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
         """The row of this synopsis, header and payload columns together (see :meth:`Built1D.catalog_row`)."""
@@ -176,14 +179,14 @@ class Built2D:
             "integer_valued": self.integer_valued, "grid1": self.grid1, "grid2": self.grid2,
             "lattice1": self.lattice1, "lattice2": self.lattice2, "grid_size": self.grid_size,
             "sat_count": self.sat_count, "sat_sum": self.sat_sum, "kde_sat": self.kde_sat,
-            "build_seconds": self.seconds, "backend": self.backend, **identity, "requested": requested.json(),
+            "pair_pack": bytes(self.pair_pack), "build_seconds": self.seconds, "backend": self.backend, **identity, "requested": requested.json(),
             "kind": self.KIND,
         }
 
     @staticmethod
     def catalog_types() -> dict:
         """Column -> SQL type of its parameter, for the upsert."""
-        return {**CATALOG_TYPES, "integer_valued": "bool[]", "grid_size": "int4[]"}
+        return {**CATALOG_TYPES, "integer_valued": "bool[]", "grid_size": "int4[]", "pair_pack": "bytea"}
 
     def summary(self, relation: str, columns) -> dict:
         """kde_refresh's summary of a 2-D synopsis."""

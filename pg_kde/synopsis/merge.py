@@ -167,7 +167,8 @@ def merge_2d(parts: Sequence[Built2D], seconds: float = 0.0) -> Built2D:
     parts = [p for p in parts if p.n_rows > 0]
     first = parts[0]
     layout = (first.grid1, first.grid2, first.lattice1, first.lattice2, list(first.integer_valued))
-    if any((p.grid1, p.grid2, p.lattice1, p.lattice2, list(p.integer_valued)) != layout for p in parts):
+    if any((p.grid1, p.grid2, p.lattice1, p.lattice2, list(p.integer_valued)) != layout or p.pair_pack
+           for p in parts):  # (a pair table's one cell is no part of a shared layout)
         raise ValueError("2-D parts merge only on the same cells")
     add = lambda name: np.sum([np.asarray(getattr(p, name), dtype=np.float64) for p in parts], axis=0).tolist()  # noqa: E731
     rows = np.array([p.n_rows for p in parts], dtype=np.float64)

@@ -193,3 +193,69 @@ def packed_size(indices: Sequence[int], counts: Sequence[float]) -> int:
         size += varint_bytes(_zigzag(k) if prev is None else k - prev) + varint_bytes(max(0, int(c)))
         prev = k
     return size
+
+
+# ---------------------------------------------------------------------------------------------- pairs (2-D)
+#: The format byte of a pack of pairs.
+PAIR_FORMAT = 2
+
+
+def pack_pairs(i1: Sequence[int], i2: Sequence[int], counts: Sequence[int]) -> bytes:
+    """The pack of a pair's exact frequency table (the 2-D payload's ``pair_pack``): entries (i₁, i₂, c), the
+    positions of the two values in the axes' lattices (``lattice1``, ``lattice2``) and the rows holding that
+    pair, sorted by i₁ then i₂, each count >= 1. Layout, unsigned LEB128 varints:
+        byte 1        the format, 2
+        varint        n, the number of entries (>= 1)
+        then n times: varint i₁ − i₁' (the previous entry's; the first entry: i₁),
+                      varint i₂ where i₁ moved on (and for the first entry), else i₂ − i₂' − 1,
+                      varint c.
+    A row of a few lattice values per axis takes 3-4 bytes."""
+    out = bytearray([PAIR_FORMAT])
+    _put(out, len(i1))
+    prev = None
+    for a, b, c in zip(i1, i2, counts):
+        a, b, c = int(a), int(b), int(c)
+        if a < 0 or b < 0 or c < 1 or (prev is not None and (a, b) <= prev):
+            raise ValueError("pairs must be sorted, distinct and counted")
+        if prev is None or a > prev[0]:
+            _put(out, a if prev is None else a - prev[0])
+            _put(out, b)
+        else:
+            _put(out, 0)
+            _put(out, b - prev[1] - 1)
+        _put(out, c)
+        prev = (a, b)
+    return bytes(out)
+
+
+def unpack_pairs(pack: bytes, m1: int, m2: int) -> Tuple[list, list, list]:
+    """(i₁, i₂, counts) of a pair pack (:func:`pack_pairs`) whose axes keep ``m1`` and ``m2`` lattice values;
+    PackError when malformed (cut short, bytes past its entries, entries out of order or off the lattices,
+    a count of 0, rows past 2^53). As _kde_pair_box reads it (extension/atoms.c)."""
+    data = bytes(pack)
+    if len(data) < 5 or data[0] != PAIR_FORMAT:
+        raise PackError("pg_kde: the synopsis row's pair_pack is not a pack of format 2")
+    n, pos = _get(data, 1)
+    if n < 1 or n > (len(data) - pos) // 3:
+        raise PackError("pg_kde: the synopsis row's pair_pack holds a wrong number of pairs")
+    out1, out2, counts = [], [], []
+    a = b = total = 0
+    for k in range(n):
+        d, pos = _get(data, pos)
+        e, pos = _get(data, pos)
+        if k == 0 or d > 0:
+            a, b = (d if k == 0 else a + d), e
+        else:
+            b = b + e + 1
+        c, pos = _get(data, pos)
+        total += c
+        if a >= m1 or b >= m2:
+            raise PackError("pg_kde: the synopsis row's pair_pack holds a value off its axes' lattices")
+        if c < 1 or total >= PACK_LIMIT:
+            raise PackError("pg_kde: the synopsis row's pair_pack holds a count of 0 or rows past 2^53")
+        out1.append(a)
+        out2.append(b)
+        counts.append(c)
+    if pos != len(data):
+        raise PackError("pg_kde: the synopsis row's pair_pack has bytes past its pairs")
+    return out1, out2, counts

@@ -14,7 +14,7 @@ from typing import Optional
 
 from .cells import linear, mass, moment, profile_cut, shape_of
 from .maths import is_tie_cell
-from .packing import lattice_value, range_sum, unpack_atoms
+from .packing import lattice_value, range_sum, unpack_atoms, unpack_pairs
 
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard
 #: error (docs/math.md §7).
@@ -296,10 +296,30 @@ def _sat_at(sat, m1: int, m2: int, offs: int, p1: float, p2: float) -> float:
             + f * (1 - g) * sat[base + m2] + f * g * sat[base + m2 + 1])
 
 
+def pairs_box(s: dict, a1: float, b1: float, a2: float, b2: float, moment: int = 0) -> float:
+    """What the box [a1, b1] × [a2, b2] holds in a 2-D synopsis stored as its pair's exact frequency table
+    (``pair_pack``, :func:`.packing.pack_pairs`): the rows whose two values lie in it, counted (moment 0), or
+    their values of column ``moment`` summed, entry by entry in the pack's order. As _kde_pair_box in C."""
+    lattice1, lattice2 = s["lattice1"], s["lattice2"]
+    i1, i2, counts = unpack_pairs(s["pair_pack"], len(lattice1), len(lattice2))  # (checked whatever the box)
+    lo1, hi1 = bisect.bisect_left(lattice1, a1), bisect.bisect_right(lattice1, b1)
+    lo2, hi2 = bisect.bisect_left(lattice2, a2), bisect.bisect_right(lattice2, b2)
+    total = 0.0
+    if lo1 >= hi1 or lo2 >= hi2:
+        return total
+    for a, b, c in zip(i1, i2, counts):
+        if lo1 <= a < hi1 and lo2 <= b < hi2:
+            total += c if moment == 0 else c * (lattice1[a] if moment == 1 else lattice2[b])
+    return total
+
+
 def box_2d(s: dict, a1: float, b1: float, a2: float, b2: float, moment: int = 0) -> float:
     """What the box [a1, b1] × [a2, b2] (±inf: open) holds in a 2-D synopsis given as its catalog row: moment
     0 the row count (whole cells inside exactly, the strip the box cuts shaped by the KDE, within the block
-    of cells covering it), moment k the sum of column k. The float64 reference of _kde_box (docs/math.md §8)."""
+    of cells covering it), moment k the sum of column k; a synopsis stored as its pair's exact frequency
+    table answers exactly (:func:`pairs_box`). The float64 reference of _kde_box (docs/math.md §8)."""
+    if s.get("pair_pack"):
+        return pairs_box(s, a1, b1, a2, b2, moment)
     m1, m2 = s["grid_size"]
     grid1, grid2 = s["grid1"], s["grid2"]
     if s["integer_valued"][0]:

@@ -169,6 +169,11 @@ class TableReader(Protocol):
         """Column k's distinct values over the rows with every column non-NULL, sorted, in its own units; None
         where there are more than ``limit``."""
 
+    def pair_counts(self, limit: int) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        """The pair's distinct values over the rows with both non-NULL, sorted by the first then the second,
+        as an (n, 2) array in the columns' own units, and each one's row count; None where there are more
+        than ``limit``."""
+
     def plan_sample_2d(self, size: int) -> Tuple[TableStats, np.ndarray, bool]:
         """The read that places a pair's cells: (facts, sample of ``size`` pairs, whole). A large table's
         (more blocks than twice :func:`~.sql_reader.sample_blocks`): the pairs of a repeatable sample of
@@ -284,6 +289,11 @@ class ArrayTableReader:
     def distinct_values(self, k: int, limit: int) -> Optional[np.ndarray]:
         values = np.unique(self.values[k][self._valid])
         return values if len(values) <= limit else None
+
+    def pair_counts(self, limit: int) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        valid = self._valid
+        pairs, counts = np.unique(np.column_stack([v[valid] for v in self.values]), axis=0, return_counts=True)
+        return (pairs, counts.astype(np.int64)) if len(pairs) <= limit else None
 
     def plan_sample_2d(self, size: int) -> Tuple[TableStats, np.ndarray, bool]:
         rows, count, sampled = self._block_rows()

@@ -326,6 +326,18 @@ class SqlTableReader:
         values = np.sort(np.array([float(r["v"]) for r in rows], dtype=np.float64))
         return values if len(values) <= limit else None
 
+    def pair_counts(self, limit: int) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        both = " AND ".join(f"({scan}) IS NOT NULL" for scan in self.scans)
+        values = ", ".join(f"{self.schema}._kde_value({scan}) AS v{k}" for k, scan in enumerate(self.scans))
+        rows = self.plpy.execute(f"SELECT {values}, count(*) AS c FROM {self.relation} WHERE {both} "
+                                 f"GROUP BY 1, 2 LIMIT {int(limit) + 1}")
+        if len(rows) > limit:
+            return None
+        pairs = np.array([(float(r["v0"]), float(r["v1"])) for r in rows], dtype=np.float64).reshape(-1, 2)
+        counts = np.array([int(r["c"]) for r in rows], dtype=np.int64)
+        order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+        return pairs[order], counts[order]
+
     def plan_sample_2d(self, size: int) -> Tuple[TableStats, np.ndarray, bool]:
         percent = self._block_percent(sample_blocks(self.plpy)) if len(self.columns) == 2 else None
         if percent is not None:

@@ -84,6 +84,9 @@ SELECT pg_catalog.pg_extension_config_dump('kde_synopsis', '');
 -- grid_size[1] x grid_size[2]) of the cells' exact row counts and of the KDE's cell masses; sat_sum holds
 -- the two columns' exact summed-area tables of values, one after the other. lattice1/2 hold a discretised
 -- axis's distinct values (empty for a continuous or integer axis); its grid points are midpoints between them.
+-- pair_pack (0.10.0): where both axes are discretised and the pair's distinct values fit the budget, its exact
+-- frequency table, entries (position in lattice1, position in lattice2, rows) in varints (docs/math.md §8);
+-- the grid is then one cell over the pair's range, and queries read the table.
 CREATE TABLE kde_synopsis_2d (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL,
@@ -96,11 +99,13 @@ CREATE TABLE kde_synopsis_2d (
     sat_count       float8[]    NOT NULL,
     sat_sum         float8[]    NOT NULL,
     kde_sat         float8[]    NOT NULL,
+    pair_pack       bytea       NOT NULL DEFAULT '',
     PRIMARY KEY (relid, cols),
     FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE
 );
 ALTER TABLE kde_synopsis_2d ALTER COLUMN sat_count SET STORAGE EXTERNAL,
-    ALTER COLUMN sat_sum SET STORAGE EXTERNAL, ALTER COLUMN kde_sat SET STORAGE EXTERNAL;
+    ALTER COLUMN sat_sum SET STORAGE EXTERNAL, ALTER COLUMN kde_sat SET STORAGE EXTERNAL,
+    ALTER COLUMN pair_pack SET STORAGE EXTERNAL;
 COMMENT ON TABLE kde_synopsis_2d IS 'pg_kde 2-D synopsis payloads: exact summed-area tables of grid cells plus a KDE';
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis_2d', '');
 -- (the header is registered last: the order an update from 0.2.0 gives.)
@@ -159,6 +164,9 @@ ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_well_formed CHECK (
     AND @extschema@._kde_is_vector(lattice1) AND @extschema@._kde_is_vector(lattice2)
     AND @extschema@._kde_is_vector(sat_count) AND @extschema@._kde_is_vector(sat_sum)
     AND @extschema@._kde_is_vector(kde_sat));
+ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_pairs_well_formed CHECK (
+    octet_length(pair_pack) = 0
+    OR (cardinality(lattice1) > 0 AND cardinality(lattice2) > 0 AND grid_size = ARRAY[2, 2]));
 
 -- True when row-level security may hide rows of tbl from the current role: its policies apply to the role
 -- (row_security_active), or tbl is a view over (views over) a table with row-level security enabled, whose

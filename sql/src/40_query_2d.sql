@@ -50,9 +50,18 @@ END
 $$;
 COMMENT ON FUNCTION _kde_sat_at(float8[], integer, integer, integer, float8, float8) IS 'pg_kde internal: summed-area lookup';
 
+-- A box of a pair's exact frequency table (pair_pack): its rows counted, or their values of column 1 or 2
+-- summed (extension/atoms.c; query.pairs_box).
+CREATE FUNCTION _kde_pair_box(pack bytea, lattice1 float8[], lattice2 float8[], a1 float8, b1 float8, a2 float8,
+                              b2 float8, moment integer) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_pair_box' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_pair_box(bytea, float8[], float8[], float8, float8, float8, float8, integer) IS
+    'pg_kde internal: a box of a pair''s exact frequency table';
+
 -- What a box [a1, b1] x [a2, b2] holds: moment 0 the row count, moment k (1 or 2) the sum of column k.
--- Counts: whole cells inside the box exactly, the strip of cells the box cuts shaped by the KDE; sums: the
--- exact summed-area table of values, uniform within cells.
+-- A pair stored as its exact frequency table answers from it, exactly. Otherwise counts: whole cells inside
+-- the box exactly, the strip of cells the box cuts shaped by the KDE; sums: the exact summed-area table of
+-- values, uniform within cells.
 CREATE FUNCTION _kde_box(s kde_synopsis_2d, a1 float8, b1 float8, a2 float8, b2 float8, moment integer) RETURNS float8
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -70,6 +79,9 @@ DECLARE
     box_kde float8;
     outer_exact float8;
 BEGIN
+    IF octet_length(s.pair_pack) > 0 THEN
+        RETURN @extschema@._kde_pair_box(s.pair_pack, s.lattice1, s.lattice2, a1, b1, a2, b2, moment);
+    END IF;
     IF s.integer_valued[1] THEN a1 := ceil(a1) - 0.5; b1 := floor(b1) + 0.5; END IF;
     IF s.integer_valued[2] THEN a2 := ceil(a2) - 0.5; b2 := floor(b2) + 0.5; END IF;
     IF a1 > b1 OR a2 > b2 THEN

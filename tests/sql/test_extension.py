@@ -366,12 +366,13 @@ def test_two_column_synopsis_answers_joint_boxes(db, table):
 
 
 def test_two_column_synopsis_of_dependent_columns_keeps_exact_cells(db, table):
-    x = np.arange(2000.0) * 0.37
+    # (20,000 values: the pairs of 2,000 would fit the default budget as an exact frequency table, 0.10.0)
+    x = np.arange(20000.0) * 0.37
     load(db, table, {"x": x, "y": x})  # identical columns: no bandwidth matrix exists
     s = db.execute("SELECT kde_refresh(%s::regclass, ARRAY['x', 'y'])", (table,)).fetchone()[0]
     assert s["method"] == "grid"
-    got = db.execute("SELECT approx_count(%s, 'x', 37, 333, 'y', 0, 10000)", (table,)).fetchone()[0]
-    assert got == pytest.approx(exact(db, "count", table, "x", 37, 333), rel=0.02)
+    got = db.execute("SELECT approx_count(%s, 'x', 370, 3330, 'y', 0, 10000)", (table,)).fetchone()[0]
+    assert got == pytest.approx(exact(db, "count", table, "x", 370, 3330), rel=0.02)
 
 
 def test_two_column_synopsis_errors(db, table):

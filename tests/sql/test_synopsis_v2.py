@@ -809,3 +809,46 @@ def test_2d_boxes_equal_the_reference(db, table, blocks):
                 assert total == pytest.approx(ref, rel=1e-9, abs=1e-6), (a, b, lo2, hi2)
     finally:
         db.execute("RESET pg_kde.sample_blocks")
+
+
+def test_a_pair_that_fits_is_its_exact_frequency_table(db, table):
+    """Two readings in tenths (numeric, as weather's temperature and dew point: 3,000-odd distinct pairs) at the
+    default 64 KB: the pair is stored as its exact frequency table (pair_pack, 0.10.0), and every box, count
+    and sum, in either column order, is the exact answer and the float64 reference's (query.box_2d); a
+    corrupt pack is an error, not a wrong answer."""
+    from pg_kde.synopsis.query import box_2d
+
+    rng = np.random.default_rng(41)
+    n = 30000
+    t = np.round(rng.normal(15.0, 2.5, n), 1)
+    d = np.round(np.minimum(t, t - np.abs(rng.normal(0.0, 1.0, n))), 1)
+    t[:40] = np.nan
+    load(db, table, {"temp": t, "dewp": d}, types={"temp": "numeric(5,1)", "dewp": "numeric(5,1)"})
+    summary = refresh_pair(db, table, ["temp", "dewp"])
+    s = payload_2d(db, table, ["temp", "dewp"])
+    assert summary["method"] == "table" and summary["rows"] == n - 40 and summary["grid_size"] == [2, 2]
+    assert len(s["pair_pack"]) > 0 and s["grid_size"] == [2, 2]
+    assert db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass", (table,)).fetchone()[0] <= 65536
+    valid = ~np.isnan(t)
+    v1, v2 = t[valid], d[valid]
+    boxes = [tuple(np.sort(rng.choice(v1, 2))) + tuple(np.sort(rng.choice(v2, 2))) for _ in range(150)]
+    boxes += [(15.0, 15.0, None, None), (None, 14.95, 10.0, None), (30.0, 40.0, None, None)]
+    for a1, b1, a2, b2 in boxes:
+        lo1, hi1 = -np.inf if a1 is None else a1, np.inf if b1 is None else b1
+        lo2, hi2 = -np.inf if a2 is None else a2, np.inf if b2 is None else b2
+        inside = (v1 >= lo1) & (v1 <= hi1) & (v2 >= lo2) & (v2 <= hi2)
+        count, swapped = db.execute(
+            "SELECT approx_count(%s, 'temp', %s::float8, %s::float8, 'dewp', %s::float8, %s::float8), "
+            "approx_count(%s, 'dewp', %s::float8, %s::float8, 'temp', %s::float8, %s::float8)",
+            (table, a1, b1, a2, b2, table, a2, b2, a1, b1)).fetchone()
+        assert count == swapped == inside.sum() == box_2d(s, lo1, hi1, lo2, hi2, 0), (a1, b1, a2, b2)
+    for a, b in ((12.0, 18.5), (None, 14.0), (15.0, 15.0)):
+        inside = (v2 >= (-np.inf if a is None else a)) & (v2 <= (np.inf if b is None else b))
+        got = db.execute("SELECT approx_sum(%s, 'temp', 'dewp', %s::float8, %s::float8)", (table, a, b)).fetchone()[0]
+        assert got == pytest.approx(v1[inside].sum(), rel=1e-12)
+        assert got == pytest.approx(box_2d(s, -np.inf, np.inf, -np.inf if a is None else a,
+                                           np.inf if b is None else b, 1), rel=1e-12)
+    db.execute("UPDATE kde_synopsis_2d SET pair_pack = substr(pair_pack, 1, octet_length(pair_pack) - 1) "
+               "WHERE relid = %s::regclass", (table,))
+    with pytest.raises(psycopg.errors.DataCorrupted, match="pair_pack"):
+        db.execute("SELECT approx_count(%s, 'temp', 10, 20, 'dewp', NULL::float8, NULL::float8)", (table,))

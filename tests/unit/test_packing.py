@@ -1,5 +1,5 @@
-"""Packed heavy values (pg_kde.synopsis.packing): lossless on a lattice, exact sums, refusals, and malformed
-packs rejected. The server's decoder (extension/atoms.c) is checked against this one in tests/sql."""
+"""Packed heavy values and pairs (pg_kde.synopsis.packing): lossless on a lattice, exact sums, refusals, and
+malformed packs rejected. The server's decoder (extension/atoms.c) is checked against this one in tests/sql."""
 
 from fractions import Fraction
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pg_kde.synopsis.packing import (PACK_LIMIT, PackError, exact_sums, lattice_indices, lattice_value, pack_atoms,
-                                     packed_size, unpack_atoms)
+                                     pack_pairs, packed_size, unpack_atoms, unpack_pairs)
 
 
 def exact_cumulative_sums(values, counts, step):
@@ -116,3 +116,46 @@ def test_a_range_sum_of_packed_values_is_rounded_once():
                           (None, None, -43999999999999.96)]:
         r = range_1d(s, lo, hi, 1)
         assert r.estimate == r.low == r.high == total, (lo, hi, r)
+
+
+# ------------------------------------------------------------------------------------------- pairs (2-D)
+PAIRS = ([0, 0, 3, 3, 200], [1, 5, 0, 9, 7], [5, 1, 300, 2, 1])
+
+
+def test_pairs_round_trip_in_a_few_bytes_each(rng):
+    assert unpack_pairs(pack_pairs(*PAIRS), 201, 10) == tuple(list(v) for v in PAIRS)
+    cells = np.unique(np.column_stack([rng.integers(0, 170, 3000), rng.integers(0, 150, 3000)]), axis=0)
+    counts = rng.integers(1, 200, len(cells))
+    pack = pack_pairs(cells[:, 0].tolist(), cells[:, 1].tolist(), counts.tolist())
+    assert unpack_pairs(pack, 170, 150) == (cells[:, 0].tolist(), cells[:, 1].tolist(), counts.tolist())
+    assert len(pack) < 3.5 * len(cells)
+
+
+@pytest.mark.parametrize("pairs", [
+    ([0, 0], [1, 1], [1, 1]),  # a pair twice
+    ([1, 0], [0, 0], [1, 1]),  # out of order
+    ([0], [0], [0]),  # a count of 0
+    ([-1], [0], [1]),
+])
+def test_what_does_not_pack_as_pairs(pairs):
+    with pytest.raises(ValueError):
+        pack_pairs(*pairs)
+
+
+GOOD_PAIRS = pack_pairs(*PAIRS)
+
+
+@pytest.mark.parametrize("bad, m1, m2", [
+    (GOOD_PAIRS[:-1], 201, 10),  # cut short
+    (GOOD_PAIRS + b"\x00", 201, 10),  # bytes past the pairs
+    (bytes([1]) + GOOD_PAIRS[1:], 201, 10),  # another format
+    (GOOD_PAIRS, 200, 10),  # a value off the first lattice
+    (GOOD_PAIRS, 201, 9),  # ... off the second
+    (bytes([2, 1, 0, 0, 0]), 1, 1),  # a count of 0
+    (bytes([2, 5, 0, 0, 1]), 1, 1),  # more pairs than bytes
+    (bytes([2, 1, 0, 0]) + b"\x80\x80\x80\x80\x80\x80\x80\x10", 1, 1),  # rows past 2^53
+    (bytes([2, 1, 0, 0]) + b"\xff" * 10 + b"\x01", 1, 1),  # a varint past 64 bits
+])
+def test_malformed_pair_packs_are_errors(bad, m1, m2):
+    with pytest.raises(PackError):
+        unpack_pairs(bad, m1, m2)

@@ -11,9 +11,11 @@ import pytest
 from pg_kde import sql_entry
 from pg_kde._errors import UserError
 from pg_kde.synopsis.catalog import HEADER_COLUMNS, split_row
-from pg_kde.synopsis.cells import ATOM_BYTES, BOUNDARY_BYTES, DEFAULT_BUDGET_1D, KDE_POINTS, ROW_BYTES_1D, cells_for_budget
+from pg_kde.synopsis.cells import (ATOM_BYTES, BOUNDARY_BYTES, DEFAULT_BUDGET_1D, KDE_POINTS, ROW_BYTES_1D, ROW_BYTES_2D,
+                                  cells_for_budget)
 from pg_kde.synopsis import build as build_module
-from pg_kde.synopsis.query import range_1d
+from pg_kde.synopsis.packing import unpack_pairs
+from pg_kde.synopsis.query import box_2d, range_1d
 from pg_kde.synopsis.reader import SAMPLE_SEED, fine_quantum
 from pg_kde.synopsis import (
     CATALOG_TYPES,
@@ -31,7 +33,7 @@ ROWS_1D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_n
            "shape_var", "period", "profile", "grid_size", "build_seconds", "backend", "attnums", "coltypes", "built_relid", "mod_count",
            "storage_id", "pages", "requested", "kind"]
 ROWS_2D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued", "grid1",
-           "grid2", "lattice1", "lattice2", "grid_size", "sat_count", "sat_sum", "kde_sat", "build_seconds",
+           "grid2", "lattice1", "lattice2", "grid_size", "sat_count", "sat_sum", "kde_sat", "pair_pack", "build_seconds",
            "backend", "attnums", "coltypes", "built_relid", "mod_count", "storage_id", "pages", "requested", "kind"]
 IDENTITY = {"attnums": [1], "coltypes": ["float8"], "built_relid": 16384, "mod_count": 0, "storage_id": "1",
             "pages": 10}
@@ -424,9 +426,60 @@ def test_correlated_pair(rng):
     row = built.catalog_row(16384, ["a", "b"], IDENTITY, requested)
     assert list(row) == ROWS_2D and json.loads(row["requested"])["grid_size"] == 64
     assert split_row(row)[0]["kind"] == "2d"
-    assert built.catalog_types() == {**CATALOG_TYPES, "integer_valued": "bool[]", "grid_size": "int4[]"}
+    assert built.catalog_types() == {**CATALOG_TYPES, "integer_valued": "bool[]", "grid_size": "int4[]",
+                                     "pair_pack": "bytea"}
+    assert built.pair_pack == b"" and row["pair_pack"] == b""  # (continuous axes: cells and a KDE)
     assert list(built.summary("t", ("a", "b"))) == ["relation", "columns", "rows", "nulls", "method", "bandwidth",
                                                     "sample_size", "backend", "grid_size", "seconds"]
+
+
+def discretised_pair(rng, n=30000):
+    """Two correlated readings in tenths (about 190 values each, 3,400-odd distinct pairs), as weather's
+    temperature and dew point: both axes discretised."""
+    t = np.round(rng.normal(15.0, 2.5, n), 1)
+    return t, np.round(np.minimum(t, t - np.abs(rng.normal(0.0, 1.0, n))), 1)
+
+
+def test_a_discretised_pair_that_fits_is_its_exact_frequency_table(rng):
+    """Both axes discretised and the pair's distinct values within the budget packed (3-4 bytes a pair): the
+    synopsis is their exact frequency table (docs/math.md §8), every box exact, counts and sums, read from a
+    sample of blocks too; the catalog row stays within its budget."""
+    x1, x2 = discretised_pair(rng)
+    x1[:50] = np.nan
+    pairs = np.unique(np.column_stack([x1, x2])[~np.isnan(x1)], axis=0)
+    for kwargs in ({}, {"blocks": (50, 40)}):
+        built = build_2d(ArrayTableReader((x1, x2), **kwargs), Requested("auto", 2000, None, "auto", 16384),
+                         quiet_select)
+        assert built.method == "table" and built.backend == "none" and built.grid_size == [2, 2]
+        assert built.n_rows == len(x1) - 50 and built.n_null == 50
+        assert unpack_pairs(built.pair_pack, len(built.lattice1), len(built.lattice2))[2] != []
+        assert len(built.pair_pack) < 3.5 * len(pairs)
+        stored = (ROW_BYTES_2D + len(built.pair_pack) + 8 * (len(built.lattice1) + len(built.lattice2))
+                  + 8 * (4 + len(built.sat_count) + len(built.sat_sum) + len(built.kde_sat)))
+        assert stored <= 16384
+        row = built.catalog_row(16384, ["a", "b"], IDENTITY, Requested("auto", 2000, None, "auto", 16384))
+        valid = ~np.isnan(x1)
+        v1, v2 = x1[valid], x2[valid]
+        for _ in range(200):
+            (a1, b1), (a2, b2) = np.sort(rng.choice(v1, 2)), np.sort(rng.choice(v2, 2))
+            if rng.random() < 0.2:
+                a1, b2 = -np.inf, np.inf  # open sides
+            inside = (v1 >= a1) & (v1 <= b1) & (v2 >= a2) & (v2 <= b2)
+            assert box_2d(row, a1, b1, a2, b2, 0) == inside.sum()
+            for k, v in ((1, v1), (2, v2)):
+                assert box_2d(row, a1, b1, a2, b2, k) == pytest.approx(v[inside].sum(), rel=1e-12, abs=1e-9)
+        assert box_2d(row, 15.05, 15.05, -np.inf, np.inf, 0) == 0  # between two values
+
+
+def test_a_discretised_pair_too_large_for_its_budget_keeps_its_cells(rng):
+    """The same pair at 8 KB (its pairs and values would take about 13 KB): cells and a KDE, as before 0.10.0; a
+    grid_size the user asks for is kept too."""
+    x1, x2 = discretised_pair(rng)
+    small = build_2d(ArrayTableReader((x1, x2)), Requested("auto", 2000, None, "auto", 8192), quiet_select)
+    asked = build_2d(ArrayTableReader((x1, x2)), Requested("auto", 2000, 24, "auto", 65536), quiet_select)
+    for built in (small, asked):
+        assert built.pair_pack == b"" and built.method != "table" and built.grid_size[0] > 2
+    assert asked.grid_size[0] >= 24
 
 
 def unsampled_rows(n, per_block, sampled, seed=SAMPLE_SEED, k=40):
