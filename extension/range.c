@@ -302,6 +302,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 					cuts,
 					below,
 					pinned,
+					keep,
 					spread;
 		Shape		shape = {false, 0, 0, 0, 0, 0};
 
@@ -383,8 +384,9 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		}
 		/* f (1 - a - b), a the share below the range (within 1 - f), b = a + f */
 		pinned = f * (1 - 2 * fmin(below, 1.0 - f) - f);
-		spread = n * (f * (1 - f) - MEAN_KNOWN * pinned * pinned) + f * (1 - f) * n * n * doubt
-			+ 4 * n * n * shape_var * cuts;
+		/* (the profile's sampling error is a bridge too, conditioned alike by the tilt to the cell's mean) */
+		keep = f * (1 - f) - MEAN_KNOWN * pinned * pinned;
+		spread = n * keep + keep * n * n * doubt + 4 * n * n * shape_var * cuts;
 		if (order == 0)
 		{
 			out.estimate += n * share;

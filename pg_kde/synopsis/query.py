@@ -168,8 +168,10 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
                 cuts = max(cuts, below * (1 - below) + upto * (1 - upto))
         a = min(below, 1.0 - f)
         pinned = f * (1 - 2 * a - f)  # f (1 − a − b), b = a + f
-        spread = (n * (f * (1 - f) - MEAN_KNOWN * pinned * pinned) + f * (1 - f) * n * n * doubt
-                  + 4 * n * n * s["shape_var"] * cuts)
+        # (the profile's own sampling error is a bridge too, and the tilt to the cell's exact mean conditions it
+        # alike: the same share of it stays)
+        keep = f * (1 - f) - MEAN_KNOWN * pinned * pinned
+        spread = n * keep + keep * n * n * doubt + 4 * n * n * s["shape_var"] * cuts
         if order == 0:
             out.estimate += n * share
             out.variance += spread
