@@ -311,10 +311,10 @@ get_pair_varint(const unsigned char *data, int len, int *pos)
 	return x;
 }
 
-/* The first of n ascending values that is not below x (Python's bisect_left; a NaN x gives 0), and the first
- * that is above x (bisect_right; a NaN x gives n). */
+/* Python's bisect on n ascending values: the first that is not below x (bisect_left; a NaN x gives 0), or with
+ * right the first that is above x (bisect_right; a NaN x gives n). */
 static int
-first_not_below(const double *v, int n, double x)
+bisect_values(const double *v, int n, double x, bool right)
 {
 	int			lo = 0,
 				hi = n;
@@ -323,28 +323,10 @@ first_not_below(const double *v, int n, double x)
 	{
 		int			mid = lo + (hi - lo) / 2;
 
-		if (v[mid] < x)
+		if (right ? !(x < v[mid]) : v[mid] < x)
 			lo = mid + 1;
 		else
 			hi = mid;
-	}
-	return lo;
-}
-
-static int
-first_above(const double *v, int n, double x)
-{
-	int			lo = 0,
-				hi = n;
-
-	while (lo < hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-
-		if (x < v[mid])
-			hi = mid;
-		else
-			lo = mid + 1;
 	}
 	return lo;
 }
@@ -369,10 +351,10 @@ kde_pair_box(PG_FUNCTION_ARGS)
 				a2 = PG_GETARG_FLOAT8(5),
 				b2 = PG_GETARG_FLOAT8(6);
 	int32		moment = PG_GETARG_INT32(7);
-	int			lo1 = first_not_below(lattice1, m1, a1),
-				hi1 = first_above(lattice1, m1, b1),
-				lo2 = first_not_below(lattice2, m2, a2),
-				hi2 = first_above(lattice2, m2, b2);
+	int			lo1 = bisect_values(lattice1, m1, a1, false),
+				hi1 = bisect_values(lattice1, m1, b1, true),
+				lo2 = bisect_values(lattice2, m2, a2, false),
+				hi2 = bisect_values(lattice2, m2, b2, true);
 	uint64		n,
 				a = 0,
 				b = 0;
