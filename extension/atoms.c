@@ -331,6 +331,16 @@ bisect_values(const double *v, int n, double x, bool right)
 	return lo;
 }
 
+/* Neumaier's compensated sum: *sum + *comp holds the terms' sum to about one rounding */
+static void
+add_compensated(double *sum, double *comp, double x)
+{
+	double		t = *sum + x;
+
+	*comp += fabs(*sum) >= fabs(x) ? (*sum - t) + x : (x - t) + *sum;
+	*sum = t;
+}
+
 /* _kde_pair_box(pack bytea, lattice1 float8[], lattice2 float8[], a1, b1, a2, b2 float8, moment integer)
  * RETURNS float8: query.pairs_box. The rows of the pair's exact frequency table whose values lie in
  * [a1, b1] x [a2, b2], counted (moment 0) or their values of column 1 or 2 summed, entry by entry in the
@@ -351,16 +361,25 @@ kde_pair_box(PG_FUNCTION_ARGS)
 				a2 = PG_GETARG_FLOAT8(5),
 				b2 = PG_GETARG_FLOAT8(6);
 	int32		moment = PG_GETARG_INT32(7);
-	int			lo1 = bisect_values(lattice1, m1, a1, false),
-				hi1 = bisect_values(lattice1, m1, b1, true),
-				lo2 = bisect_values(lattice2, m2, a2, false),
-				hi2 = bisect_values(lattice2, m2, b2, true);
+	int			lo1,
+				hi1,
+				lo2,
+				hi2;
 	uint64		n,
 				a = 0,
 				b = 0;
 	__int128	rows = 0;
-	double		total = 0.0;
+	uint64		count = 0;
+	double		total = 0.0,
+				comp = 0.0;
+	bool		far_up = false,
+				far_down = false;
 
+	/* a NaN bound lies above every value, as PostgreSQL orders float8 (a NaN lower bound holds no row) */
+	lo1 = bisect_values(lattice1, m1, isnan(a1) ? INFINITY : a1, false);
+	hi1 = bisect_values(lattice1, m1, isnan(b1) ? INFINITY : b1, true);
+	lo2 = bisect_values(lattice2, m2, isnan(a2) ? INFINITY : a2, false);
+	hi2 = bisect_values(lattice2, m2, isnan(b2) ? INFINITY : b2, true);
 	if (moment < 0 || moment > 2)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: moment must be 0, 1 or 2, got %d", moment)));
@@ -395,9 +414,33 @@ kde_pair_box(PG_FUNCTION_ARGS)
 		if (c < 1 || rows >= (__int128) PACK_LIMIT)
 			pair_corrupted("holds a count of 0 or rows past 2^53");
 		if ((int) a >= lo1 && (int) a < hi1 && (int) b >= lo2 && (int) b < hi2)
-			total += moment == 0 ? (double) c : (double) c * (moment == 1 ? lattice1[a] : lattice2[b]);
+		{
+			if (moment == 0)
+				count += c;
+			else
+			{
+				/* c v and its rounding error (exact by fma), both into the compensated sum */
+				double		v = moment == 1 ? lattice1[a] : lattice2[b],
+							p = (double) c * v;
+
+				if (isinf(p))
+				{
+					far_up |= p > 0;
+					far_down |= p < 0;
+				}
+				else
+				{
+					add_compensated(&total, &comp, p);
+					add_compensated(&total, &comp, fma((double) c, v, -p));
+				}
+			}
+		}
 	}
 	if (pos != len)
 		pair_corrupted("has bytes past its pairs");
-	PG_RETURN_FLOAT8(total);
+	if (moment == 0)
+		PG_RETURN_FLOAT8((double) count);
+	if (far_up || far_down)
+		PG_RETURN_FLOAT8(far_up && far_down ? NAN : (far_up ? INFINITY : -INFINITY));
+	PG_RETURN_FLOAT8(isfinite(total) ? total + comp : total);
 }

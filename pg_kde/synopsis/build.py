@@ -19,7 +19,7 @@ from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
 from .catalog import Built1D, Built2D, Requested
-from .packing import PACK_LIMIT, lattice_indices, pack_atoms, pack_pairs, packed_size
+from .packing import PACK_LIMIT, exact_dot, lattice_indices, pack_atoms, pack_pairs, packed_size
 from .cells import (
     ATOM_BYTES,
     BOUNDARY_BYTES,
@@ -695,6 +695,9 @@ def _widen_2d(layout: Layout2D, grids: list, scales: list, stats: TableStats, sc
     return layout, new_grids, scan._replace(t1=t1, t2=t2, t12=t12)
 
 
+#: The most bytes a column type's name takes in the header row (format_type of a domain in a schema: two
+#: quoted 63-byte names and a dot).
+TYPE_NAME_BYTES = 132
 #: Bytes of a pair table's one cell beside its pack and lattices: two axes of two points and four summed-area
 #: tables of 2 × 2 points.
 PAIR_TABLE_CELL_BYTES = 8 * (2 * 2 + 4 * 4)
@@ -719,7 +722,10 @@ def _pair_table(reader: TableReader, layout: Layout2D, stats: TableStats, sample
     sample decides whether to read the pairs (:func:`_distinct_estimate` of its pairs at 3 bytes, of each
     axis's values at 8); the read stops past the most pairs that could fit. Every box is then exact
     (docs/math.md §8)."""
-    room = requested.budget_2d - ROW_BYTES_2D - PAIR_TABLE_CELL_BYTES
+    # (the rows' fixed part grows with the columns' names, in both rows, and their types' names, which a table
+    # filling its room exactly would take past the budget: 63-byte names of a schema's domain did by 123 bytes)
+    names = sum(len(str(c).encode()) for c in reader.columns)
+    room = requested.budget_2d - ROW_BYTES_2D - PAIR_TABLE_CELL_BYTES - 2 * names - 2 * TYPE_NAME_BYTES
     pairs = np.asarray(sample, dtype=np.float64).reshape(-1, 2)
     if requested.grid_size or room < 8 or not len(pairs):
         return None
@@ -736,7 +742,7 @@ def _pair_table(reader: TableReader, layout: Layout2D, stats: TableStats, sample
     if len(pack) + 8 * (len(lattice1) + len(lattice2)) > room or len(lattice1) < 2 or len(lattice2) < 2:
         return None
     n = int(counts.sum())
-    sums = [float(np.sum(counts * pairs[:, k])) for k in (0, 1)]
+    sums = [exact_dot(counts.tolist(), pairs[:, k].tolist()) for k in (0, 1)]
     corner = lambda total: [0.0, 0.0, 0.0, total]  # noqa: E731 - a 2 x 2 summed-area table of one cell
     return Built2D(
         method="table", bandwidth=[0.0] * 4, sample_size=len(sample), backend="none", n_rows=n,

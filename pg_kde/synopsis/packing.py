@@ -23,6 +23,7 @@ not a float8 running sum.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Optional, Sequence, Tuple
 
 #: The format byte of a pack.
@@ -259,3 +260,16 @@ def unpack_pairs(pack: bytes, m1: int, m2: int) -> Tuple[list, list, list]:
     if pos != len(data):
         raise PackError("pg_kde: the synopsis row's pair_pack has bytes past its pairs")
     return out1, out2, counts
+
+
+def exact_dot(counts: Sequence[int], values: Sequence[float]) -> float:
+    """Σ c·v over whole counts and float8 values, exact and rounded once (no cancellation); ±∞ where a
+    product c·v is past float8's range (NaN where they are of both signs) or the sum is."""
+    far = {math.copysign(1.0, v) for c, v in zip(counts, values) if math.isinf(int(c) * float(v))}
+    if far:
+        return math.nan if len(far) == 2 else math.copysign(math.inf, far.pop())
+    exact = sum((Fraction(int(c)) * Fraction(float(v)) for c, v in zip(counts, values)), Fraction(0))
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.copysign(math.inf, exact)

@@ -852,3 +852,40 @@ def test_a_pair_that_fits_is_its_exact_frequency_table(db, table):
                "WHERE relid = %s::regclass", (table,))
     with pytest.raises(psycopg.errors.DataCorrupted, match="pair_pack"):
         db.execute("SELECT approx_count(%s, 'temp', 10, 20, 'dewp', NULL::float8, NULL::float8)", (table,))
+
+
+def test_a_pair_table_s_nan_bounds_sums_and_budget(db, table):
+    """The red team's findings on 0.10.0's pair tables: a NaN lower bound held every row (PostgreSQL orders NaN
+    above every value: such a box holds none); sums cancelled (−4.4e9 × 10,000, 4.4e9 × 10,000 and 0.01 read
+    0.0078125: they are exact now, as the 1-D table's); and a table of 63-byte column names of a domain in a
+    63-byte schema took 4,219 bytes of a 4,096 budget."""
+    from pg_kde.synopsis.query import box_2d
+
+    load(db, table, {"a": np.concatenate([np.full(10000, -4.4e9), np.full(10000, 4.4e9), [0.01]]),
+                     "b": np.concatenate([np.tile(np.arange(10000) % 3, 2), [1]]).astype(np.int64)},
+         types={"a": "numeric", "b": "integer"})
+    assert refresh_pair(db, table, ["a", "b"])["method"] == "table"
+    s = payload_2d(db, table, ["a", "b"])
+    for lo, hi in ((None, None), (1, 1)):
+        got = db.execute("SELECT approx_sum(%s, 'a', 'b', %s::float8, %s::float8)", (table, lo, hi)).fetchone()[0]
+        assert got == 0.01 == box_2d(s, -np.inf, np.inf, -np.inf if lo is None else lo, np.inf if hi is None else hi, 1)
+    nan_boxes = ("SELECT approx_count(%s, 'b', 'NaN'::float8, 'NaN'::float8, 'a', NULL::float8, NULL::float8), "
+                 "approx_count(%s, 'b', 1::float8, 'NaN'::float8, 'a', NULL::float8, NULL::float8)")
+    assert db.execute(nan_boxes, (table, table)).fetchone() == (0.0, 13333.0)  # (NaN above every value)
+    assert box_2d(s, -np.inf, np.inf, np.nan, np.nan, 0) == 0.0
+
+    schema, domain, x, y = "s" * 63, "d" * 63, "x" * 63, "y" * 63
+    db.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        db.execute(sql.SQL("CREATE DOMAIN {}.{} AS float8").format(sql.Identifier(schema), sql.Identifier(domain)))
+        db.execute(sql.SQL("CREATE TABLE {t}_names ({x} {s}.{d}, {y} {s}.{d})").format(
+            t=sql.SQL(table), x=sql.Identifier(x), y=sql.Identifier(y), s=sql.Identifier(schema),
+            d=sql.Identifier(domain)))
+        db.execute(sql.SQL("INSERT INTO {t}_names SELECT i * 0.5, j * 0.25 FROM generate_series(0, 39) i, "
+                           "generate_series(0, 39) j WHERE (i * 7 + j * 13) % 40 < 19").format(t=sql.SQL(table)))
+        got = db.execute("SELECT kde_refresh(%s, ARRAY[%s, %s], budget => 4096)", (f"{table}_names", x, y)).fetchone()[0]
+        size = db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass", (f"{table}_names",)).fetchone()[0]
+        assert size <= 4096, (got["method"], size)
+    finally:
+        db.execute(sql.SQL("DROP TABLE IF EXISTS {t}_names").format(t=sql.SQL(table)))
+        db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
