@@ -36,11 +36,12 @@ PG_FUNCTION_INFO_V1(kde_pair_box);
 #define PAIR_FORMAT 2
 #define PACK_LIMIT 9007199254740992.0	/* 2^53 */
 
+/* A malformed pack: column is the payload's column that holds it (atom_pack, pair_pack). */
 static void
-corrupted(const char *what)
+corrupted(const char *column, const char *what)
 {
 	ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
-					errmsg("pg_kde: the synopsis row's atom_pack %s", what)));
+					errmsg("pg_kde: the synopsis row's %s %s", column, what)));
 }
 
 /* The varint at *pos into *x, *pos moved past it; false where the bytes end first or it passes 64 bits. */
@@ -67,12 +68,12 @@ read_varint(const unsigned char *data, int len, int *pos, uint64 *x)
 }
 
 static uint64
-get_varint(const unsigned char *data, int len, int *pos)
+get_varint(const unsigned char *data, int len, int *pos, const char *column)
 {
 	uint64		x;
 
 	if (!read_varint(data, len, pos, &x))
-		corrupted("is cut short or holds a varint past 64 bits");
+		corrupted(column, "is cut short or holds a varint past 64 bits");
 	return x;
 }
 
@@ -88,12 +89,12 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 				running = 0;
 
 	if (len < 4 || data[0] != PACK_FORMAT)
-		corrupted("is not a pack of format 1");
+		corrupted("atom_pack", "is not a pack of format 1");
 	if (!(step > 0 && isfinite(step) && isfinite(1 / step)))
-		corrupted("needs a value lattice (step > 0)");
-	n = get_varint(data, len, &pos);
+		corrupted("atom_pack", "needs a value lattice (step > 0)");
+	n = get_varint(data, len, &pos, "atom_pack");
 	if (n < 1 || n > (uint64) (len - pos) / 2)
-		corrupted("holds a wrong number of values");
+		corrupted("atom_pack", "holds a wrong number of values");
 	*values = palloc(sizeof(double) * n);
 	*counts = palloc(sizeof(double) * n);
 	*sums = palloc(sizeof(double) * n);
@@ -101,38 +102,38 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 		*index_sums = palloc(sizeof(double) * n);
 	for (uint64 i = 0; i < n; i++)
 	{
-		uint64		d = get_varint(data, len, &pos),
+		uint64		d = get_varint(data, len, &pos, "atom_pack"),
 					c;
 
 		if (i == 0)
 		{
 			if (d >= (uint64) 2 * (uint64) PACK_LIMIT)
-				corrupted("holds values past 2^53");
+				corrupted("atom_pack", "holds values past 2^53");
 			k = (d % 2 == 0) ? (int64) (d / 2) : -(int64) ((d + 1) / 2);
 		}
 		else if (d < 1 || d >= (uint64) 2 * (uint64) PACK_LIMIT)
-			corrupted(d < 1 ? "holds values out of order" : "holds values past 2^53");
+			corrupted("atom_pack", d < 1 ? "holds values out of order" : "holds values past 2^53");
 		else
 			k += (int64) d;
-		c = get_varint(data, len, &pos);
+		c = get_varint(data, len, &pos, "atom_pack");
 		if (c >= (uint64) PACK_LIMIT)
-			corrupted("holds values past 2^53");
+			corrupted("atom_pack", "holds values past 2^53");
 		total += c;
 		running += (__int128) c * k;
 		if (fabs((double) k) >= PACK_LIMIT || total >= (__int128) PACK_LIMIT
 			|| running >= (__int128) PACK_LIMIT || running <= -(__int128) PACK_LIMIT)
-			corrupted("holds values past 2^53");
+			corrupted("atom_pack", "holds values past 2^53");
 		(*values)[i] = kde_lattice_value((double) k, step);
 		/* (a step so small that lattice values coincide) */
 		if (i > 0 && !((*values)[i] > (*values)[i - 1]))
-			corrupted("holds values out of order");
+			corrupted("atom_pack", "holds values out of order");
 		(*counts)[i] = (double) total;
 		(*sums)[i] = kde_lattice_value((double) running, step);
 		if (index_sums)
 			(*index_sums)[i] = (double) running;	/* (exact: |K| < 2^53) */
 	}
 	if (pos != len)
-		corrupted("has bytes past its values");
+		corrupted("atom_pack", "has bytes past its values");
 	return (int) n;
 }
 
@@ -294,23 +295,6 @@ kde_atom_count(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32((int32) n);
 }
 
-static void
-pair_corrupted(const char *what)
-{
-	ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
-					errmsg("pg_kde: the synopsis row's pair_pack %s", what)));
-}
-
-static uint64
-get_pair_varint(const unsigned char *data, int len, int *pos)
-{
-	uint64		x;
-
-	if (!read_varint(data, len, pos, &x))
-		pair_corrupted("is cut short or holds a varint past 64 bits");
-	return x;
-}
-
 /* Python's bisect on n ascending values: the first that is not below x (bisect_left; a NaN x gives 0), or with
  * right the first that is above x (bisect_right; a NaN x gives n). */
 static int
@@ -384,35 +368,35 @@ kde_pair_box(PG_FUNCTION_ARGS)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: moment must be 0, 1 or 2, got %d", moment)));
 	if (len < 5 || data[0] != PAIR_FORMAT)
-		pair_corrupted("is not a pack of format 2");
-	n = get_pair_varint(data, len, &pos);
+		corrupted("pair_pack", "is not a pack of format 2");
+	n = get_varint(data, len, &pos, "pair_pack");
 	if (n < 1 || n > (uint64) (len - pos) / 3)
-		pair_corrupted("holds a wrong number of pairs");
+		corrupted("pair_pack", "holds a wrong number of pairs");
 	for (uint64 k = 0; k < n; k++)
 	{
-		uint64		d = get_pair_varint(data, len, &pos),
-					e = get_pair_varint(data, len, &pos),
+		uint64		d = get_varint(data, len, &pos, "pair_pack"),
+					e = get_varint(data, len, &pos, "pair_pack"),
 					c;
 
 		if (k == 0 || d > 0)
 		{
 			if (d >= (uint64) m1 || e >= (uint64) m2)
-				pair_corrupted("holds a value off its axes' lattices");
+				corrupted("pair_pack", "holds a value off its axes' lattices");
 			a = k == 0 ? d : a + d;
 			b = e;
 		}
 		else
 		{
 			if (e >= (uint64) m2)
-				pair_corrupted("holds a value off its axes' lattices");
+				corrupted("pair_pack", "holds a value off its axes' lattices");
 			b = b + e + 1;
 		}
-		c = get_pair_varint(data, len, &pos);
+		c = get_varint(data, len, &pos, "pair_pack");
 		rows += c;
 		if (a >= (uint64) m1 || b >= (uint64) m2)
-			pair_corrupted("holds a value off its axes' lattices");
+			corrupted("pair_pack", "holds a value off its axes' lattices");
 		if (c < 1 || rows >= (__int128) PACK_LIMIT)
-			pair_corrupted("holds a count of 0 or rows past 2^53");
+			corrupted("pair_pack", "holds a count of 0 or rows past 2^53");
 		if ((int) a >= lo1 && (int) a < hi1 && (int) b >= lo2 && (int) b < hi2)
 		{
 			if (moment == 0)
@@ -437,7 +421,7 @@ kde_pair_box(PG_FUNCTION_ARGS)
 		}
 	}
 	if (pos != len)
-		pair_corrupted("has bytes past its pairs");
+		corrupted("pair_pack", "has bytes past its pairs");
 	if (moment == 0)
 		PG_RETURN_FLOAT8((double) count);
 	if (far_up || far_down)

@@ -737,9 +737,11 @@ def _pair_table(reader: TableReader, layout: Layout2D, stats: TableStats, sample
         return None
     pairs, counts = found
     lattice1, lattice2 = np.unique(pairs[:, 0]), np.unique(pairs[:, 1])
-    pack = pack_pairs(np.searchsorted(lattice1, pairs[:, 0]).tolist(), np.searchsorted(lattice2, pairs[:, 1]).tolist(),
-                      counts.tolist())
-    if len(pack) + 8 * (len(lattice1) + len(lattice2)) > room or len(lattice1) < 2 or len(lattice2) < 2:
+    if len(lattice1) < 2 or len(lattice2) < 2:  # (a constant column: the cells' build says so)
+        return None
+    pack = pack_pairs(np.searchsorted(lattice1, pairs[:, 0]).tolist(),
+                      np.searchsorted(lattice2, pairs[:, 1]).tolist(), counts.tolist())
+    if len(pack) + 8 * (len(lattice1) + len(lattice2)) > room:
         return None
     n = int(counts.sum())
     sums = [exact_dot(counts.tolist(), pairs[:, k].tolist()) for k in (0, 1)]

@@ -179,8 +179,8 @@ class Built2D:
             "integer_valued": self.integer_valued, "grid1": self.grid1, "grid2": self.grid2,
             "lattice1": self.lattice1, "lattice2": self.lattice2, "grid_size": self.grid_size,
             "sat_count": self.sat_count, "sat_sum": self.sat_sum, "kde_sat": self.kde_sat,
-            "pair_pack": bytes(self.pair_pack), "build_seconds": self.seconds, "backend": self.backend, **identity, "requested": requested.json(),
-            "kind": self.KIND,
+            "pair_pack": bytes(self.pair_pack), "build_seconds": self.seconds, "backend": self.backend,
+            **identity, "requested": requested.json(), "kind": self.KIND,
         }
 
     @staticmethod

@@ -111,18 +111,20 @@ class PackError(ValueError):
     """A pack that is not one :func:`pack_atoms` makes."""
 
 
-def _get(data: bytes, pos: int) -> Tuple[int, int]:
+def _get(data: bytes, pos: int, column: str = "atom_pack") -> Tuple[int, int]:
+    """The varint at ``pos`` and the position past it; PackError naming the payload ``column`` that holds the
+    pack where the bytes end first or it passes 64 bits."""
     x, shift = 0, 0
     while True:
         if pos >= len(data) or shift > 63:
-            raise PackError("pg_kde: the synopsis row's atom_pack is cut short or holds a varint past 64 bits")
+            raise PackError(f"pg_kde: the synopsis row's {column} is cut short or holds a varint past 64 bits")
         b = data[pos]
         pos += 1
         x |= (b & 0x7F) << shift
         shift += 7
         if not b & 0x80:
             if x >= 2**64:
-                raise PackError("pg_kde: the synopsis row's atom_pack is cut short or holds a varint past 64 bits")
+                raise PackError(f"pg_kde: the synopsis row's {column} is cut short or holds a varint past 64 bits")
             return x, pos
 
 
@@ -236,19 +238,19 @@ def unpack_pairs(pack: bytes, m1: int, m2: int) -> Tuple[list, list, list]:
     data = bytes(pack)
     if len(data) < 5 or data[0] != PAIR_FORMAT:
         raise PackError("pg_kde: the synopsis row's pair_pack is not a pack of format 2")
-    n, pos = _get(data, 1)
+    n, pos = _get(data, 1, "pair_pack")
     if n < 1 or n > (len(data) - pos) // 3:
         raise PackError("pg_kde: the synopsis row's pair_pack holds a wrong number of pairs")
     out1, out2, counts = [], [], []
     a = b = total = 0
     for k in range(n):
-        d, pos = _get(data, pos)
-        e, pos = _get(data, pos)
+        d, pos = _get(data, pos, "pair_pack")
+        e, pos = _get(data, pos, "pair_pack")
         if k == 0 or d > 0:
             a, b = (d if k == 0 else a + d), e
         else:
             b = b + e + 1
-        c, pos = _get(data, pos)
+        c, pos = _get(data, pos, "pair_pack")
         total += c
         if a >= m1 or b >= m2:
             raise PackError("pg_kde: the synopsis row's pair_pack holds a value off its axes' lattices")

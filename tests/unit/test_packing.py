@@ -157,5 +157,5 @@ GOOD_PAIRS = pack_pairs(*PAIRS)
     (bytes([2, 1, 0, 0]) + b"\xff" * 10 + b"\x01", 1, 1),  # a varint past 64 bits
 ])
 def test_malformed_pair_packs_are_errors(bad, m1, m2):
-    with pytest.raises(PackError):
+    with pytest.raises(PackError, match="pair_pack"):
         unpack_pairs(bad, m1, m2)
