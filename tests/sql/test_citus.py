@@ -107,3 +107,28 @@ def test_a_distributed_table_s_pair_is_scanned_on_its_shards(citus):
         assert citus.execute(md5).fetchone()[0] == first
     finally:
         citus.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_a_distributed_pair_that_fits_is_its_exact_frequency_table(citus):
+    """A pair of few values on a distributed table (0.10.0): its pairs are read with one GROUP BY, which Citus
+    runs on the shards, and the synopsis is their exact frequency table: every box and sum is the table's."""
+    table = f"kde_citus_{uuid.uuid4().hex[:8]}"
+    citus.execute(f"CREATE TABLE {table} (id bigint, hour integer, price numeric(6,1))")
+    try:
+        citus.execute(f"SELECT create_distributed_table('{table}', 'id')")
+        citus.execute(f"INSERT INTO {table} SELECT g, g % 24, round(((g * 7919) % 300) / 10.0 + g % 24, 1) "
+                      f"FROM generate_series(1, 60000) g")
+        summary = citus.execute(f"SELECT kde_refresh('{table}', ARRAY['hour', 'price'])").fetchone()[0]
+        assert summary["method"] == "table" and summary["rows"] == 60000
+        for lo1, hi1, lo2, hi2 in ((3, 9, 5.5, 20.0), (None, 12, 10.0, None), (7, 7, None, None), (0, 23, 3.3, 3.3)):
+            got = citus.execute(f"SELECT approx_count('{table}', 'hour', %s::float8, %s::float8, 'price', %s::float8, "
+                                "%s::float8)", (lo1, hi1, lo2, hi2)).fetchone()[0]
+            exact = citus.execute(
+                f"SELECT count(*) FROM {table} WHERE hour BETWEEN coalesce(%s, -1e9) AND coalesce(%s, 1e9) "
+                "AND price BETWEEN coalesce(%s, -1e9) AND coalesce(%s, 1e9)", (lo1, hi1, lo2, hi2)).fetchone()[0]
+            assert got == exact, (lo1, hi1, lo2, hi2)
+        got = citus.execute(f"SELECT approx_sum('{table}', 'price', 'hour', 3, 9)").fetchone()[0]
+        exact = citus.execute(f"SELECT sum(price)::float8 FROM {table} WHERE hour BETWEEN 3 AND 9").fetchone()[0]
+        assert got == pytest.approx(exact, rel=1e-12)
+    finally:
+        citus.execute(f"DROP TABLE IF EXISTS {table}")
