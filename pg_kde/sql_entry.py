@@ -26,7 +26,7 @@ import numpy as np
 
 from . import __version__, bandwidth
 from ._errors import NoValuesError, UserError
-from .synopsis import Requested, build_1d, build_2d
+from .synopsis import Requested, build_1d, build_2d, multi
 from .synopsis.build import Layout2D, check_pair, counts_method, plan_2d, plan_grid, select_bandwidth
 from .synopsis.catalog import Built1D, Built2D, split_row
 from .synopsis.merge import merge_1d, merge_2d
@@ -231,8 +231,11 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
     _check_version(plpy, GD, extversion)
     rel, kind, schema = _relation(plpy, relid)
     pair = cols is not None and len(cols) == 2
+    if cols is not None and len(cols) > 2:
+        return _refresh_nd(plpy, started, relid, rel, kind, schema, cols, method, sample_size, grid_size, backend,
+                           budget)
     if cols is not None and not pair and len(cols) != 1:
-        _fail("pg_kde: synopses cover one column or a pair of columns")
+        _fail("pg_kde: synopses cover one column, a pair, or 3 to 16 columns")
     names, exprs, scans, attnums, coltypes = _columns(plpy, schema, relid, rel, cols)
     if pair and cols[0] == cols[1]:
         _fail("pg_kde: a 2-D synopsis needs two different columns")
@@ -256,6 +259,47 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
     _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, cols, _identity(state, attnums, coltypes), requested),
             built.catalog_types())
     return json.dumps(built.summary(rel, cols if pair else cols[0]))
+
+
+def _refresh_nd(plpy, started, relid, rel, kind, schema, cols, method, sample_size, grid_size, backend,
+                budget) -> str:
+    """kde_refresh of 3 to 16 columns (:mod:`pg_kde.synopsis.multi`): the table's rows counted and sampled (NULLs
+    included) in one pass, the synopsis built within the budget, its catalog rows written."""
+    if len(cols) > multi.MAX_COLUMNS:
+        _fail(f"pg_kde: a synopsis covers at most {multi.MAX_COLUMNS} columns, not {len(cols)}")
+    if len(set(cols)) != len(cols):
+        _fail("pg_kde: a column is named twice")
+    names, exprs, scans, attnums, coltypes = _columns(plpy, schema, relid, rel, cols)
+    if grid_size is not None:
+        _fail("pg_kde: grid_size does not apply to a synopsis of 3 or more columns; give a budget instead",
+              sqlstate="22023")
+    if method not in multi.METHODS:
+        _fail(f"pg_kde: unknown method {method!r} for a synopsis of 3 or more columns; use one of "
+              + ", ".join(multi.METHODS), sqlstate="22023")
+    if sample_size is None or sample_size < 100:
+        _fail("pg_kde: sample_size must be at least 100")
+    if budget is not None and not MIN_BUDGET <= budget <= MAX_BUDGET:
+        _fail(f"pg_kde: budget must be between {MIN_BUDGET} and {MAX_BUDGET} bytes", sqlstate="22023")
+    spend = budget if budget is not None else multi.DEFAULT_BUDGET_ND
+    points = min(multi.plan_points(spend, len(cols), 0), multi.MAX_POINTS)
+    multi.check_points(points, spend, len(cols))
+    _check_sample_size(plpy, points, len(cols))
+    state = _lock_state(plpy, schema, relid, cols)
+    requested = Requested(method, sample_size, grid_size, backend, budget)
+    reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
+    rows, sample = reader.rows_sample(points)
+    if rows == 0 or len(sample) == 0:
+        _fail(f"pg_kde: {rel} has no rows to describe", sqlstate="22023")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        built = multi.build_nd(sample, rows, spend, method, backend, sample_size, interrupt=interrupt_check(plpy),
+                               started=started)
+    for w in caught:
+        message = str(w.message)
+        plpy.warning(message if message.startswith("pg_kde:") else f"pg_kde: {message}")
+    _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, list(cols), _identity(state, attnums, coltypes),
+                                                         requested), built.catalog_types())
+    return json.dumps(built.summary(rel, cols))
 
 
 def _ancestor_grid(plpy, schema: str, relid, cols, requested: Requested):

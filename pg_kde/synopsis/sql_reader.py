@@ -176,6 +176,29 @@ class SqlTableReader:
         sample = _sample(self.plpy, self.relation, self.kind, list(self.exprs), rows, size)
         return sample if all(s == 1.0 for s in self.scales) else sample * np.array(self.scales)
 
+    def rows_sample(self, size: int) -> Tuple[int, np.ndarray]:
+        """(rows, sample) for a synopsis of many columns: the relation's row count and up to ``size`` of its rows,
+        NULLs included (NaN), as an (m, d) array in each column's float8 value, the same for unchanged data:
+        a repeatable Bernoulli sample of tables, partitioned tables and materialized views (all rows when they
+        are few), thinned by :func:`~pg_kde.synopsis.reader.thin`; views and foreign tables: the rows at evenly
+        spaced ranks of the order :func:`thin` sorts by."""
+        plpy, rel = self.plpy, self.relation
+        values = ", ".join(f"{self.schema}._kde_value({scan})" for scan in self.scans)
+        rows = self.row_count()
+        share = sample_share(size, rows)
+        if self.kind in _SAMPLEABLE or rows <= size:
+            source = rel if share == 1.0 else f"{rel} TABLESAMPLE BERNOULLI ({100.0 * share!r}) REPEATABLE ({SAMPLE_SEED})"
+            fetched = _fetch(plpy, f"SELECT ARRAY[{values}] AS r FROM {source}", len(self.scans))
+            return rows, thin(fetched, size)
+        order = ", ".join(f"v{k} NULLS LAST" for k in range(len(self.scans)))
+        named = ", ".join(f"{self.schema}._kde_value({scan}) AS v{k}" for k, scan in enumerate(self.scans))
+        picks = np.linspace(0, rows - 1, int(size)).round().astype(np.int64) + 1
+        ranks = "{" + ",".join(str(int(k)) for k in picks) + "}"
+        listed = ", ".join(f"v{k}" for k in range(len(self.scans)))
+        return rows, _fetch(plpy, f"SELECT ARRAY[{listed}] AS r FROM (SELECT {named}, row_number() OVER (ORDER BY "
+                                  f"{order}) AS rank FROM {rel}) s WHERE rank = ANY('{ranks}'::int8[]) ORDER BY rank",
+                            len(self.scans))
+
     def _pages(self) -> int:
         """The relation's blocks (a partitioned table's are its partitions')."""
         plpy = self.plpy

@@ -2,7 +2,7 @@
 -- One header row per synopsis (kde_catalog), whatever its kind: every shared feature (privileges, identity,
 -- staleness, renames and drops, the kde_synopses view, kde_refresh_stale, pg-kde drop) reads this one table.
 -- Each kind keeps its payload in a table of its own (kde_synopsis for one column, kde_synopsis_2d for a
--- pair), one row per header row, which follows its header on rename and delete (ON UPDATE/DELETE CASCADE).
+-- pair, kde_synopsis_nd for 3 to 16 columns), one row per header row, which follows its header on rename and delete (ON UPDATE/DELETE CASCADE).
 --   Identity: cols are the columns' names (kept in step with renames by kde_ddl_end), attnums and coltypes
 --     their numbers and types at the build, built_relid the relation's oid at the build (it differs after a
 --     dump and restore, whose tables get new oids and may number their columns anew).
@@ -10,9 +10,10 @@
 --     kde_refresh_stale; what was built (the method that ran, the grid's size) is kept apart from them.
 --   Build facts: the method and backend that ran (method 'exact' when every row is a heavy value, 'grid'
 --     when no bandwidth could be chosen), the bandwidth (h for one column; H row-major in grid-index units
---     for a pair), the sample it was chosen on, the rows described and the NULLs left out, when and how long.
+--     for a pair; one kernel width a column, in rank units, for 3 to 16), the sample it was chosen on, the
+--     rows described and the NULLs left out, when and how long.
 --   Staleness facts: mod_count, storage_id and pages are _kde_table_state() at the start of the build.
--- The payloads and the query maths that read them: pg_kde/synopsis (Python) and docs/math.md §7.
+-- The payloads and the query maths that read them: pg_kde/synopsis (Python) and docs/math.md §7-§9.
 CREATE TABLE kde_catalog (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL,
@@ -108,8 +109,34 @@ ALTER TABLE kde_synopsis_2d ALTER COLUMN sat_count SET STORAGE EXTERNAL,
     ALTER COLUMN pair_pack SET STORAGE EXTERNAL;
 COMMENT ON TABLE kde_synopsis_2d IS 'pg_kde 2-D synopsis payloads: exact summed-area tables of grid cells plus a KDE';
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis_2d', '');
+
+-- Payload of 3 to 16 columns (0.11.0; pg_kde/synopsis/multi.py, docs/math.md §9): a sample of n_points rows
+-- kept as their ranks, points (n_points x d uint16 codes, little-endian, row after row: rank = code / 65534,
+-- 65535 a NULL value), smoothed at query time by a product kernel whose widths (rank units) are the header's
+-- bandwidth. Each column's ranks come from its knots: knot_counts[j] knots of column j, one after the other in
+-- knot_values (ascending within a column), with the sampled rows below (knot_below) and up to (knot_upto)
+-- each, out of non_null[j] non-NULL sampled rows; complete[j] when every distinct sampled value is a knot.
+CREATE TABLE kde_synopsis_nd (
+    relid           regclass    NOT NULL,
+    cols            text[]      NOT NULL,
+    n_points        integer     NOT NULL,
+    points          bytea       NOT NULL,
+    knot_counts     int4[]      NOT NULL,
+    knot_values     float8[]    NOT NULL,
+    knot_below      int4[]      NOT NULL,
+    knot_upto       int4[]      NOT NULL,
+    non_null        int4[]      NOT NULL,
+    complete        boolean[]   NOT NULL,
+    PRIMARY KEY (relid, cols),
+    FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE
+);
+ALTER TABLE kde_synopsis_nd ALTER COLUMN points SET STORAGE EXTERNAL,
+    ALTER COLUMN knot_values SET STORAGE EXTERNAL, ALTER COLUMN knot_below SET STORAGE EXTERNAL,
+    ALTER COLUMN knot_upto SET STORAGE EXTERNAL;
+COMMENT ON TABLE kde_synopsis_nd IS 'pg_kde multi-column synopsis payloads: a sample of rows as ranks, smoothed by a product-kernel KDE';
 -- (the header is registered last: the order an update from 0.2.0 gives.)
 SELECT pg_catalog.pg_extension_config_dump('kde_catalog', '');
+SELECT pg_catalog.pg_extension_config_dump('kde_synopsis_nd', '');  -- (0.11.0's update adds it last)
 
 -- ---------------------------------------------------------------------------------------------- security
 -- A synopsis is an aggregate of every row of its columns: it is served, and may be written, only where the
@@ -125,10 +152,13 @@ COMMENT ON FUNCTION _kde_is_vector(anyarray) IS 'pg_kde internal: a one-dimensio
 -- Catalog rows are validated on write: a malformed row (written by hand by a granted role) is refused
 -- instead of breaking every reader.
 ALTER TABLE kde_catalog ADD CONSTRAINT kde_catalog_well_formed CHECK (
-    kind IN ('1d', '2d') AND cardinality(cols) = CASE kind WHEN '1d' THEN 1 ELSE 2 END
+    kind IN ('1d', '2d', 'nd')
+    AND CASE kind WHEN '1d' THEN cardinality(cols) = 1 WHEN '2d' THEN cardinality(cols) = 2
+                  ELSE cardinality(cols) BETWEEN 3 AND 16 END
     AND cardinality(attnums) = cardinality(cols) AND cardinality(coltypes) = cardinality(cols)
     AND 0 < ALL (attnums) AND n_rows >= 0 AND n_null >= 0 AND sample_size >= 0 AND pages >= 0
-    AND cardinality(bandwidth) = CASE kind WHEN '1d' THEN 1 ELSE 4 END
+    AND cardinality(bandwidth) = CASE kind WHEN '1d' THEN 1 WHEN '2d' THEN 4 ELSE cardinality(cols) END
+    AND (kind <> 'nd' OR (0 <= ALL (bandwidth) AND 1 >= ALL (bandwidth)))
     AND (kind <> '1d' OR (bandwidth[1] >= 0 AND bandwidth[1] < 'Infinity'))
     AND jsonb_typeof(requested) = 'object'
     AND @extschema@._kde_is_vector(cols) AND @extschema@._kde_is_vector(attnums) AND @extschema@._kde_is_vector(coltypes)
@@ -167,6 +197,16 @@ ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_well_formed CHECK (
 ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_pairs_well_formed CHECK (
     octet_length(pair_pack) = 0
     OR (cardinality(lattice1) > 0 AND cardinality(lattice2) > 0 AND grid_size = ARRAY[2, 2]));
+ALTER TABLE kde_synopsis_nd ADD CONSTRAINT kde_synopsis_nd_well_formed CHECK (
+    cardinality(cols) BETWEEN 3 AND 16 AND n_points >= 1
+    AND octet_length(points) = 2::bigint * n_points * cardinality(cols)
+    AND cardinality(knot_counts) = cardinality(cols) AND cardinality(non_null) = cardinality(cols)
+    AND cardinality(complete) = cardinality(cols)
+    AND cardinality(knot_below) = cardinality(knot_values) AND cardinality(knot_upto) = cardinality(knot_values)
+    AND 1 <= ALL (knot_counts) AND 0 <= ALL (non_null)
+    AND @extschema@._kde_is_vector(knot_counts) AND @extschema@._kde_is_vector(knot_values)
+    AND @extschema@._kde_is_vector(knot_below) AND @extschema@._kde_is_vector(knot_upto)
+    AND @extschema@._kde_is_vector(non_null) AND @extschema@._kde_is_vector(complete));
 
 -- True when row-level security may hide rows of tbl from the current role: its policies apply to the role
 -- (row_security_active), or tbl is a view over (views over) a table with row-level security enabled, whose
@@ -221,7 +261,8 @@ COMMENT ON FUNCTION _kde_can_read(regclass, text[], int2[], oid) IS 'pg_kde inte
 
 -- Row-level security on the catalog: a role sees, and may write, only synopses it could compute itself; a
 -- payload row is visible and writable exactly when its header row is. PUBLIC may read; writing (kde_refresh)
--- needs an explicit GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d.
+-- needs an explicit GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d (and
+-- kde_synopsis_nd for synopses of 3 to 16 columns).
 ALTER TABLE kde_catalog ENABLE ROW LEVEL SECURITY;
 CREATE POLICY kde_catalog_column_privilege ON kde_catalog
     USING (@extschema@._kde_can_read(relid, cols, attnums, built_relid))
@@ -237,6 +278,11 @@ CREATE POLICY kde_synopsis_2d_header ON kde_synopsis_2d
     USING (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_2d.relid AND h.cols = kde_synopsis_2d.cols))
     WITH CHECK (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_2d.relid AND h.cols = kde_synopsis_2d.cols));
 GRANT SELECT ON kde_synopsis_2d TO PUBLIC;
+ALTER TABLE kde_synopsis_nd ENABLE ROW LEVEL SECURITY;
+CREATE POLICY kde_synopsis_nd_header ON kde_synopsis_nd
+    USING (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_nd.relid AND h.cols = kde_synopsis_nd.cols))
+    WITH CHECK (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_nd.relid AND h.cols = kde_synopsis_nd.cols));
+GRANT SELECT ON kde_synopsis_nd TO PUBLIC;
 
 -- A header's relation and columns are its identity: only pg_kde itself changes them (renames that follow
 -- the columns, run by the event triggers as the extension's owner). A writer re-pointing a header would

@@ -29,7 +29,8 @@ SELECT k.relid,
        CASE WHEN octet_length(p1.atom_pack) > 0 THEN @extschema@._kde_atom_count(p1.atom_pack)
             ELSE coalesce(cardinality(p1.atom_values), 0) END AS heavy_values,
        coalesce(p1.kde_rows, k.n_rows) AS kde_rows,
-       pg_column_size(k.*) + coalesce(pg_column_size(p1.*), 0) + coalesce(pg_column_size(p2.*), 0) AS bytes,
+       pg_column_size(k.*) + coalesce(pg_column_size(p1.*), 0) + coalesce(pg_column_size(p2.*), 0)
+           + coalesce(pg_column_size(p3.*), 0) AS bytes,
        k.built_at,
        now() - k.built_at AS age,
        k.build_seconds,
@@ -42,6 +43,7 @@ SELECT k.relid,
 FROM @extschema@.kde_catalog k
 LEFT JOIN @extschema@.kde_synopsis p1 ON k.kind = '1d' AND p1.relid = k.relid AND p1.cols = k.cols
 LEFT JOIN @extschema@.kde_synopsis_2d p2 ON k.kind = '2d' AND p2.relid = k.relid AND p2.cols = k.cols
+LEFT JOIN @extschema@.kde_synopsis_nd p3 ON k.kind = 'nd' AND p3.relid = k.relid AND p3.cols = k.cols
 CROSS JOIN LATERAL @extschema@._kde_table_state(k.relid) st
 CROSS JOIN LATERAL (SELECT @extschema@._kde_stale_reason(k.relid, k.n_rows + k.n_null, k.mod_count, k.storage_id,
                                                          k.pages) AS reason) r;

@@ -1,0 +1,296 @@
+/*
+ * A box of a multi-column synopsis (kde_synopsis_nd): pg_kde.synopsis.multi.box, step for step.
+ *
+ * Each column's bounds map through the sample's distribution function (its knots) to ranks [a, b]; each
+ * point's weight is the product, over the constrained columns, of the mass its reflected Gaussian kernel
+ * (width h in rank units; h = 0: the point itself) puts in [a, b], 0 where its value is NULL. The estimate is
+ * N/m times the weights' sum (or, for a sum, of weight times the point's value of that column) and its
+ * variance N²/m times theirs. docs/math.md §9.
+ */
+#include "pg_kde.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+PG_FUNCTION_INFO_V1(kde_box_nd);
+
+#define CODE_SCALE 65534.0
+#define CODE_NULL 0xFFFF
+#define MAX_COLUMNS 16
+/* beyond this many widths from a point its kernel's mass is 0 or 1 to float8's precision */
+#define KERNEL_REACH 8.5
+
+typedef struct Column
+{
+	const double *values;		/* knots, ascending */
+	const int32 *below;			/* sampled rows below each knot */
+	const int32 *upto;			/* ... and up to it */
+	int			n;				/* knots */
+	int32		non_null;		/* the column's non-NULL sampled rows */
+	bool		complete;		/* every distinct sampled value a knot (F a step function) */
+	double		h;				/* kernel width in rank units */
+	double		a,
+				b;				/* the box's ranks */
+	bool		constrained;
+} Column;
+
+static void
+corrupt(const char *what)
+{
+	ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+					errmsg("pg_kde: a multi-column synopsis is malformed: %s", what),
+					errhint("Rebuild it with kde_refresh.")));
+}
+
+/* a one-dimensional array without NULLs of the given element type, from a row's field; *n its length */
+static const void *
+field_array(HeapTupleHeader row, const char *name, Oid type, int *n)
+{
+	ArrayType  *a = DatumGetArrayTypeP(kde_row_field(row, name));
+
+	if (ARR_ELEMTYPE(a) != type || ARR_NDIM(a) > 1 || ARR_HASNULL(a))
+		corrupt(name);
+	*n = ARR_NDIM(a) == 0 ? 0 : ARR_DIMS(a)[0];
+	return ARR_DATA_PTR(a);
+}
+
+/* F(x−) (strict) or F(x), as a share of the column's non-NULL sampled rows (multi.Knots.cdf) */
+static double
+column_cdf(const Column *c, double x, bool strict)
+{
+	int			lo = 0,
+				hi = c->n;
+	double		f;
+
+	if (c->non_null == 0)
+		return 0;
+	while (lo < hi)				/* the first knot not below x */
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (c->values[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < c->n && c->values[lo] == x)
+		return (double) (strict ? c->below[lo] : c->upto[lo]) / c->non_null;
+	if (lo == 0)
+		return 0;
+	if (lo == c->n)
+		return 1;
+	if (c->complete)
+		return (double) c->upto[lo - 1] / c->non_null;
+	f = (x - c->values[lo - 1]) / (c->values[lo] - c->values[lo - 1]);
+	return ((double) c->upto[lo - 1] + f * (double) (c->below[lo] - c->upto[lo - 1])) / c->non_null;
+}
+
+/* the value at rank u (multi.Knots.value) */
+static double
+column_value(const Column *c, double u)
+{
+	double		k = u * c->non_null,
+				gap,
+				f;
+	int			lo = 0,
+				hi = c->n;
+
+	while (lo < hi)				/* the first knot whose rows up to it are not below k */
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if ((double) c->upto[mid] < k)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo >= c->n)
+		return c->values[c->n - 1];
+	if (k >= (double) c->below[lo] || lo == 0)
+		return c->values[lo];
+	gap = (double) (c->below[lo] - c->upto[lo - 1]);
+	f = gap > 0 ? (k - (double) c->upto[lo - 1]) / gap : 0;
+	return c->values[lo - 1] + f * (c->values[lo] - c->values[lo - 1]);
+}
+
+static inline double
+normal_cdf(double z)
+{
+	if (z > KERNEL_REACH)
+		return 1;
+	if (z < -KERNEL_REACH)
+		return 0;
+	return 0.5 * erfc(-z * M_SQRT1_2);
+}
+
+/* the reflected kernel's mass at u up to y (multi._kernel_mass's upto) */
+static inline double
+kernel_upto(double y, double u, double h)
+{
+	return normal_cdf((y - u) / h) + normal_cdf((y + u) / h) + normal_cdf((y - 2.0 + u) / h);
+}
+
+static inline double
+kernel_mass(const Column *c, double u)
+{
+	double		m;
+
+	if (c->h == 0)
+		return (u >= c->a && u <= c->b) ? 1.0 : 0.0;
+	if (u + KERNEL_REACH * c->h < c->a || u - KERNEL_REACH * c->h > c->b)
+		return 0;
+	m = kernel_upto(fmin(c->b, 1.0), u, c->h) - kernel_upto(fmax(c->a, 0.0), u, c->h);
+	return m < 0 ? 0 : (m > 1 ? 1 : m);
+}
+
+/* the bounds of a query: a float8[] of d elements, NULL elements open */
+static void
+bounds(ArrayType *a, int d, const char *what, double *out, bool *given)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+
+	if (ARR_NDIM(a) != 1)
+		ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+						errmsg("pg_kde: %s must be a one-dimensional array", what)));
+	deconstruct_array(a, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
+	if (n != d)
+		ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+						errmsg("pg_kde: %s has %d elements for %d columns", what, n, d)));
+	for (int j = 0; j < d; j++)
+	{
+		given[j] = !nulls[j];
+		out[j] = nulls[j] ? 0 : DatumGetFloat8(elems[j]);
+		if (given[j] && isnan(out[j]))
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("pg_kde: %s must not hold NaN (NULL leaves a side open)", what)));
+	}
+}
+
+/* _kde_box_nd(s kde_synopsis_nd, widths float8[], n_rows float8, lo float8[], hi float8[], sum_col integer)
+ * RETURNS float8[]: {estimate, variance} of the rows in the box (sum_col 0), or of the sum of column sum_col
+ * (1-based) over them. */
+Datum
+kde_box_nd(PG_FUNCTION_ARGS)
+{
+	HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(0);
+	ArrayType  *widths_a = PG_GETARG_ARRAYTYPE_P(1);
+	double		n_rows = PG_GETARG_FLOAT8(2);
+	int			sum_col = PG_GETARG_INT32(5);
+	bytea	   *points = DatumGetByteaPP(kde_row_field(row, "points"));
+	const unsigned char *codes = (const unsigned char *) VARDATA_ANY(points);
+	int			m = DatumGetInt32(kde_row_field(row, "n_points"));
+	int			d,
+				n_values,
+				n_below,
+				n_upto,
+				n_nn,
+				n_complete,
+				order[MAX_COLUMNS],
+				k = 0,
+				start = 0;
+	const int32 *counts = field_array(row, "knot_counts", INT4OID, &d);
+	const double *values = field_array(row, "knot_values", FLOAT8OID, &n_values);
+	const int32 *below = field_array(row, "knot_below", INT4OID, &n_below);
+	const int32 *upto = field_array(row, "knot_upto", INT4OID, &n_upto);
+	const int32 *non_null = field_array(row, "non_null", INT4OID, &n_nn);
+	const bool *complete = field_array(row, "complete", BOOLOID, &n_complete);
+	const double *widths;
+	Column		cols[MAX_COLUMNS];
+	double		lo[MAX_COLUMNS],
+				hi[MAX_COLUMNS],
+				sum = 0,
+				sum2 = 0,
+				scale;
+	bool		lo_given[MAX_COLUMNS],
+				hi_given[MAX_COLUMNS];
+	Datum		out[2];
+
+	if (d < 1 || d > MAX_COLUMNS || n_nn != d || n_complete != d || n_below != n_values || n_upto != n_values)
+		corrupt("its knot arrays disagree");
+	if (m < 1 || (int64) VARSIZE_ANY_EXHDR(points) != (int64) m * d * 2)
+		corrupt("its points do not match n_points");
+	if (ARR_ELEMTYPE(widths_a) != FLOAT8OID || ARR_NDIM(widths_a) != 1 || ARR_HASNULL(widths_a)
+		|| ARR_DIMS(widths_a)[0] != d)
+		corrupt("its bandwidth is not one width a column");
+	widths = (const double *) ARR_DATA_PTR(widths_a);
+	if (!(n_rows >= 0) || !isfinite(n_rows))
+		corrupt("its row count");
+	if (sum_col < 0 || sum_col > d)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("pg_kde: no column %d to sum", sum_col)));
+	bounds(PG_GETARG_ARRAYTYPE_P(3), d, "lo", lo, lo_given);
+	bounds(PG_GETARG_ARRAYTYPE_P(4), d, "hi", hi, hi_given);
+
+	for (int j = 0; j < d; j++)
+	{
+		Column	   *c = &cols[j];
+
+		if (counts[j] < 1 || counts[j] > n_values - start || non_null[j] < 0 || !(widths[j] >= 0 && widths[j] <= 1))
+			corrupt("its knot counts or widths");
+		c->values = values + start;
+		c->below = below + start;
+		c->upto = upto + start;
+		c->n = counts[j];
+		c->non_null = non_null[j];
+		c->complete = complete[j];
+		c->h = widths[j];
+		for (int i = 0; i < c->n; i++)
+			if (!isfinite(c->values[i]) || (i > 0 && c->values[i] <= c->values[i - 1]) || c->below[i] < 0
+				|| c->upto[i] < c->below[i] || c->upto[i] > c->non_null || (i > 0 && c->below[i] < c->upto[i - 1]))
+				corrupt("its knots are not ascending");
+		start += c->n;
+		c->constrained = lo_given[j] || hi_given[j];
+		if (!c->constrained)
+			continue;
+		if (lo_given[j] && hi_given[j] && lo[j] > hi[j])
+			PG_RETURN_ARRAYTYPE_P(construct_array((Datum[2]) {Float8GetDatum(0), Float8GetDatum(0)}, 2, FLOAT8OID,
+												  8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		c->a = lo_given[j] ? column_cdf(c, lo[j], true) : -1.0;
+		c->b = hi_given[j] ? column_cdf(c, hi[j], false) : 2.0;
+		order[k++] = j;
+	}
+	if (start != n_values)
+		corrupt("its knot counts do not add up");
+	/* the narrowest columns first: most points leave the box there */
+	for (int i = 1; i < k; i++)
+		for (int t = i; t > 0 && cols[order[t]].b - cols[order[t]].a < cols[order[t - 1]].b - cols[order[t - 1]].a; t--)
+		{
+			int			swap = order[t];
+
+			order[t] = order[t - 1];
+			order[t - 1] = swap;
+		}
+
+	for (int i = 0; i < m; i++)
+	{
+		const unsigned char *p = codes + (size_t) i * d * 2;
+		double		w = 1;
+
+		for (int t = 0; t < k && w > 0; t++)
+		{
+			int			j = order[t];
+			int			code = p[2 * j] | (p[2 * j + 1] << 8);
+
+			w = code == CODE_NULL ? 0 : w * kernel_mass(&cols[j], code / CODE_SCALE);
+		}
+		if (w > 0 && sum_col > 0)
+		{
+			int			j = sum_col - 1;
+			int			code = p[2 * j] | (p[2 * j + 1] << 8);
+
+			w = code == CODE_NULL ? 0 : w * column_value(&cols[j], code / CODE_SCALE);
+		}
+		sum += w;
+		sum2 += w * w;
+		if ((i & 65535) == 65535)
+			CHECK_FOR_INTERRUPTS();
+	}
+	scale = n_rows / m;
+	out[0] = Float8GetDatum(scale * sum);
+	out[1] = Float8GetDatum(fmax(scale * scale * (sum2 - sum * sum / m), 0.0));
+	PG_RETURN_ARRAYTYPE_P(construct_array(out, 2, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}

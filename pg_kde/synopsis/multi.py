@@ -1,0 +1,354 @@
+"""Synopses of 3 to 16 columns (kind 'nd', payload table ``kde_synopsis_nd``): a sample of rows kept as
+their ranks, smoothed by a product-kernel KDE in rank space (docs/math.md §9).
+
+Each column j maps through the sample's own distribution function F_j (its "knots": the sample's distinct
+values, each with the sampled rows below it and up to it) to u = F_j(x) in [0, 1]; a value held by several
+sampled rows spreads them evenly over its band [F_j(x−), F_j(x)] (a fixed jitter per point). A box
+lo ≤ x_j ≤ hi maps to the box F_j(lo−) ≤ u_j ≤ F_j(hi): monotone maps keep boxes boxes, and a bound on a
+value the sample holds falls exactly on its band's edge, so a bound on a lattice (integers, cents) counts
+its value's sampled rows whole. Ranks are stored as 16-bit codes, two bytes a value.
+
+The count of a box is N/m · Σ_i Π_j K_j(i), over the m points and the constrained columns j, where K_j(i)
+is the mass a Gaussian kernel of width h_j centred on u_ij puts inside [a_j, b_j] (reflected at 0 and 1),
+1 for a column left open, and 0 where the point's value is NULL in a constrained column (SQL's range
+predicates hold no NULL). h_j = 0 counts the points inside, unsmoothed: columns whose sample holds few
+distinct values, whose bands the bounds already follow.
+
+The widths come from least-squares cross-validation, the paper's LSCV_H criterion (its eq. 32, through the
+backends), minimised over diagonal matrices by L-BFGS with its exact gradient (``method`` auto; a box's mass
+under a tilted kernel has no closed form past two dimensions), or over full matrices H by the paper's
+LSCV_H selector (``lscv_H``), whose kernel is read per axis at the width its slice through the centre has,
+1 / sqrt((H⁻¹)_jj). Either is chosen on a subsample of n_b points and scaled to the m points by the rate
+(n_b / m)^(1 / (d + 4)).
+
+:func:`box` is the float64 reference of extension/multi.c's ``_kde_box_nd``, step for step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import ndtr
+
+from .. import bandwidth
+from ..backend import get_backend
+from ..bandwidth.lscv_matrix import _MatrixLSCV
+from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, UserError
+
+#: Columns a multi-column synopsis covers.
+MIN_COLUMNS, MAX_COLUMNS = 3, 16
+#: Default budget: bytes of its catalog rows, as pg_column_size counts them.
+DEFAULT_BUDGET_ND = 262144
+#: A point's rank code: u = code / CODE_SCALE; CODE_NULL marks a NULL value.
+CODE_SCALE = 65534
+CODE_NULL = 0xFFFF
+#: Points a synopsis keeps at most: each value's band of ranks (at least 1/m wide) then spans 3 codes.
+MAX_POINTS = CODE_SCALE // 3
+#: A column whose sample holds at most this many distinct values is counted unsmoothed (h = 0).
+DISCRETE_VALUES = 64
+#: Bytes of a knot (float8 value, int4 rows below, int4 rows up to it).
+KNOT_BYTES = 16
+#: Bytes the catalog rows take besides the points and knots (header row, arrays' headers, names).
+FIXED_BYTES = 1024
+#: Widest kernel, in rank units (the reflections at 0 and 1 hold its mass to within 1e-15).
+MAX_WIDTH = 0.125
+#: Methods: auto (LSCV over diagonal H) and lscv_H (LSCV over full H, read per axis).
+METHODS = ("auto", "lscv_H")
+
+
+@dataclass
+class Knots:
+    """A column's distribution function as the sample gives it: sorted values, sampled rows strictly below
+    (``below``) and up to (``upto``) each; ``complete`` when every distinct sampled value is a knot (F is then
+    a step function between them), otherwise evenly spaced ones, F linear between them."""
+
+    values: np.ndarray
+    below: np.ndarray
+    upto: np.ndarray
+    complete: bool
+    non_null: int
+
+    def cdf(self, x, strict: bool):
+        """F(x−) (``strict``) or F(x) as a share of the column's non-NULL sampled rows, for a value or an
+        array of them."""
+        x = np.asarray(x, dtype=np.float64)
+        if self.non_null == 0:
+            return np.zeros_like(x)[()]
+        v, n = self.values, len(self.values)
+        i = np.searchsorted(v, x, side="left")
+        at = np.minimum(i, n - 1)
+        hit = (i < n) & (v[at] == x)
+        before = np.maximum(i - 1, 0)
+        if self.complete:
+            between = self.upto[before].astype(np.float64)
+        else:
+            f = (x - v[before]) / (v[at] - v[before] + (at == before))
+            between = self.upto[before] + f * (self.below[at] - self.upto[before])
+        rows = np.where(hit, (self.below if strict else self.upto)[at], np.where(i == 0, 0.0, np.where(
+            i == n, self.non_null, between)))
+        return (rows / self.non_null)[()]
+
+    def value(self, u: float) -> float:
+        """The value at rank u: the knot whose band holds u, or linear between knots (F's inverse)."""
+        k = u * self.non_null
+        i = int(np.searchsorted(self.upto, k, side="left"))
+        if i >= len(self.values):
+            return float(self.values[-1])
+        if k >= self.below[i]:
+            return float(self.values[i])
+        if i == 0:
+            return float(self.values[0])
+        gap = float(self.below[i] - self.upto[i - 1])
+        f = (k - float(self.upto[i - 1])) / gap if gap > 0 else 0.0
+        return float(self.values[i - 1] + f * (self.values[i] - self.values[i - 1]))
+
+
+def make_knots(column: np.ndarray, cap: int) -> Knots:
+    """The knots of one column of the sample (NaN: NULL): every distinct value when there are at most
+    ``cap``, otherwise ``cap`` evenly spaced among them (the first and last included)."""
+    x = column[~np.isnan(column)]
+    values, counts = np.unique(x, return_counts=True)
+    cum = np.concatenate([[0], np.cumsum(counts)])
+    if len(values) <= cap:
+        return Knots(values, cum[:-1], cum[1:], True, len(x))
+    keep = np.unique(np.linspace(0, len(values) - 1, cap).round().astype(np.int64))
+    return Knots(values[keep], cum[keep], cum[keep + 1], False, len(x))
+
+
+def rank_codes(sample: np.ndarray, knots: Sequence[Knots]) -> np.ndarray:
+    """The (m, d) uint16 codes of the points: u = F(x−) + (F(x) − F(x−)) · t, t a fixed jitter in (0, 1) per
+    point and column (a golden-ratio sequence: the same codes for the same sample), CODE_NULL for NULL."""
+    m, d = sample.shape
+    codes = np.full((m, d), CODE_NULL, dtype=np.uint16)
+    golden = (math.sqrt(5.0) - 1.0) / 2.0
+    for j in range(d):
+        x = sample[:, j]
+        known = ~np.isnan(x)
+        t = np.mod(0.5 + golden * (np.arange(m) * d + j + 1), 1.0)[known]
+        a, b = knots[j].cdf(x[known], True), knots[j].cdf(x[known], False)
+        # strictly inside a sampled value's band, so that a bound on a value never meets a point of another
+        # (every band spans at least 1/m >= 3 codes: MAX_POINTS); a value between knots has no band (a = b)
+        first = np.floor(a * CODE_SCALE) + 1
+        first += first / CODE_SCALE <= a
+        last = np.ceil(b * CODE_SCALE) - 1
+        last -= last / CODE_SCALE >= b
+        code = np.round((a + (b - a) * t) * CODE_SCALE)
+        codes[known, j] = np.where(b > a, np.clip(code, first, last), code).astype(np.uint16)
+    return codes
+
+
+def plan_points(budget: int, d: int, knot_bytes: int) -> int:
+    """How many points fit the budget beside the knots."""
+    return max(0, (budget - FIXED_BYTES - knot_bytes) // (2 * d))
+
+
+def check_points(m: int, budget: int, d: int) -> None:
+    """A UserError where the budget leaves too few points to choose widths on."""
+    if m < 2 * d + 2:
+        raise UserError(f"pg_kde: a budget of {budget} bytes leaves room for {max(m, 0)} points of {d} columns",
+                        sqlstate="22023", hint="Raise budget, or build the synopsis of fewer columns.")
+
+
+def knot_cap(budget: int, d: int) -> int:
+    """Knots a column may keep: its share of a quarter of the budget (at least 64)."""
+    return max(64, budget // (4 * d * KNOT_BYTES))
+
+
+def _diagonal_lscv(X: np.ndarray, backend: str, interrupt=None) -> np.ndarray:
+    """The widths h_j minimising the LSCV criterion of eq. (32) over diagonal H = diag(h²), by L-BFGS on
+    log h with the criterion's exact gradient (the backends' pair moments): ∂LSCV/∂h_j is the j-th diagonal
+    entry of ∂LSCV/∂L at L = diag(h). Starts from the normal-scale rule for uniform margins."""
+    n, d = X.shape
+    criterion = _MatrixLSCV(np.ascontiguousarray(X - X.mean(axis=0)), get_backend(backend), "float64", interrupt)
+    start = np.log(np.full(d, 1.06 * math.sqrt(1.0 / 12.0) * n ** (-1.0 / (d + 4))))
+    scale = abs(criterion.value_chol(np.diag(np.exp(start)))) or 1.0
+
+    def value_and_gradient(log_h):
+        h = np.exp(log_h)
+        value, grad = criterion.value_and_gradient_chol(np.diag(h))
+        return value / scale, h * np.diag(grad) / scale
+
+    found = minimize(value_and_gradient, start, jac=True, method="L-BFGS-B",
+                     bounds=[(math.log(1e-6), math.log(MAX_WIDTH))] * d, options={"maxiter": 200})
+    return np.exp(found.x)
+
+
+def choose_widths(U: np.ndarray, smooth: np.ndarray, method: str, backend: str, size: int, interrupt=None):
+    """Per-column kernel widths in rank units for the points U (m, d; NaN for NULL), the columns ``smooth``
+    only (the others get 0): the LSCV criterion on the first ``size`` points with every smoothed value
+    non-NULL (evenly spaced ranks of the sample), scaled to all m points. Returns (widths, points used)."""
+    d = U.shape[1]
+    widths = np.zeros(d)
+    dims = np.nonzero(smooth)[0]
+    if len(dims) == 0:
+        return widths, 0
+    X = U[:, dims]
+    X = X[~np.isnan(X).any(axis=1)]
+    if len(X) > size:
+        X = X[np.linspace(0, len(X) - 1, size).round().astype(np.int64)]
+    n_b = len(X)
+    if n_b < 2 * len(dims) + 2:
+        raise UserError(f"pg_kde: too few sampled rows ({n_b}) with every smoothed column non-NULL to choose a bandwidth")
+    rate = (n_b / max(len(U), n_b)) ** (1.0 / (len(dims) + 4))
+    try:
+        if method == "lscv_H":
+            result = bandwidth.lscv_H(X, backend=backend, dtype="float64", interrupt=interrupt)
+            w = 1.0 / np.sqrt(np.diag(np.linalg.inv(result.H)))
+        else:
+            w = _diagonal_lscv(X, backend, interrupt)
+    except (BackendUnavailableError, DeviceOutOfMemoryError, ValueError) as exc:
+        raise UserError(f"pg_kde: {exc}") from exc
+    widths[dims] = np.minimum(w * rate, MAX_WIDTH)
+    return widths, n_b
+
+
+@dataclass
+class BuiltND:
+    """A multi-column synopsis as built: per column its knots and width, the points' rank codes."""
+
+    TABLE = "kde_synopsis_nd"
+    KIND = "nd"
+
+    method: str
+    backend: str
+    n_rows: int
+    sample_size: int
+    knots: List[Knots]
+    widths: np.ndarray
+    codes: np.ndarray
+    seconds: float
+    budget: int
+    bandwidth_points: int = 0
+    warnings: list = field(default_factory=list)
+
+    @property
+    def m(self) -> int:
+        return int(self.codes.shape[0])
+
+    def payload(self) -> dict:
+        return {
+            "n_points": self.m,
+            "points": self.codes.astype("<u2").tobytes(),
+            "knot_counts": [len(k.values) for k in self.knots],
+            "knot_values": np.concatenate([k.values for k in self.knots]).astype(float).tolist(),
+            "knot_below": np.concatenate([k.below for k in self.knots]).astype(int).tolist(),
+            "knot_upto": np.concatenate([k.upto for k in self.knots]).astype(int).tolist(),
+            "non_null": [int(k.non_null) for k in self.knots],
+            "complete": [bool(k.complete) for k in self.knots],
+        }
+
+    def catalog_row(self, relid, cols, identity: dict, requested) -> dict:
+        return {
+            "relid": relid, "cols": cols, "method": self.method, "bandwidth": [float(w) for w in self.widths],
+            "sample_size": self.bandwidth_points, "n_rows": self.n_rows, "n_null": 0, **self.payload(),
+            "build_seconds": self.seconds, "backend": self.backend, **identity,
+            "requested": requested.json(), "kind": self.KIND,
+        }
+
+    @staticmethod
+    def catalog_types() -> dict:
+        from .catalog import CATALOG_TYPES
+        return {**CATALOG_TYPES, "n_points": "int4", "points": "bytea", "knot_counts": "int4[]",
+                "knot_values": "float8[]", "knot_below": "int4[]", "knot_upto": "int4[]", "non_null": "int4[]",
+                "complete": "bool[]"}
+
+    def summary(self, relation: str, columns) -> dict:
+        return {"relation": relation, "columns": list(columns), "rows": self.n_rows, "points": self.m,
+                "method": self.method, "bandwidth": [round(float(w), 6) for w in self.widths],
+                "sample_size": self.bandwidth_points, "backend": self.backend,
+                "knots": [len(k.values) for k in self.knots], "budget": self.budget,
+                "seconds": round(self.seconds, 4)}
+
+
+def build_nd(sample: np.ndarray, n_rows: int, budget: int, method: str, backend: str, size: int,
+             interrupt=None, started: Optional[float] = None) -> BuiltND:
+    """The synopsis of a sample (m0, d) of the table's rows (NaN: NULL; evenly spread over the table, e.g.
+    :func:`~pg_kde.synopsis.reader.thin` of a Bernoulli sample) of ``n_rows`` rows, within ``budget``."""
+    import time
+    t0 = started if started is not None else time.perf_counter()
+    m0, d = sample.shape
+    if not MIN_COLUMNS <= d <= MAX_COLUMNS:
+        raise UserError(f"pg_kde: a multi-column synopsis covers {MIN_COLUMNS} to {MAX_COLUMNS} columns, not {d}")
+    if method not in METHODS:
+        raise UserError(f"pg_kde: unknown method {method!r} for a multi-column synopsis; use one of "
+                        + ", ".join(METHODS))
+    finite = sample[~np.isnan(sample)]
+    if not np.all(np.isfinite(finite)):
+        raise UserError("pg_kde: the columns hold NaN or infinite values, which a synopsis cannot describe",
+                        sqlstate="22023")
+    cap = knot_cap(budget, d)
+    knots = [make_knots(sample[:, j], cap) for j in range(d)]
+    knot_bytes = sum(len(k.values) for k in knots) * KNOT_BYTES
+    m = min(m0, plan_points(budget, d, knot_bytes), MAX_POINTS)
+    check_points(m, budget, d)
+    if m < m0:  # evenly spaced rows of the sample (it came sorted by its columns: a stratified subsample)
+        sample = sample[np.linspace(0, m0 - 1, m).round().astype(np.int64)]
+        knots = [make_knots(sample[:, j], cap) for j in range(d)]
+    codes = rank_codes(sample, knots)
+    U = np.where(codes == CODE_NULL, np.nan, codes.astype(np.float64) / CODE_SCALE)
+    smooth = np.array([not k.complete or len(k.values) > DISCRETE_VALUES for k in knots])
+    widths, used = choose_widths(U, smooth, method, backend, size, interrupt)
+    return BuiltND(method=method, backend=backend, n_rows=int(n_rows), sample_size=m0, knots=knots,
+                   widths=widths, codes=codes, seconds=time.perf_counter() - t0, budget=budget,
+                   bandwidth_points=used)
+
+
+# ----------------------------------------------------------------------------------------------- queries
+def payload_knots(row: dict) -> List[Knots]:
+    """The knots of a stored payload row."""
+    out, start = [], 0
+    for j, n in enumerate(row["knot_counts"]):
+        sl = slice(start, start + int(n))
+        out.append(Knots(np.asarray(row["knot_values"][sl], dtype=np.float64),
+                         np.asarray(row["knot_below"][sl], dtype=np.int64),
+                         np.asarray(row["knot_upto"][sl], dtype=np.int64), bool(row["complete"][j]),
+                         int(row["non_null"][j])))
+        start += int(n)
+    return out
+
+
+def _kernel_mass(u: np.ndarray, a: float, b: float, h: float) -> np.ndarray:
+    """Mass inside [a, b] ∩ [0, 1] of a Gaussian of width h at u reflected at 0 and 1 (its density
+    φ((y − u)/h) + φ((y + u)/h) + φ((y − 2 + u)/h), over h); h = 0: the indicator of u in [a, b]."""
+    if h == 0.0:
+        return ((u >= a) & (u <= b)).astype(np.float64)
+
+    def upto(y: float) -> np.ndarray:
+        return ndtr((y - u) / h) + ndtr((y + u) / h) + ndtr((y - 2.0 + u) / h)
+
+    return np.clip(upto(min(b, 1.0)) - upto(max(a, 0.0)), 0.0, 1.0)
+
+
+def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[float]],
+        hi: Sequence[Optional[float]], sum_col: int = -1):
+    """(estimate, variance) of a box over the synopsis' columns (None: that side open; both None: the column
+    unconstrained): the rows' count, or with ``sum_col`` ≥ 0 the sum of that column's values over them."""
+    knots = payload_knots(row)
+    d = len(knots)
+    m = int(row["n_points"])
+    codes = np.frombuffer(bytes(row["points"]), dtype="<u2").reshape(m, d)
+    weight = np.ones(m)
+    for j in range(d):
+        if lo[j] is None and hi[j] is None:
+            continue
+        a = 0.0 if lo[j] is None else knots[j].cdf(float(lo[j]), True)
+        b = 1.0 if hi[j] is None else knots[j].cdf(float(hi[j]), False)
+        null = codes[:, j] == CODE_NULL
+        if a > b or (lo[j] is not None and hi[j] is not None and lo[j] > hi[j]):
+            return 0.0, 0.0
+        u = codes[:, j].astype(np.float64) / CODE_SCALE
+        k = _kernel_mass(u, a, b, float(widths[j]))
+        weight *= np.where(null, 0.0, k)
+    if sum_col >= 0:
+        c = codes[:, sum_col]
+        values = np.array([0.0 if c[i] == CODE_NULL else knots[sum_col].value(c[i] / CODE_SCALE)
+                           for i in range(m)])
+        weight = weight * values
+    scale = n_rows / m
+    total = float(weight.sum())
+    var = scale * scale * m * max(float(np.mean(weight * weight)) - (total / m) ** 2, 0.0)
+    return scale * total, var

@@ -1,0 +1,341 @@
+-- pg_kde 0.10.0 -> 0.11.0: synopses of 3 to 16 columns (kind 'nd'): kde_refresh(tbl, cols) with three or more
+-- columns builds one into the new payload table kde_synopsis_nd, and approx_count / approx_sum / approx_avg /
+-- approx_count_ci take a box over some of its columns (cols text[], lo float8[], hi float8[]; extension/multi.c).
+-- The header's check admits the new kind; the kde_synopses view counts its bytes; roles that could write the
+-- 2-D payload table may write the new one. Every function that names the version is replaced.
+\echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.11.0'" to load this file. \quit
+
+ALTER TABLE kde_catalog DROP CONSTRAINT kde_catalog_well_formed;
+ALTER TABLE kde_catalog ADD CONSTRAINT kde_catalog_well_formed CHECK (
+    kind IN ('1d', '2d', 'nd')
+    AND CASE kind WHEN '1d' THEN cardinality(cols) = 1 WHEN '2d' THEN cardinality(cols) = 2
+                  ELSE cardinality(cols) BETWEEN 3 AND 16 END
+    AND cardinality(attnums) = cardinality(cols) AND cardinality(coltypes) = cardinality(cols)
+    AND 0 < ALL (attnums) AND n_rows >= 0 AND n_null >= 0 AND sample_size >= 0 AND pages >= 0
+    AND cardinality(bandwidth) = CASE kind WHEN '1d' THEN 1 WHEN '2d' THEN 4 ELSE cardinality(cols) END
+    AND (kind <> 'nd' OR (0 <= ALL (bandwidth) AND 1 >= ALL (bandwidth)))
+    AND (kind <> '1d' OR (bandwidth[1] >= 0 AND bandwidth[1] < 'Infinity'))
+    AND jsonb_typeof(requested) = 'object'
+    AND @extschema@._kde_is_vector(cols) AND @extschema@._kde_is_vector(attnums) AND @extschema@._kde_is_vector(coltypes)
+    AND @extschema@._kde_is_vector(bandwidth));
+
+-- Payload of 3 to 16 columns (0.11.0; pg_kde/synopsis/multi.py, docs/math.md §9): a sample of n_points rows
+-- kept as their ranks, points (n_points x d uint16 codes, little-endian, row after row: rank = code / 65534,
+-- 65535 a NULL value), smoothed at query time by a product kernel whose widths (rank units) are the header's
+-- bandwidth. Each column's ranks come from its knots: knot_counts[j] knots of column j, one after the other in
+-- knot_values (ascending within a column), with the sampled rows below (knot_below) and up to (knot_upto)
+-- each, out of non_null[j] non-NULL sampled rows; complete[j] when every distinct sampled value is a knot.
+CREATE TABLE kde_synopsis_nd (
+    relid           regclass    NOT NULL,
+    cols            text[]      NOT NULL,
+    n_points        integer     NOT NULL,
+    points          bytea       NOT NULL,
+    knot_counts     int4[]      NOT NULL,
+    knot_values     float8[]    NOT NULL,
+    knot_below      int4[]      NOT NULL,
+    knot_upto       int4[]      NOT NULL,
+    non_null        int4[]      NOT NULL,
+    complete        boolean[]   NOT NULL,
+    PRIMARY KEY (relid, cols),
+    FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE
+);
+ALTER TABLE kde_synopsis_nd ALTER COLUMN points SET STORAGE EXTERNAL,
+    ALTER COLUMN knot_values SET STORAGE EXTERNAL, ALTER COLUMN knot_below SET STORAGE EXTERNAL,
+    ALTER COLUMN knot_upto SET STORAGE EXTERNAL;
+COMMENT ON TABLE kde_synopsis_nd IS 'pg_kde multi-column synopsis payloads: a sample of rows as ranks, smoothed by a product-kernel KDE';
+SELECT pg_catalog.pg_extension_config_dump('kde_synopsis_nd', '');
+ALTER TABLE kde_synopsis_nd ADD CONSTRAINT kde_synopsis_nd_well_formed CHECK (
+    cardinality(cols) BETWEEN 3 AND 16 AND n_points >= 1
+    AND octet_length(points) = 2::bigint * n_points * cardinality(cols)
+    AND cardinality(knot_counts) = cardinality(cols) AND cardinality(non_null) = cardinality(cols)
+    AND cardinality(complete) = cardinality(cols)
+    AND cardinality(knot_below) = cardinality(knot_values) AND cardinality(knot_upto) = cardinality(knot_values)
+    AND 1 <= ALL (knot_counts) AND 0 <= ALL (non_null)
+    AND @extschema@._kde_is_vector(knot_counts) AND @extschema@._kde_is_vector(knot_values)
+    AND @extschema@._kde_is_vector(knot_below) AND @extschema@._kde_is_vector(knot_upto)
+    AND @extschema@._kde_is_vector(non_null) AND @extschema@._kde_is_vector(complete));
+
+ALTER TABLE kde_synopsis_nd ENABLE ROW LEVEL SECURITY;
+CREATE POLICY kde_synopsis_nd_header ON kde_synopsis_nd
+    USING (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_nd.relid AND h.cols = kde_synopsis_nd.cols))
+    WITH CHECK (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_nd.relid AND h.cols = kde_synopsis_nd.cols));
+GRANT SELECT ON kde_synopsis_nd TO PUBLIC;
+
+-- Roles that could write the 2-D payload table may write the new one, with the privileges they held there
+-- (INSERT, UPDATE, DELETE), no more.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee,
+               a.privilege_type  -- regrole's text is quoted as needed
+        FROM pg_class c, aclexplode(c.relacl) a
+        WHERE c.oid = '@extschema@.kde_synopsis_2d'::regclass
+          AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE') AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE format('GRANT %s ON @extschema@.kde_synopsis_nd TO %s', r.privilege_type, r.grantee);
+    END LOOP;
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------- 3 to 16 columns
+-- A box over some columns of a multi-column synopsis (pg_kde/synopsis/multi.py, docs/math.md §9): the
+-- columns named are constrained, the synopsis' other columns are not. Bounds are float8 (a date, timestamp
+-- or timestamptz column's epoch seconds, as its synopsis holds them); a NULL element leaves that side open.
+
+-- The synopsis of 3 to 16 columns that covers the named ones (the one of fewest columns, then by name),
+-- checked as _kde_synopsis_for: the role may read the named columns and every column of the synopsis, no
+-- row-level security hides rows, and the synopsis still describes its columns. pos: each named column's
+-- place in the synopsis.
+CREATE FUNCTION _kde_synopsis_nd_for(tbl regclass, cols text[], OUT s kde_synopsis_nd, OUT widths float8[],
+                                     OUT n_rows float8, OUT pos integer[])
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h record;
+    ident record;
+BEGIN
+    PERFORM @extschema@._kde_columns(tbl, cols);
+    IF (SELECT count(DISTINCT c) FROM unnest(cols) c) <> cardinality(cols) THEN
+        RAISE EXCEPTION 'pg_kde: a column is named twice in %', cols USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT k.cols, k.built_relid, k.attnums, k.coltypes, k.bandwidth, k.n_rows INTO h
+    FROM @extschema@.kde_catalog k
+    WHERE k.relid = tbl AND k.kind = 'nd' AND k.cols @> _kde_synopsis_nd_for.cols
+    ORDER BY cardinality(k.cols), k.cols LIMIT 1;
+    IF FOUND THEN
+        SELECT * INTO s FROM @extschema@.kde_synopsis_nd p WHERE p.relid = tbl AND p.cols = h.cols;
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no pg_kde synopsis of % covers columns %', tbl, array_to_string(cols, ', ')
+            USING ERRCODE = 'undefined_object',
+                  HINT = format('Build one with: SELECT kde_refresh(%L, %L::text[]);', tbl::text, cols::text);
+    END IF;
+    ident := @extschema@._kde_columns(tbl, h.cols);
+    PERFORM @extschema@._kde_check_identity(tbl, h.cols, h.built_relid, h.attnums, h.coltypes, ident.attnums,
+                                            ident.coltypes);
+    widths := h.bandwidth;
+    n_rows := h.n_rows;
+    pos := ARRAY(SELECT array_position(h.cols, c) FROM unnest(cols) WITH ORDINALITY u(c, i) ORDER BY u.i);
+END
+$$;
+COMMENT ON FUNCTION _kde_synopsis_nd_for(regclass, text[]) IS 'pg_kde internal: a multi-column synopsis, privilege-checked';
+
+-- {estimate, variance} of a box of a multi-column synopsis (extension/multi.c; multi.box is its reference).
+CREATE FUNCTION _kde_box_nd(s kde_synopsis_nd, widths float8[], n_rows float8, lo float8[], hi float8[],
+                            sum_col integer) RETURNS float8[]
+AS 'MODULE_PATHNAME', 'kde_box_nd' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_box_nd(kde_synopsis_nd, float8[], float8, float8[], float8[], integer) IS
+    'pg_kde internal: a box of a multi-column synopsis';
+
+-- The box's {estimate, variance}: the named columns' bounds put in the synopsis' order; with sum_col, the
+-- sum of its values over the box's rows (its NULLs add nothing), and with not_null also its NULL rows left
+-- out of a count (what avg divides by).
+CREATE FUNCTION _kde_query_nd(tbl regclass, cols text[], lo float8[], hi float8[], sum_col text, not_null boolean)
+RETURNS float8[]
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    names text[] := cols;
+    a float8[];
+    b float8[];
+    d integer;
+    k integer;
+BEGIN
+    IF cols IS NULL OR lo IS NULL OR hi IS NULL THEN
+        RAISE EXCEPTION 'pg_kde: cols, lo and hi must not be NULL (a NULL element of lo or hi leaves that side open)'
+            USING ERRCODE = 'null_value_not_allowed';
+    ELSIF cardinality(cols) = 0 OR array_ndims(cols) <> 1 OR array_ndims(lo) IS DISTINCT FROM 1
+          OR array_ndims(hi) IS DISTINCT FROM 1 OR cardinality(lo) <> cardinality(cols)
+          OR cardinality(hi) <> cardinality(cols) THEN
+        RAISE EXCEPTION 'pg_kde: lo and hi need one bound for each of the % column(s) named', cardinality(cols)
+            USING ERRCODE = 'array_subscript_error';
+    END IF;
+    IF sum_col IS NOT NULL AND array_position(cols, sum_col) IS NULL THEN
+        names := cols || sum_col;
+    END IF;
+    r := @extschema@._kde_synopsis_nd_for(tbl, names);
+    d := cardinality((r.s).cols);
+    a := array_fill(NULL::float8, ARRAY[d]);
+    b := array_fill(NULL::float8, ARRAY[d]);
+    FOR i IN 1 .. cardinality(cols) LOOP
+        IF lo[array_lower(lo, 1) + i - 1] = 'NaN' OR hi[array_lower(hi, 1) + i - 1] = 'NaN' THEN
+            RAISE EXCEPTION 'pg_kde: bounds must not be NaN (a NULL element leaves that side open)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        a[r.pos[i]] := lo[array_lower(lo, 1) + i - 1];
+        b[r.pos[i]] := hi[array_lower(hi, 1) + i - 1];
+    END LOOP;
+    k := CASE WHEN sum_col IS NULL THEN 0 ELSE array_position((r.s).cols, sum_col) END;
+    IF not_null AND a[k] IS NULL THEN
+        a[k] := '-Infinity';
+    END IF;
+    RETURN @extschema@._kde_box_nd(r.s, r.widths, r.n_rows, a, b, CASE WHEN not_null THEN 0 ELSE k END);
+END
+$$;
+COMMENT ON FUNCTION _kde_query_nd(regclass, text[], float8[], float8[], text, boolean) IS
+    'pg_kde internal: a box of a multi-column synopsis, its bounds by column name';
+
+CREATE FUNCTION approx_count(tbl regclass, cols text[], lo float8[], hi float8[]) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, false))[1] $$;
+COMMENT ON FUNCTION approx_count(regclass, text[], float8[], float8[]) IS
+    'Approximate count of rows with lo[i] <= cols[i] <= hi[i] for every i (NULL element: that side open), from a synopsis of 3 to 16 columns that covers them';
+
+CREATE FUNCTION approx_sum(tbl regclass, sum_col text, cols text[], lo float8[], hi float8[]) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, sum_col, false))[1] $$;
+COMMENT ON FUNCTION approx_sum(regclass, text, text[], float8[], float8[]) IS
+    'Approximate sum of sum_col over the rows of a box of cols, from a synopsis of 3 to 16 columns that covers them all';
+
+CREATE FUNCTION approx_avg(tbl regclass, avg_col text, cols text[], lo float8[], hi float8[]) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN c > 0 THEN s / c END
+    FROM (SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, avg_col, false))[1] AS s,
+                 (@extschema@._kde_query_nd(tbl, cols, lo, hi, avg_col, true))[1] AS c) q
+$$;
+COMMENT ON FUNCTION approx_avg(regclass, text, text[], float8[], float8[]) IS
+    'Approximate average of avg_col over the rows of a box of cols (NULL when none), from a synopsis of 3 to 16 columns that covers them all';
+
+-- The interval of a sample's estimate: estimate ± z·sd (sd from the points' weights, docs/math.md §9),
+-- clipped to what a count or a sum can be (0 to the table's rows for a count); low and high are not hard bounds.
+CREATE FUNCTION approx_count_ci(tbl regclass, cols text[], lo float8[], hi float8[], confidence float8 DEFAULT 0.95,
+                                OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r float8[];
+    half float8;
+    total float8;
+BEGIN
+    IF confidence IS NULL OR NOT (confidence > 0 AND confidence < 1) THEN
+        RAISE EXCEPTION 'confidence must be between 0 and 1 (exclusive), got %', confidence
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    r := @extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, false);
+    SELECT k.n_rows INTO total FROM @extschema@.kde_catalog k
+    WHERE k.relid = tbl AND k.kind = 'nd' AND k.cols @> approx_count_ci.cols ORDER BY cardinality(k.cols), k.cols LIMIT 1;
+    half := -@extschema@._kde_normal_quantile((1 - confidence) / 2) * sqrt(r[2]);
+    estimate := r[1];
+    low := greatest(r[1] - half, 0);
+    high := least(r[1] + half, total);
+END
+$$;
+COMMENT ON FUNCTION approx_count_ci(regclass, text[], float8[], float8[], float8) IS
+    'approx_count over a box of a multi-column synopsis with the sample''s interval at the given confidence (not hard bounds)';
+
+CREATE OR REPLACE VIEW kde_synopses WITH (security_invoker = true) AS
+SELECT k.relid,
+       k.cols,
+       k.method,
+       k.n_rows,
+       CASE WHEN octet_length(p1.atom_pack) > 0 THEN @extschema@._kde_atom_count(p1.atom_pack)
+            ELSE coalesce(cardinality(p1.atom_values), 0) END AS heavy_values,
+       coalesce(p1.kde_rows, k.n_rows) AS kde_rows,
+       pg_column_size(k.*) + coalesce(pg_column_size(p1.*), 0) + coalesce(pg_column_size(p2.*), 0)
+           + coalesce(pg_column_size(p3.*), 0) AS bytes,
+       k.built_at,
+       now() - k.built_at AS age,
+       k.build_seconds,
+       k.backend,
+       CASE WHEN st.mod_count >= k.mod_count THEN st.mod_count - k.mod_count END AS rows_modified,
+       r.reason IS NOT NULL AS stale,
+       r.reason AS stale_reason,
+       k.kind = '1d' AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = k.relid AND t.tgname = 'kde_track_insert'
+                                 AND t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure) AS tracked
+FROM @extschema@.kde_catalog k
+LEFT JOIN @extschema@.kde_synopsis p1 ON k.kind = '1d' AND p1.relid = k.relid AND p1.cols = k.cols
+LEFT JOIN @extschema@.kde_synopsis_2d p2 ON k.kind = '2d' AND p2.relid = k.relid AND p2.cols = k.cols
+LEFT JOIN @extschema@.kde_synopsis_nd p3 ON k.kind = 'nd' AND p3.relid = k.relid AND p3.cols = k.cols
+CROSS JOIN LATERAL @extschema@._kde_table_state(k.relid) st
+CROSS JOIN LATERAL (SELECT @extschema@._kde_stale_reason(k.relid, k.n_rows + k.n_null, k.mod_count, k.storage_id,
+                                                         k.pages) AS reason) r;
+COMMENT ON VIEW kde_synopses IS
+    'Every synopsis the current role may read, with its size, age, rows modified since its build (NULL when statistics were reset), a stale flag and its reason, and whether kde_track keeps it up to date';
+
+CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
+                            grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',
+                            budget integer DEFAULT NULL) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_raise_if_error(
+        @extschema@._kde_refresh(tbl::oid, ARRAY[col], method, sample_size, grid_size, backend, budget, '0.11.0'))
+$$;
+COMMENT ON FUNCTION kde_refresh(regclass, text, text, integer, integer, text, integer) IS
+    'Build or rebuild the synopsis of one numeric, date or timestamp column within budget bytes (default 8192; method: auto = plugin_cdf | plugin | lscv_h | lscv_H | normal_reference); returns a summary';
+
+CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, cols text[], method text DEFAULT 'auto', sample_size integer DEFAULT 5000,
+                            grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',
+                            budget integer DEFAULT NULL) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_raise_if_error(
+        @extschema@._kde_refresh(tbl::oid, cols, method, sample_size, grid_size, backend, budget, '0.11.0'))
+$$;
+COMMENT ON FUNCTION kde_refresh(regclass, text[], text, integer, integer, text, integer) IS
+    'Build or rebuild the synopsis of one column or, with two, of a pair within budget bytes (default 8192 and 65536; method: auto = lscv_H for a pair); returns a summary';
+
+CREATE OR REPLACE FUNCTION kde_bandwidth(tbl regclass, cols text[], method text DEFAULT 'auto', backend text DEFAULT 'auto',
+                              sample_size integer DEFAULT 10000) RETURNS float8[]
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT ARRAY(SELECT jsonb_array_elements_text(@extschema@._kde_raise_if_error(
+        @extschema@._kde_bandwidth(tbl::oid, cols, method, backend, sample_size, '0.11.0')) -> 'bandwidth')::float8)
+$$;
+COMMENT ON FUNCTION kde_bandwidth(regclass, text[], text, text, integer) IS
+    'Bandwidth of a sample of rows with all columns non-NULL: {h} for one column (data units), else H row-major';
+
+CREATE OR REPLACE FUNCTION kde_refresh_stale() RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    n integer := 0;
+BEGIN
+    FOR r IN SELECT k.relid, k.cols, k.requested, c.relkind, c.relowner = current_user::regrole AS owned
+             FROM @extschema@.kde_synopses v
+             JOIN @extschema@.kde_catalog k USING (relid, cols)
+             JOIN pg_class c ON c.oid = k.relid
+             WHERE v.stale
+             ORDER BY k.relid::oid, k.cols
+    LOOP
+        -- Reading a view or a foreign table runs code its owner wrote, with the reader's privileges: a
+        -- routine refresh must not run another role's code as the caller (a superuser, say).
+        IF (r.relkind NOT IN ('r', 'p', 'm') AND NOT r.owned)
+           OR (r.relkind = 'p' AND EXISTS (
+               SELECT 1 FROM pg_partition_tree(r.relid) t JOIN pg_class c ON c.oid = t.relid
+               WHERE t.isleaf AND c.relkind NOT IN ('r', 'm') AND c.relowner <> current_user::regrole)) THEN
+            RAISE WARNING 'pg_kde: skipped the synopsis of % of %: reading it runs code of its owner, not yours',
+                          array_to_string(r.cols, ', '), r.relid
+                USING HINT = 'Refresh it as its owner, or with kde_refresh once you trust that code.';
+            CONTINUE;
+        END IF;
+        BEGIN
+            -- The same request as the last refresh (requested holds its arguments, not what was built).
+            PERFORM @extschema@._kde_raise_if_error(@extschema@._kde_refresh(
+                r.relid::oid, r.cols, r.requested ->> 'method', (r.requested ->> 'sample_size')::integer,
+                (r.requested ->> 'grid_size')::integer, r.requested ->> 'backend', (r.requested ->> 'budget')::integer,
+                '0.11.0'));
+            n := n + 1;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'pg_kde: could not refresh the synopsis of % of %: %', array_to_string(r.cols, ', '), r.relid, SQLERRM;
+        END;
+    END LOOP;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION kde_refresh_stale() IS
+    'Refresh every stale synopsis the current role may read, each on its own (failures are warnings); returns how many were refreshed';
