@@ -5,7 +5,7 @@
  * point's weight is the product, over the constrained columns, of the mass its reflected Gaussian kernel
  * (width h in rank units; h = 0: the point itself) puts in [a, b], 0 where its value is NULL. The estimate is
  * N/m times the weights' sum (or, for a sum, of weight times the point's value of that column) and its
- * variance N²/m times theirs. docs/math.md §9.
+ * variance N²/m times theirs. docs/math.md §13.
  */
 #include "pg_kde.h"
 
@@ -20,8 +20,8 @@ PG_FUNCTION_INFO_V1(kde_box_nd);
 #define CODE_SCALE 65534.0
 #define CODE_NULL 0xFFFF
 #define MAX_COLUMNS 16
-/* beyond this many widths from a point its kernel's mass is 0 or 1 to float8's precision */
-#define KERNEL_REACH 8.5
+/* beyond this many widths from a point its kernel's mass is taken as 0 or 1 (Phi(-6.5) = 4e-11) */
+#define KERNEL_REACH 6.5
 
 typedef struct Column
 {
@@ -34,7 +34,12 @@ typedef struct Column
 	double		h;				/* kernel width in rank units */
 	double		a,
 				b;				/* the box's ranks */
-	bool		constrained;
+	double		lo,
+				hi,				/* ... clipped to [0, 1] */
+				inv_h;
+	bool		constrained,
+				reflect0,		/* the reflections at 0 and at 1 can reach [lo, hi] */
+				reflect1;
 } Column;
 
 static void
@@ -116,23 +121,46 @@ column_value(const Column *c, double u)
 	return c->values[lo - 1] + f * (c->values[lo] - c->values[lo - 1]);
 }
 
+/* The standard normal distribution function from a table of PHI_STEPS + 1 values over [-KERNEL_REACH,
+ * KERNEL_REACH], linear between them (error below 1e-7; multi.normal_cdf reads the same table): a box reads it
+ * a few times per point and column, and erfc there cost most of a call. 0 and 1 beyond the table. */
+#define PHI_STEPS 8192			/* steps of 0.0016 */
+static double phi_table[PHI_STEPS + 1];
+static bool phi_ready = false;
+
+static void
+phi_init(void)
+{
+	for (int i = 0; i <= PHI_STEPS; i++)
+	{
+		double		z = -KERNEL_REACH + (2.0 * KERNEL_REACH) * i / PHI_STEPS;
+
+		phi_table[i] = 0.5 * erfc(-z * M_SQRT1_2);
+	}
+	phi_ready = true;
+}
+
 static inline double
 normal_cdf(double z)
 {
-	if (z > KERNEL_REACH)
+	double		t;
+	int			i;
+
+	if (z >= KERNEL_REACH)
 		return 1;
-	if (z < -KERNEL_REACH)
+	if (z <= -KERNEL_REACH)
 		return 0;
-	return 0.5 * erfc(-z * M_SQRT1_2);
+	t = (z + KERNEL_REACH) * (PHI_STEPS / (2.0 * KERNEL_REACH));
+	i = (int) t;
+	if (i >= PHI_STEPS)
+		i = PHI_STEPS - 1;
+	return phi_table[i] + (t - i) * (phi_table[i + 1] - phi_table[i]);
 }
 
-/* the reflected kernel's mass at u up to y (multi._kernel_mass's upto) */
-static inline double
-kernel_upto(double y, double u, double h)
-{
-	return normal_cdf((y - u) / h) + normal_cdf((y + u) / h) + normal_cdf((y - 2.0 + u) / h);
-}
-
+/* The mass in [a, b] of the kernel at u reflected at 0 and 1 (multi._kernel_mass): upto(b') - upto(a') with
+ * upto(y) = Phi((y - u)/h) + Phi((y + u)/h) + Phi((y - 2 + u)/h), a' = max(a, 0), b' = min(b, 1). The terms
+ * a column's bounds cannot reach are left out (reflect0: a' within the reach of 0; reflect1: b' within the
+ * reach of 1): beyond the table's reach Phi is exactly 0 or 1, so the sum is the same. */
 static inline double
 kernel_mass(const Column *c, double u)
 {
@@ -142,7 +170,11 @@ kernel_mass(const Column *c, double u)
 		return (u >= c->a && u <= c->b) ? 1.0 : 0.0;
 	if (u + KERNEL_REACH * c->h < c->a || u - KERNEL_REACH * c->h > c->b)
 		return 0;
-	m = kernel_upto(fmin(c->b, 1.0), u, c->h) - kernel_upto(fmax(c->a, 0.0), u, c->h);
+	m = normal_cdf((c->hi - u) * c->inv_h) - normal_cdf((c->lo - u) * c->inv_h);
+	if (c->reflect0)
+		m += normal_cdf((c->hi + u) * c->inv_h) - normal_cdf((c->lo + u) * c->inv_h);
+	if (c->reflect1)
+		m += normal_cdf((c->hi - 2.0 + u) * c->inv_h) - normal_cdf((c->lo - 2.0 + u) * c->inv_h);
 	return m < 0 ? 0 : (m > 1 ? 1 : m);
 }
 
@@ -210,6 +242,8 @@ kde_box_nd(PG_FUNCTION_ARGS)
 				hi_given[MAX_COLUMNS];
 	Datum		out[2];
 
+	if (!phi_ready)
+		phi_init();
 	if (d < 1 || d > MAX_COLUMNS || n_nn != d || n_complete != d || n_below != n_values || n_upto != n_values)
 		corrupt("its knot arrays disagree");
 	if (m < 1 || (int64) VARSIZE_ANY_EXHDR(points) != (int64) m * d * 2)
@@ -251,6 +285,12 @@ kde_box_nd(PG_FUNCTION_ARGS)
 												  8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		c->a = lo_given[j] ? column_cdf(c, lo[j], true) : -1.0;
 		c->b = hi_given[j] ? column_cdf(c, hi[j], false) : 2.0;
+		c->lo = fmax(c->a, 0.0);
+		c->hi = fmin(c->b, 1.0);
+		c->inv_h = c->h > 0 ? 1.0 / c->h : 0;
+		/* (y + u)/h >= lo/h: both terms 1 where lo is out of the reach of 0; (y - 2 + u)/h <= (hi - 1)/h */
+		c->reflect0 = c->lo < KERNEL_REACH * c->h;
+		c->reflect1 = c->hi > 1.0 - KERNEL_REACH * c->h;
 		order[k++] = j;
 	}
 	if (start != n_values)
@@ -275,7 +315,7 @@ kde_box_nd(PG_FUNCTION_ARGS)
 			int			j = order[t];
 			int			code = p[2 * j] | (p[2 * j + 1] << 8);
 
-			w = code == CODE_NULL ? 0 : w * kernel_mass(&cols[j], code / CODE_SCALE);
+			w = code == CODE_NULL ? 0 : w * kernel_mass(&cols[j], code * (1.0 / CODE_SCALE));
 		}
 		if (w > 0 && sum_col > 0)
 		{

@@ -192,6 +192,12 @@ QUERIES = [
      f"SELECT {{kde}}.approx_count('{F}', 'distance', 500::float8, 1500::float8, "
      "'air_time', 60::float8, 180::float8)",
      f"{F} WHERE distance BETWEEN 500 AND 1500 AND air_time BETWEEN 60 AND 180"),
+    ("flights 0-30 min late out, -10-20 min late in, 500-1500 miles (4-column synopsis)",
+     f"SELECT count(*) FROM {F} WHERE dep_delay BETWEEN 0 AND 30 AND arr_delay BETWEEN -10 AND 20 "
+     "AND distance BETWEEN 500 AND 1500",
+     f"SELECT * FROM {{kde}}.approx_count_ci('{F}', ARRAY['dep_delay', 'arr_delay', 'distance'], "
+     "ARRAY[0, -10, 500]::float8[], ARRAY[30, 20, 1500]::float8[])",
+     f"{F} WHERE dep_delay BETWEEN 0 AND 30 AND arr_delay BETWEEN -10 AND 20 AND distance BETWEEN 500 AND 1500"),
     ("total air_time of flights of 1000-2000 miles",
      f"SELECT sum(air_time) FROM {F} WHERE distance BETWEEN 1000 AND 2000",
      f"SELECT {{kde}}.approx_sum('{F}', 'air_time', 'distance', 1000::float8, 2000::float8)", None),
@@ -232,6 +238,7 @@ def extension_demo(args) -> int:
               f"({time.perf_counter() - started:.1f} s)")
         targets = [(F, c) for c in ("dep_delay", "arr_delay", "air_time", "distance")]
         targets += [(W, c) for c in ("temp", "humid", "wind_speed")] + [(F, ["distance", "air_time"])]
+        targets += [(F, ["dep_delay", "arr_delay", "distance", "air_time"])]
         print("refreshing synopses:")
         summaries = admin.refresh(
             conn, targets, progress=lambda *state: admin.progress_bar(*state, width=20, indent="  ")

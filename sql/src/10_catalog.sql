@@ -13,7 +13,7 @@
 --     for a pair; one kernel width a column, in rank units, for 3 to 16), the sample it was chosen on, the
 --     rows described and the NULLs left out, when and how long.
 --   Staleness facts: mod_count, storage_id and pages are _kde_table_state() at the start of the build.
--- The payloads and the query maths that read them: pg_kde/synopsis (Python) and docs/math.md §7-§9.
+-- The payloads and the query maths that read them: pg_kde/synopsis (Python) and docs/math.md §7, §8 and §13.
 CREATE TABLE kde_catalog (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL,
@@ -110,7 +110,7 @@ ALTER TABLE kde_synopsis_2d ALTER COLUMN sat_count SET STORAGE EXTERNAL,
 COMMENT ON TABLE kde_synopsis_2d IS 'pg_kde 2-D synopsis payloads: exact summed-area tables of grid cells plus a KDE';
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis_2d', '');
 
--- Payload of 3 to 16 columns (0.11.0; pg_kde/synopsis/multi.py, docs/math.md §9): a sample of n_points rows
+-- Payload of 3 to 16 columns (0.11.0; pg_kde/synopsis/multi.py, docs/math.md §13): a sample of n_points rows
 -- kept as their ranks, points (n_points x d uint16 codes, little-endian, row after row: rank = code / 65534,
 -- 65535 a NULL value), smoothed at query time by a product kernel whose widths (rank units) are the header's
 -- bandwidth. Each column's ranks come from its knots: knot_counts[j] knots of column j, one after the other in

@@ -1,5 +1,5 @@
 -- ---------------------------------------------------------------------------------------------- 3 to 16 columns
--- A box over some columns of a multi-column synopsis (pg_kde/synopsis/multi.py, docs/math.md §9): the
+-- A box over some columns of a multi-column synopsis (pg_kde/synopsis/multi.py, docs/math.md §13): the
 -- columns named are constrained, the synopsis' other columns are not. Bounds are float8 (a date, timestamp
 -- or timestamptz column's epoch seconds, as its synopsis holds them); a NULL element leaves that side open.
 
@@ -124,7 +124,7 @@ $$;
 COMMENT ON FUNCTION approx_avg(regclass, text, text[], float8[], float8[]) IS
     'Approximate average of avg_col over the rows of a box of cols (NULL when none), from a synopsis of 3 to 16 columns that covers them all';
 
--- The interval of a sample's estimate: estimate ± z·sd (sd from the points' weights, docs/math.md §9),
+-- The interval of a sample's estimate: estimate ± z·sd (sd from the points' weights, docs/math.md §13),
 -- clipped to what a count or a sum can be (0 to the table's rows for a count); low and high are not hard bounds.
 CREATE FUNCTION approx_count_ci(tbl regclass, cols text[], lo float8[], hi float8[], confidence float8 DEFAULT 0.95,
                                 OUT estimate float8, OUT low float8, OUT high float8)
