@@ -30,7 +30,9 @@ Methods (q-error = max(est/exact, exact/est), est floored at 1):
   product_1d  each column's 1-D synopsis (kde_refresh(t, col), default 8 KB) multiplied:
               N x prod(approx_count(t, col, lo, hi) / N).
 Latency: per call inside one statement (SELECT sum(approx_count(...)) over a table of the boxes), the
-median of --runs runs, at each budget.
+median of --runs runs, at each budget; and the same for one box constraining every column (10%-90%
+quantiles), the slowest kind. Coverage: the share of boxes whose exact count lies in approx_count_ci's 95%
+interval.
 Writes results/multicol.csv (one row per box and method) and results/multicol.md, and prints progress.
 """
 
@@ -200,9 +202,26 @@ def boxes_table(conn, table: str, boxes: list) -> None:
             cp.write_row([i, names, lo, hi])
 
 
-def kde_estimates(conn, table: str) -> np.ndarray:
-    (est,) = conn.execute(f"SELECT array_agg(approx_count('{table}', cols, lo, hi) ORDER BY i) FROM boxes").fetchone()
-    return np.array(est, dtype=float)
+def kde_estimates(conn, table: str) -> tuple:
+    """(estimates, lows, highs) of approx_count_ci over the boxes."""
+    est, low, high = conn.execute(
+        f"SELECT array_agg((c).estimate ORDER BY i), array_agg((c).low ORDER BY i), array_agg((c).high ORDER BY i) "
+        f"FROM (SELECT i, approx_count_ci('{table}', cols, lo, hi) AS c FROM boxes) q").fetchone()
+    return tuple(np.array(v, dtype=float) for v in (est, low, high))
+
+
+def full_box_latency_ms(conn, table: str, data: np.ndarray, cols: list, runs: int, calls: int = 200) -> float:
+    """Per call, one box constraining every column between its 10% and 90% quantiles (each point then meets
+    every column's kernels: the slowest kind of box)."""
+    lo = [float(np.nanquantile(data[:, j], 0.1)) for j in range(len(cols))]
+    hi = [float(np.nanquantile(data[:, j], 0.9)) for j in range(len(cols))]
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        conn.execute(f"SELECT sum(approx_count('{table}', %s::text[], %s::float8[], %s::float8[])) "
+                     f"FROM generate_series(1, {calls})", (cols, lo, hi)).fetchone()
+        times.append((time.perf_counter() - t0) * 1e3 / calls)
+    return float(np.median(times))
 
 
 def kde_latency_ms(conn, table: str, runs: int, calls: int) -> float:
@@ -288,8 +307,11 @@ def run_set(conn, name, table, cols, data, time_cols, args, index, start, rows_o
                                    "bandwidth": summary["bandwidth"], "sample_size": summary["sample_size"]}
         info["bytes"][method] = conn.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = %s",
                                              (table, cols)).fetchone()[0]
-        info["est"][method] = kde_estimates(conn, table)
+        info["est"][method], low, high = kde_estimates(conn, table)
+        held = (low <= exact) & (exact <= high)
+        info.setdefault("coverage", {})[method] = {c: float(np.mean(held[classes == c])) for c in ("big", "small")}
         info["latency"][method] = kde_latency_ms(conn, table, args.runs, len(boxes))
+        info.setdefault("full box ms", {})[method] = full_box_latency_ms(conn, table, data, cols, args.runs)
         k = min(n, info["bytes"][method] // (8 * len(cols)))
         sample = data[rng.choice(n, size=k, replace=False)]
         info["bytes"][f"sample {budget // 1024} KB"] = 8 * len(cols) * k
@@ -353,6 +375,10 @@ def summarise(infos, wide_info, facts, args) -> str:
             size = info["bytes"].get(m)
             out.append(f"| {m} | {size:,} | " + " | ".join(cells) + f" | {lat} |")
         out.append("")
+        for m, cov in info.get("coverage", {}).items():
+            out.append(f"- {m}: 95% intervals (approx_count_ci) hold the exact count in {cov['big']:.1%} of the boxes "
+                       f"of >= 0.1% and {cov['small']:.1%} of those of 0.01-0.1%; a box constraining all "
+                       f"{len(info['cols'])} columns (10%-90% quantiles) {info['full box ms'][m]:.3f} ms a call")
         for m, r in info["refresh"].items():
             out.append(f"- {m}: refresh {r['seconds']:.2f} s ({r['points']:,} points; widths chosen on "
                        f"{r['sample_size']:,} of them in {r['bandwidth_seconds']:.2f} s: "

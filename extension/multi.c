@@ -4,8 +4,9 @@
  * Each column's bounds map through the sample's distribution function (its knots) to ranks [a, b]; each
  * point's weight is the product, over the constrained columns, of the mass its reflected Gaussian kernel
  * (width h in rank units; h = 0: the point itself) puts in [a, b], 0 where its value is NULL. The estimate is
- * N/m times the weights' sum (or, for a sum, of weight times the point's value of that column) and its
- * variance N²/m times theirs. docs/math.md §13.
+ * N/m times the weights' sum (or, for a sum, of weight times the point's value of that column); its variance
+ * treats each weight as the chance that the point's row is in the box: N²/m (mean(w v²) − mean(w v)²), v = 1
+ * for a count. docs/math.md §13.
  */
 #include "pg_kde.h"
 
@@ -321,11 +322,16 @@ kde_box_nd(PG_FUNCTION_ARGS)
 		{
 			int			j = sum_col - 1;
 			int			code = p[2 * j] | (p[2 * j + 1] << 8);
+			double		v = code == CODE_NULL ? 0 : column_value(&cols[j], code / CODE_SCALE);
 
-			w = code == CODE_NULL ? 0 : w * column_value(&cols[j], code / CODE_SCALE);
+			sum += w * v;
+			sum2 += w * v * v;
 		}
-		sum += w;
-		sum2 += w * w;
+		else
+		{
+			sum += w;
+			sum2 += w;
+		}
 		if ((i & 65535) == 65535)
 			CHECK_FOR_INTERRUPTS();
 	}

@@ -119,16 +119,16 @@ def extension_schema(conn) -> str:
 
 
 def parse_target(text: str):
-    """'schema.table.column' or 'table.column' -> ('schema.table' or 'table', 'column'); a pair of
-    columns 'table.a,b' -> ('table', ['a', 'b'])."""
+    """'schema.table.column' or 'table.column' -> ('schema.table' or 'table', 'column'); a pair or up to 16
+    columns 'table.a,b,c' -> ('table', ['a', 'b', 'c'])."""
     table, sep, column = text.rpartition(".")
     if not sep or not table or not column:
-        raise ValueError(f"expected TABLE.COLUMN or TABLE.COLUMN1,COLUMN2, got {text!r}")
+        raise ValueError(f"expected TABLE.COLUMN or TABLE.COLUMN1,COLUMN2[,...], got {text!r}")
     if "," in column:
-        pair = [c.strip() for c in column.split(",")]
-        if len(pair) != 2 or not all(pair):
-            raise ValueError(f"a pair of columns is TABLE.COLUMN1,COLUMN2, got {text!r}")
-        return table, pair
+        columns = [c.strip() for c in column.split(",")]
+        if not 2 <= len(columns) <= 16 or not all(columns):
+            raise ValueError(f"several columns are TABLE.COLUMN1,COLUMN2[,...] (2 to 16 of them), got {text!r}")
+        return table, columns
     return table, column
 
 
@@ -195,18 +195,20 @@ def list_synopses(conn) -> list:
 
 
 def drop(conn, table: str, column) -> bool:
-    """Delete the synopsis of (table, column), or of a pair given as a list; False if there was none."""
+    """Delete the synopsis of (table, column), or of several columns given as a list (in any order); False if
+    there was none."""
     sql = _sql()
     schema = extension_schema(conn)
     # OPERATOR(pg_catalog.=): an "=" for (regclass, regclass) or (text[], text[]) in a schema on the
     # search_path would match exactly and be chosen over pg_catalog's.
     # One header table for every kind: the payload row goes with its header (ON DELETE CASCADE).
-    if isinstance(column, list):
+    if isinstance(column, list):  # the columns in any order
         query = sql.SQL(
             "DELETE FROM {} WHERE relid OPERATOR(pg_catalog.=) %s::regclass "
-            "AND (cols OPERATOR(pg_catalog.=) %s::text[] OR cols OPERATOR(pg_catalog.=) %s::text[])"
+            "AND cols OPERATOR(pg_catalog.@>) %s::text[] AND cols OPERATOR(pg_catalog.<@) %s::text[] "
+            "AND pg_catalog.cardinality(cols) OPERATOR(pg_catalog.=) %s"
         ).format(sql.Identifier(schema, "kde_catalog"))
-        cur = conn.execute(query, (table, column, column[::-1]))
+        cur = conn.execute(query, (table, column, column, len(column)))
     else:
         query = sql.SQL(
             "DELETE FROM {} WHERE relid OPERATOR(pg_catalog.=) %s::regclass "

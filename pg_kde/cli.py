@@ -85,7 +85,8 @@ SERVER_MESSAGE_PREFIX = re.compile(r"^(plpy\.\w+: )?(pg_kde: )?")
 #: Hints for server errors that come without one, by SQLSTATE.
 SERVER_ERROR_HINTS = {
     "42501": "reading a column's synopsis needs SELECT on the column; refreshing also needs INSERT, UPDATE, "
-             "DELETE on kde_catalog and its payload table (kde_synopsis, or kde_synopsis_2d for pairs): ask the "
+             "DELETE on kde_catalog and its payload table (kde_synopsis; kde_synopsis_2d for pairs, kde_synopsis_nd "
+             "for 3 to 16 columns): ask the "
              "owner for the GRANT",
     "42P01": "check the name; a table outside the search_path is written schema.table.column",
 }
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
             p.add_argument("--sample-size", type=int)
             p.add_argument("--grid-size", type=int)
             p.add_argument("--backend")
-            p.add_argument("--budget", type=int, help="bytes a synopsis may take (default 8192, 65536 for a pair)")
+            p.add_argument("--budget", type=int, help="bytes a synopsis may take (default 8192; 65536 for a pair, 262144 for 3 to 16 columns)")
     p = sub.add_parser("server", help="the embedded local PostgreSQL for demos and tests")
     p.add_argument("action", choices=["start", "stop", "status", "destroy"],
                    help="destroy stops the server and deletes its databases and state")

@@ -362,12 +362,13 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
         u = codes[:, j].astype(np.float64) / CODE_SCALE
         k = _kernel_mass(u, a, b, float(widths[j]))
         weight *= np.where(null, 0.0, k)
+    values = np.ones(m)
     if sum_col >= 0:
         c = codes[:, sum_col]
         values = np.array([0.0 if c[i] == CODE_NULL else knots[sum_col].value(c[i] / CODE_SCALE)
                            for i in range(m)])
-        weight = weight * values
+    # each weight is the chance that the point's row is in the box: the variance of a sample of such rows
     scale = n_rows / m
-    total = float(weight.sum())
-    var = scale * scale * m * max(float(np.mean(weight * weight)) - (total / m) ** 2, 0.0)
+    total = float((weight * values).sum())
+    var = scale * scale * max(float((weight * values * values).sum()) - total * total / m, 0.0)
     return scale * total, var

@@ -233,3 +233,65 @@ def test_roles_need_every_column_and_every_row(db, table, login_role):
     with psycopg.connect(dsn, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
             conn.execute("SELECT approx_count(%s::regclass, ARRAY['a', 'k'], ARRAY[1.0, 0], ARRAY[9.0, 3])", (table,))
+
+
+def test_admin_and_the_command_line_take_many_columns(db, table, database):
+    from pg_kde import admin, cli
+
+    load(db, table, correlated(np.random.default_rng(9), 3000))
+    target = admin.parse_target(f"{table}.a, b,c,k")
+    assert target == (table, ["a", "b", "c", "k"])
+    (summary,) = admin.refresh(db, [target], budget=32768)
+    assert summary["columns"] == ["a", "b", "c", "k"] and summary["rows"] == 3000
+    listed = [r for r in admin.list_synopses(db) if r["relation"] == table]
+    assert [r["cols"] for r in listed] == [["a", "b", "c", "k"]] and listed[0]["bytes"] <= 32768
+    assert admin.drop(db, table, ["k", "c", "b", "a"]) is True  # any order
+    assert admin.drop(db, table, ["a", "b", "c", "k"]) is False
+    assert cli.main(["refresh", "--dsn", database, f"{table}.a,b,c"]) == 0
+    assert db.execute("SELECT cols FROM kde_catalog WHERE relid = %s::regclass", (table,)).fetchone()[0] == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="2 to 16"):
+        admin.parse_target(f"{table}." + ",".join(f"c{i}" for i in range(17)))
+
+
+@pytest.mark.skipif(__import__("shutil").which("pg_dump") is None, reason="pg_dump is not installed")
+def test_a_dump_and_restore_keeps_the_synopsis(server_dsn, database, db, table):
+    import subprocess
+    import uuid
+
+    data = correlated(np.random.default_rng(12), 4000)
+    data["gone"] = np.zeros(4000)
+    load(db, table, {k: data[k] for k in ("a", "gone", "b", "c", "k")})
+    db.execute(sql.SQL("ALTER TABLE {} DROP COLUMN gone").format(sql.Identifier(table)))  # b, c, k renumbered
+    refresh_nd(db, table, ["a", "b", "c", "k"])
+    box = ("SELECT approx_count(%s::regclass, ARRAY['k', 'b', 'a'], ARRAY[1, -5, 10]::float8[], "
+           "ARRAY[4, 15, NULL]::float8[])")
+    expected = db.execute(box, (table,)).fetchone()[0]
+    target = f"pg_kde_restore_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {target}")
+    try:
+        dump = subprocess.run(["pg_dump", "--format=custom", f"--dbname={database}"], capture_output=True, check=True)
+        restored = psycopg.conninfo.make_conninfo(database, dbname=target)
+        subprocess.run(["pg_restore", f"--dbname={restored}"], input=dump.stdout, capture_output=True, check=True)
+        with psycopg.connect(restored, autocommit=True) as conn:
+            assert conn.execute(box, (table,)).fetchone()[0] == pytest.approx(expected, rel=1e-12)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {target} WITH (FORCE)")
+
+
+def test_growth_makes_it_stale_and_refresh_stale_rebuilds_it(db, table):
+    data = correlated(np.random.default_rng(13), 5000)
+    load(db, table, data)
+    refresh_nd(db, table, COLS)
+    more = {k: v[:1000] for k, v in correlated(np.random.default_rng(14), 1000).items()}
+    with db.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(
+            sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, COLS)))) as cp:
+        for row in zip(*(more[c].tolist() for c in COLS)):
+            cp.write_row([None if v != v else v for v in row])
+    db.execute("SELECT pg_stat_force_next_flush()")
+    row = db.execute("SELECT stale, stale_reason FROM kde_synopses WHERE relid = %s::regclass", (table,)).fetchone()
+    assert row[0] is True and "10%" in row[1]
+    assert db.execute("SELECT kde_refresh_stale()").fetchone()[0] >= 1
+    assert db.execute("SELECT approx_count(%s::regclass, ARRAY['a'], ARRAY[NULL]::float8[], ARRAY[NULL]::float8[])",
+                      (table,)).fetchone()[0] == pytest.approx(6000, rel=1e-12)
