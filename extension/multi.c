@@ -204,9 +204,30 @@ bounds(ArrayType *a, int d, const char *what, double *out, bool *given)
 	}
 }
 
-/* _kde_box_nd(s kde_synopsis_nd, widths float8[], n_rows float8, lo float8[], hi float8[], sum_col integer)
- * RETURNS float8[]: {estimate, variance} of the rows in the box (sum_col 0), or of the sum of column sum_col
- * (1-based) over them. */
+/* the knot of a complete column whose band holds rank u (multi.Knots.band) */
+static int
+column_band(const Column *c, double u)
+{
+	double		k = u * c->non_null;
+	int			lo = 0,
+				hi = c->n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if ((double) c->upto[mid] < k)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < c->n ? lo : c->n - 1;
+}
+
+/* _kde_box_nd(s kde_synopsis_nd, widths float8[], n_rows float8, lo float8[], hi float8[], sum_col integer,
+ * group_col integer) RETURNS float8[]: {estimate, variance} of the rows in the box (sum_col 0), or of the sum
+ * of column sum_col (1-based) over them; with group_col > 0, one such pair per knot of that column (a
+ * category, or a value of a column whose every sampled value is a knot), then one for its NULLs. */
 Datum
 kde_box_nd(PG_FUNCTION_ARGS)
 {
@@ -214,6 +235,10 @@ kde_box_nd(PG_FUNCTION_ARGS)
 	ArrayType  *widths_a = PG_GETARG_ARRAYTYPE_P(1);
 	double		n_rows = PG_GETARG_FLOAT8(2);
 	int			sum_col = PG_GETARG_INT32(5);
+	int			group_col = PG_GETARG_INT32(6);
+	double	   *group_sum = NULL,
+			   *group_sum2 = NULL;
+	int			groups = 0;
 	bytea	   *points = DatumGetByteaPP(kde_row_field(row, "points"));
 	const unsigned char *codes = (const unsigned char *) VARDATA_ANY(points);
 	int			m = DatumGetInt32(kde_row_field(row, "n_points"));
@@ -240,8 +265,10 @@ kde_box_nd(PG_FUNCTION_ARGS)
 				sum2 = 0,
 				scale;
 	bool		lo_given[MAX_COLUMNS],
-				hi_given[MAX_COLUMNS];
-	Datum		out[2];
+				hi_given[MAX_COLUMNS],
+				empty = false;
+	Datum	   *out;
+	int			n_out;
 
 	if (!phi_ready)
 		phi_init();
@@ -257,6 +284,8 @@ kde_box_nd(PG_FUNCTION_ARGS)
 		corrupt("its row count");
 	if (sum_col < 0 || sum_col > d)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("pg_kde: no column %d to sum", sum_col)));
+	if (group_col < 0 || group_col > d)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("pg_kde: no column %d to group by", group_col)));
 	bounds(PG_GETARG_ARRAYTYPE_P(3), d, "lo", lo, lo_given);
 	bounds(PG_GETARG_ARRAYTYPE_P(4), d, "hi", hi, hi_given);
 
@@ -282,8 +311,7 @@ kde_box_nd(PG_FUNCTION_ARGS)
 		if (!c->constrained)
 			continue;
 		if (lo_given[j] && hi_given[j] && lo[j] > hi[j])
-			PG_RETURN_ARRAYTYPE_P(construct_array((Datum[2]) {Float8GetDatum(0), Float8GetDatum(0)}, 2, FLOAT8OID,
-												  8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+			empty = true;
 		c->a = lo_given[j] ? column_cdf(c, lo[j], true) : -1.0;
 		c->b = hi_given[j] ? column_cdf(c, hi[j], false) : 2.0;
 		c->lo = fmax(c->a, 0.0);
@@ -306,10 +334,20 @@ kde_box_nd(PG_FUNCTION_ARGS)
 			order[t - 1] = swap;
 		}
 
-	for (int i = 0; i < m; i++)
+	if (group_col > 0)
+	{
+		if (!cols[group_col - 1].complete)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							errmsg("pg_kde: a synopsis groups by a category, or a column whose sample holds few values")));
+		groups = cols[group_col - 1].n;
+		group_sum = palloc0(sizeof(double) * (groups + 1));
+		group_sum2 = palloc0(sizeof(double) * (groups + 1));
+	}
+	for (int i = 0; i < m && !empty; i++)
 	{
 		const unsigned char *p = codes + (size_t) i * d * 2;
-		double		w = 1;
+		double		w = 1,
+					w2;
 
 		for (int t = 0; t < k && w > 0; t++)
 		{
@@ -324,19 +362,38 @@ kde_box_nd(PG_FUNCTION_ARGS)
 			int			code = p[2 * j] | (p[2 * j + 1] << 8);
 			double		v = code == CODE_NULL ? 0 : column_value(&cols[j], code / CODE_SCALE);
 
-			sum += w * v;
-			sum2 += w * v * v;
+			w2 = w * v * v;
+			w = w * v;
 		}
 		else
+			w2 = w;
+		if (group_col > 0 && w != 0)
 		{
-			sum += w;
-			sum2 += w;
+			int			j = group_col - 1;
+			int			code = p[2 * j] | (p[2 * j + 1] << 8);
+			int			g = code == CODE_NULL ? groups : column_band(&cols[j], code / CODE_SCALE);
+
+			group_sum[g] += w;
+			group_sum2[g] += w2;
 		}
+		sum += w;
+		sum2 += w2;
 		if ((i & 65535) == 65535)
 			CHECK_FOR_INTERRUPTS();
 	}
 	scale = n_rows / m;
-	out[0] = Float8GetDatum(scale * sum);
-	out[1] = Float8GetDatum(fmax(scale * scale * (sum2 - sum * sum / m), 0.0));
-	PG_RETURN_ARRAYTYPE_P(construct_array(out, 2, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	n_out = group_col > 0 ? 2 * (groups + 1) : 2;
+	out = palloc(sizeof(Datum) * n_out);
+	if (group_col > 0)
+		for (int g = 0; g <= groups; g++)
+		{
+			out[2 * g] = Float8GetDatum(scale * group_sum[g]);
+			out[2 * g + 1] = Float8GetDatum(fmax(scale * scale * (group_sum2[g] - group_sum[g] * group_sum[g] / m), 0.0));
+		}
+	else
+	{
+		out[0] = Float8GetDatum(scale * sum);
+		out[1] = Float8GetDatum(fmax(scale * scale * (sum2 - sum * sum / m), 0.0));
+	}
+	PG_RETURN_ARRAYTYPE_P(construct_array(out, n_out, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }

@@ -114,10 +114,11 @@ def _period(coltypes):
     return DAY_PROFILE if type_.startswith("timestamp") else WEEK_PROFILE if type_ == "date" else None
 
 
-def _columns(plpy, schema: str, relid: int, rel: str, cols) -> tuple:
+def _columns(plpy, schema: str, relid: int, rel: str, cols, with_categories: bool = False) -> tuple:
     """Quoted names, numbers and types of the given numeric or time columns, after the SQL side's checks
     (schema USAGE, the columns exist, SELECT on each, no row-level security), and each one's value as a
-    float8 expression (a time column's epoch seconds)."""
+    float8 expression (a time column's epoch seconds). With ``with_categories``, text, enum and boolean columns
+    are taken too, and a sixth element flags them."""
     if not cols or any(c is None for c in cols):
         _fail("pg_kde: the column arguments must not be NULL or empty", sqlstate="22004")
     ident = plpy.execute(plpy.prepare(f"SELECT attnums, coltypes FROM {schema}._kde_columns($1, $2)",
@@ -128,21 +129,27 @@ def _columns(plpy, schema: str, relid: int, rel: str, cols) -> tuple:
                      "WHERE a.attrelid = $1 AND a.attnum = ANY($2)", ["oid", "int2[]"]),
         [relid, ident["attnums"]],
     )
-    kinds = {int(r["attnum"]): ("number" if r["category"] == "N" else "time" if r["name"] in TIME_TYPES else None)
+    allowed = with_categories
+    kinds = {int(r["attnum"]): ("number" if r["category"] == "N" else "time" if r["name"] in TIME_TYPES
+                                else "category" if allowed and r["category"] in ("S", "E", "B") else None)
              for r in categories}
     typnames = {int(r["attnum"]): r["name"] for r in categories}
-    names, exprs, scans = [], [], []
+    names, exprs, scans, flags = [], [], [], []
     for name, attnum, type_ in zip(cols, ident["attnums"], ident["coltypes"]):
         kind = kinds.get(int(attnum))
         quoted = plpy.quote_ident(name)
         if kind is None:
             _fail(f"pg_kde: column {quoted} of {rel} has type {type_}; synopses need a numeric, "
-                  "date, timestamp or timestamptz column", sqlstate="42804")
+                  "date, timestamp or timestamptz column" + (" (or, among 3 to 16 columns, a text, enum or "
+                                                             "boolean one)" if allowed else ""), sqlstate="42804")
+        flags.append(kind == "category")
         names.append(quoted)
-        exprs.append(quoted if kind == "number" else f"extract(epoch from {quoted})")
+        exprs.append(quoted if kind in ("number", "category") else f"extract(epoch from {quoted})")
         # The scan's aggregate takes float8, numeric and the time types as they are; other numbers as float8.
-        direct = kind == "time" or typnames[int(attnum)] in ("numeric", "float8")
+        direct = kind in ("time", "category") or typnames[int(attnum)] in ("numeric", "float8")
         scans.append(quoted if direct else f"({quoted})::float8")
+    if with_categories:
+        return names, exprs, scans, list(ident["attnums"]), list(ident["coltypes"]), flags
     return names, exprs, scans, list(ident["attnums"]), list(ident["coltypes"])
 
 
@@ -269,7 +276,7 @@ def _refresh_nd(plpy, started, relid, rel, kind, schema, cols, method, sample_si
         _fail(f"pg_kde: a synopsis covers at most {multi.MAX_COLUMNS} columns, not {len(cols)}")
     if len(set(cols)) != len(cols):
         _fail("pg_kde: a column is named twice")
-    names, exprs, scans, attnums, coltypes = _columns(plpy, schema, relid, rel, cols)
+    names, exprs, scans, attnums, coltypes, categorical = _columns(plpy, schema, relid, rel, cols, with_categories=True)
     if grid_size is not None:
         _fail("pg_kde: grid_size does not apply to a synopsis of 3 or more columns; give a budget instead",
               sqlstate="22023")
@@ -287,13 +294,13 @@ def _refresh_nd(plpy, started, relid, rel, kind, schema, cols, method, sample_si
     state = _lock_state(plpy, schema, relid, cols)
     requested = Requested(method, sample_size, grid_size, backend, budget)
     reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
-    rows, sample = reader.rows_sample(points)
+    rows, sample, labels = reader.rows_sample(points, categorical)
     if rows == 0 or len(sample) == 0:
         _fail(f"pg_kde: {rel} has no rows to describe", sqlstate="22023")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         built = multi.build_nd(sample, rows, spend, method, backend, sample_size, interrupt=interrupt_check(plpy),
-                               started=started)
+                               started=started, labels=labels, names=names)
     for w in caught:
         message = str(w.message)
         plpy.warning(message if message.startswith("pg_kde:") else f"pg_kde: {message}")

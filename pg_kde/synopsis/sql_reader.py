@@ -176,28 +176,63 @@ class SqlTableReader:
         sample = _sample(self.plpy, self.relation, self.kind, list(self.exprs), rows, size)
         return sample if all(s == 1.0 for s in self.scales) else sample * np.array(self.scales)
 
-    def rows_sample(self, size: int) -> Tuple[int, np.ndarray]:
-        """(rows, sample) for a synopsis of many columns: the relation's row count and up to ``size`` of its rows,
-        NULLs included (NaN), as an (m, d) array in each column's float8 value, the same for unchanged data:
-        a repeatable Bernoulli sample of tables, partitioned tables and materialized views (all rows when they
-        are few), thinned by :func:`~pg_kde.synopsis.reader.thin`; views and foreign tables: the rows at evenly
-        spaced ranks of the order :func:`thin` sorts by."""
+    def rows_sample(self, size: int, categorical: Sequence[bool] = ()) -> Tuple[int, np.ndarray, list]:
+        """(rows, sample, labels) for a synopsis of many columns: the relation's row count; up to ``size`` of its
+        rows, NULLs included (NaN), as an (m, d) array of each column's float8 value, or for a ``categorical``
+        column (text, enum, boolean) its value's place among the sample's distinct values, which ``labels``
+        lists (sorted; None for other columns). The same for unchanged data: a repeatable Bernoulli sample of
+        tables, partitioned tables and materialized views (all rows when they are few), thinned by
+        :func:`~pg_kde.synopsis.reader.thin`; views and foreign tables: the rows at evenly spaced ranks of their
+        columns' order. Values travel as text (float8's text reads back exactly)."""
         plpy, rel = self.plpy, self.relation
-        values = ", ".join(f"{self.schema}._kde_value({scan})" for scan in self.scans)
+        d = len(self.scans)
+        categorical = list(categorical) or [False] * d
+        named = ", ".join((f"({scan})::text" if cat else f"{self.schema}._kde_value({scan})::text") + f" AS v{k}"
+                          for k, (scan, cat) in enumerate(zip(self.scans, categorical)))
+        listed = ", ".join(f"v{k}" for k in range(d))
         rows = self.row_count()
         share = sample_share(size, rows)
         if self.kind in _SAMPLEABLE or rows <= size:
             source = rel if share == 1.0 else f"{rel} TABLESAMPLE BERNOULLI ({100.0 * share!r}) REPEATABLE ({SAMPLE_SEED})"
-            fetched = _fetch(plpy, f"SELECT ARRAY[{values}] AS r FROM {source}", len(self.scans))
-            return rows, thin(fetched, size)
-        order = ", ".join(f"v{k} NULLS LAST" for k in range(len(self.scans)))
-        named = ", ".join(f"{self.schema}._kde_value({scan}) AS v{k}" for k, scan in enumerate(self.scans))
-        picks = np.linspace(0, rows - 1, int(size)).round().astype(np.int64) + 1
-        ranks = "{" + ",".join(str(int(k)) for k in picks) + "}"
-        listed = ", ".join(f"v{k}" for k in range(len(self.scans)))
-        return rows, _fetch(plpy, f"SELECT ARRAY[{listed}] AS r FROM (SELECT {named}, row_number() OVER (ORDER BY "
-                                  f"{order}) AS rank FROM {rel}) s WHERE rank = ANY('{ranks}'::int8[]) ORDER BY rank",
-                            len(self.scans))
+            query = f"SELECT ARRAY[{listed}] AS r FROM (SELECT {named} FROM {source}) s"
+            thinned = True
+        else:
+            order = ", ".join(f"{self.schema}._kde_value({scan}) NULLS LAST" if not cat else f"({scan})::text NULLS LAST"
+                              for scan, cat in zip(self.scans, categorical))
+            picks = np.linspace(0, rows - 1, int(size)).round().astype(np.int64) + 1
+            ranks = "{" + ",".join(str(int(k)) for k in picks) + "}"
+            query = (f"SELECT ARRAY[{listed}] AS r FROM (SELECT {named}, row_number() OVER (ORDER BY {order}) AS rank "
+                     f"FROM {rel}) s WHERE rank = ANY('{ranks}'::int8[]) ORDER BY rank")
+            thinned = False
+        texts = []
+        cursor = plpy.cursor(query)
+        while True:
+            chunk = cursor.fetch(_FETCH_ROWS)
+            if not chunk:
+                break
+            texts.extend(r["r"] for r in chunk)
+        cursor.close()
+        sample = np.full((len(texts), d), np.nan)
+        labels = []
+        for k in range(d):
+            column = [t[k] for t in texts]
+            if categorical[k]:
+                names = sorted({v for v in column if v is not None})
+                place = {v: float(i) for i, v in enumerate(names)}
+                sample[:, k] = [np.nan if v is None else place[v] for v in column]
+                labels.append(names)
+            else:
+                sample[:, k] = [np.nan if v is None else float(v) for v in column]
+                labels.append(None)
+        if thinned:
+            sample = thin(sample, size)
+        for k in range(d):  # only the categories the kept rows hold, numbered anew in the same order
+            if labels[k] is not None:
+                known = ~np.isnan(sample[:, k])
+                present = np.unique(sample[known, k]).astype(np.int64)
+                sample[known, k] = np.searchsorted(present, sample[known, k].astype(np.int64)).astype(float)
+                labels[k] = [labels[k][i] for i in present]
+        return rows, sample, labels
 
     def _pages(self) -> int:
         """The relation's blocks (a partitioned table's are its partitions')."""

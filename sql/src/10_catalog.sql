@@ -116,6 +116,8 @@ SELECT pg_catalog.pg_extension_config_dump('kde_synopsis_2d', '');
 -- bandwidth. Each column's ranks come from its knots: knot_counts[j] knots of column j, one after the other in
 -- knot_values (ascending within a column), with the sampled rows below (knot_below) and up to (knot_upto)
 -- each, out of non_null[j] non-NULL sampled rows; complete[j] when every distinct sampled value is a knot.
+-- categorical[j]: a text, enum or boolean column, whose knots are the places 0, 1, ... of its sampled values
+-- (sorted), listed in labels (each categorical column's knot_counts[j] labels, one column after the other).
 CREATE TABLE kde_synopsis_nd (
     relid           regclass    NOT NULL,
     cols            text[]      NOT NULL,
@@ -127,12 +129,14 @@ CREATE TABLE kde_synopsis_nd (
     knot_upto       int4[]      NOT NULL,
     non_null        int4[]      NOT NULL,
     complete        boolean[]   NOT NULL,
+    categorical     boolean[]   NOT NULL,
+    labels          text[]      NOT NULL,
     PRIMARY KEY (relid, cols),
     FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE
 );
 ALTER TABLE kde_synopsis_nd ALTER COLUMN points SET STORAGE EXTERNAL,
     ALTER COLUMN knot_values SET STORAGE EXTERNAL, ALTER COLUMN knot_below SET STORAGE EXTERNAL,
-    ALTER COLUMN knot_upto SET STORAGE EXTERNAL;
+    ALTER COLUMN knot_upto SET STORAGE EXTERNAL, ALTER COLUMN labels SET STORAGE EXTERNAL;
 COMMENT ON TABLE kde_synopsis_nd IS 'pg_kde multi-column synopsis payloads: a sample of rows as ranks, smoothed by a product-kernel KDE';
 -- (the header is registered last: the order an update from 0.2.0 gives.)
 SELECT pg_catalog.pg_extension_config_dump('kde_catalog', '');
@@ -201,12 +205,13 @@ ALTER TABLE kde_synopsis_nd ADD CONSTRAINT kde_synopsis_nd_well_formed CHECK (
     cardinality(cols) BETWEEN 3 AND 16 AND n_points >= 1
     AND octet_length(points) = 2::bigint * n_points * cardinality(cols)
     AND cardinality(knot_counts) = cardinality(cols) AND cardinality(non_null) = cardinality(cols)
-    AND cardinality(complete) = cardinality(cols)
+    AND cardinality(complete) = cardinality(cols) AND cardinality(categorical) = cardinality(cols)
     AND cardinality(knot_below) = cardinality(knot_values) AND cardinality(knot_upto) = cardinality(knot_values)
     AND 1 <= ALL (knot_counts) AND 0 <= ALL (non_null)
     AND @extschema@._kde_is_vector(knot_counts) AND @extschema@._kde_is_vector(knot_values)
     AND @extschema@._kde_is_vector(knot_below) AND @extschema@._kde_is_vector(knot_upto)
-    AND @extschema@._kde_is_vector(non_null) AND @extschema@._kde_is_vector(complete));
+    AND @extschema@._kde_is_vector(non_null) AND @extschema@._kde_is_vector(complete)
+    AND @extschema@._kde_is_vector(categorical) AND @extschema@._kde_is_vector(labels));
 
 -- True when row-level security may hide rows of tbl from the current role: its policies apply to the role
 -- (row_security_active), or tbl is a view over (views over) a table with row-level security enabled, whose

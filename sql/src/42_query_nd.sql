@@ -42,74 +42,161 @@ END
 $$;
 COMMENT ON FUNCTION _kde_synopsis_nd_for(regclass, text[]) IS 'pg_kde internal: a multi-column synopsis, privilege-checked';
 
--- {estimate, variance} of a box of a multi-column synopsis (extension/multi.c; multi.box is its reference).
+-- {estimate, variance} of a box of a multi-column synopsis (extension/multi.c; multi.box is its reference);
+-- with group_col > 0, one pair per knot of that column, then one for its NULLs.
 CREATE FUNCTION _kde_box_nd(s kde_synopsis_nd, widths float8[], n_rows float8, lo float8[], hi float8[],
-                            sum_col integer) RETURNS float8[]
+                            sum_col integer, group_col integer) RETURNS float8[]
 AS 'MODULE_PATHNAME', 'kde_box_nd' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION _kde_box_nd(kde_synopsis_nd, float8[], float8, float8[], float8[], integer) IS
+COMMENT ON FUNCTION _kde_box_nd(kde_synopsis_nd, float8[], float8, float8[], float8[], integer, integer) IS
     'pg_kde internal: a box of a multi-column synopsis';
 
--- The box's {estimate, variance}: the named columns' bounds put in the synopsis' order; with sum_col, the
--- sum of its values over the box's rows (its NULLs add nothing), and with not_null also its NULL rows left
--- out of a count (what avg divides by).
-CREATE FUNCTION _kde_query_nd(tbl regclass, cols text[], lo float8[], hi float8[], sum_col text, not_null boolean)
-RETURNS float8[]
+-- A categorical column's labels (its knots' places 0, 1, ... in order), from the synopsis' labels.
+CREATE FUNCTION _kde_labels(s kde_synopsis_nd, k integer) RETURNS text[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.labels[o.first + 1 : o.first + s.knot_counts[k]]
+    FROM (SELECT coalesce(sum(s.knot_counts[i]) FILTER (WHERE s.categorical[i]), 0)::integer AS first
+          FROM generate_series(1, k - 1) i) o
+$$;
+COMMENT ON FUNCTION _kde_labels(kde_synopsis_nd, integer) IS 'pg_kde internal: a categorical column''s labels';
+
+-- What a query of a multi-column synopsis passes to _kde_box_nd: the synopsis that covers the columns of the
+-- box (cols with their bounds lo, hi; eq_cols with the values eq_vals, a category's label or a number's text)
+-- and the extra ones (a sum's or a group's); the bounds a, b in its order (a category by its place; empty
+-- when a label is one its sample never held), and where each extra column is (1-based).
+CREATE FUNCTION _kde_nd_args(tbl regclass, cols text[], lo float8[], hi float8[], eq_cols text[], eq_vals text[],
+                             extra text[], OUT s kde_synopsis_nd, OUT widths float8[], OUT n_rows float8,
+                             OUT a float8[], OUT b float8[], OUT extra_pos integer[], OUT empty boolean)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r record;
-    names text[] := cols;
-    a float8[];
-    b float8[];
-    d integer;
+    names text[];
     k integer;
+    place integer;
+    v float8;
 BEGIN
     IF cols IS NULL OR lo IS NULL OR hi IS NULL THEN
         RAISE EXCEPTION 'pg_kde: cols, lo and hi must not be NULL (a NULL element of lo or hi leaves that side open)'
             USING ERRCODE = 'null_value_not_allowed';
-    ELSIF cardinality(cols) = 0 OR array_ndims(cols) <> 1 OR array_ndims(lo) IS DISTINCT FROM 1
-          OR array_ndims(hi) IS DISTINCT FROM 1 OR cardinality(lo) <> cardinality(cols)
-          OR cardinality(hi) <> cardinality(cols) THEN
+    ELSIF (cardinality(cols) > 0 AND array_ndims(cols) <> 1) OR cardinality(lo) <> cardinality(cols)
+          OR cardinality(hi) <> cardinality(cols) OR (cardinality(cols) > 0
+          AND (array_ndims(lo) IS DISTINCT FROM 1 OR array_ndims(hi) IS DISTINCT FROM 1)) THEN
         RAISE EXCEPTION 'pg_kde: lo and hi need one bound for each of the % column(s) named', cardinality(cols)
             USING ERRCODE = 'array_subscript_error';
+    ELSIF (eq_cols IS NULL) <> (eq_vals IS NULL) OR cardinality(eq_cols) <> cardinality(eq_vals) THEN
+        RAISE EXCEPTION 'pg_kde: eq_vals need one value for each of the eq_cols'
+            USING ERRCODE = 'array_subscript_error';
+    ELSIF array_position(eq_vals, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'pg_kde: eq_vals must not hold NULL (col = NULL holds no row)'
+            USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF sum_col IS NOT NULL AND array_position(cols, sum_col) IS NULL THEN
-        names := cols || sum_col;
+    names := cols || coalesce(eq_cols, '{}');
+    FOR i IN 1 .. coalesce(cardinality(extra), 0) LOOP
+        IF extra[i] IS NOT NULL AND array_position(names, extra[i]) IS NULL THEN
+            names := names || extra[i];
+        END IF;
+    END LOOP;
+    IF cardinality(names) = 0 THEN
+        RAISE EXCEPTION 'pg_kde: name at least one column' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     r := @extschema@._kde_synopsis_nd_for(tbl, names);
-    d := cardinality((r.s).cols);
-    a := array_fill(NULL::float8, ARRAY[d]);
-    b := array_fill(NULL::float8, ARRAY[d]);
+    s := r.s;
+    widths := r.widths;
+    n_rows := r.n_rows;
+    empty := false;
+    a := array_fill(NULL::float8, ARRAY[cardinality(s.cols)]);
+    b := array_fill(NULL::float8, ARRAY[cardinality(s.cols)]);
     FOR i IN 1 .. cardinality(cols) LOOP
+        k := r.pos[i];
         IF lo[array_lower(lo, 1) + i - 1] = 'NaN' OR hi[array_lower(hi, 1) + i - 1] = 'NaN' THEN
             RAISE EXCEPTION 'pg_kde: bounds must not be NaN (a NULL element leaves that side open)'
                 USING ERRCODE = 'invalid_parameter_value';
+        ELSIF s.categorical[k] THEN
+            RAISE EXCEPTION 'pg_kde: column % is a category: name it in eq_cols, with its value in eq_vals', cols[i]
+                USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        a[r.pos[i]] := lo[array_lower(lo, 1) + i - 1];
-        b[r.pos[i]] := hi[array_lower(hi, 1) + i - 1];
+        a[k] := lo[array_lower(lo, 1) + i - 1];
+        b[k] := hi[array_lower(hi, 1) + i - 1];
     END LOOP;
-    k := CASE WHEN sum_col IS NULL THEN 0 ELSE array_position((r.s).cols, sum_col) END;
-    IF not_null AND a[k] IS NULL THEN
-        a[k] := '-Infinity';
-    END IF;
-    RETURN @extschema@._kde_box_nd(r.s, r.widths, r.n_rows, a, b, CASE WHEN not_null THEN 0 ELSE k END);
+    FOR i IN 1 .. coalesce(cardinality(eq_cols), 0) LOOP
+        k := r.pos[cardinality(cols) + i];
+        IF s.categorical[k] THEN
+            place := array_position(@extschema@._kde_labels(s, k), eq_vals[i]);
+            IF place IS NULL THEN
+                empty := true;
+            ELSE
+                a[k] := place - 1;
+                b[k] := place - 1;
+            END IF;
+        ELSE
+            -- (checked by its form, not by catching the cast's error: no subtransaction in a parallel worker)
+            IF eq_vals[i] !~ '^\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$' THEN
+                RAISE EXCEPTION 'pg_kde: % is not a number, the type of column %', quote_literal(eq_vals[i]), eq_cols[i]
+                    USING ERRCODE = 'invalid_text_representation';
+            END IF;
+            v := eq_vals[i]::float8;
+            a[k] := v;
+            b[k] := v;
+        END IF;
+    END LOOP;
+    extra_pos := ARRAY(SELECT array_position(s.cols, e) FROM unnest(extra) WITH ORDINALITY u(e, i) ORDER BY u.i);
 END
 $$;
-COMMENT ON FUNCTION _kde_query_nd(regclass, text[], float8[], float8[], text, boolean) IS
+COMMENT ON FUNCTION _kde_nd_args(regclass, text[], float8[], float8[], text[], text[], text[]) IS
+    'pg_kde internal: a query of a multi-column synopsis, its bounds in the synopsis'' order';
+
+-- {estimate, variance} of a box; with sum_col, of the sum of its values over the box's rows (its NULLs add
+-- nothing), and with not_null its rows with sum_col non-NULL counted (what avg divides by).
+CREATE FUNCTION _kde_query_nd(tbl regclass, cols text[], lo float8[], hi float8[], eq_cols text[], eq_vals text[],
+                              sum_col text, not_null boolean) RETURNS float8[]
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    a float8[];
+    k integer;
+BEGIN
+    r := @extschema@._kde_nd_args(tbl, cols, lo, hi, eq_cols, eq_vals, ARRAY[sum_col]);
+    IF r.empty THEN
+        RETURN ARRAY[0, 0]::float8[];
+    END IF;
+    k := coalesce(r.extra_pos[1], 0);
+    a := r.a;
+    IF not_null AND a[k] IS NULL AND (r.b)[k] IS NULL THEN
+        a[k] := '-Infinity';
+    END IF;
+    IF k > 0 AND (r.s).categorical[k] THEN
+        RAISE EXCEPTION 'pg_kde: column % is a category: it has no sum', sum_col USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN @extschema@._kde_box_nd(r.s, r.widths, r.n_rows, a, r.b, CASE WHEN not_null THEN 0 ELSE k END, 0);
+END
+$$;
+COMMENT ON FUNCTION _kde_query_nd(regclass, text[], float8[], float8[], text[], text[], text, boolean) IS
     'pg_kde internal: a box of a multi-column synopsis, its bounds by column name';
 
 CREATE FUNCTION approx_count(tbl regclass, cols text[], lo float8[], hi float8[]) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, false))[1] $$;
+AS $$ SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, NULL, NULL, false))[1] $$;
 COMMENT ON FUNCTION approx_count(regclass, text[], float8[], float8[]) IS
     'Approximate count of rows with lo[i] <= cols[i] <= hi[i] for every i (NULL element: that side open), from a synopsis of 3 to 16 columns that covers them';
+
+CREATE FUNCTION approx_count(tbl regclass, cols text[], lo float8[], hi float8[], eq_cols text[], eq_vals text[])
+RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, eq_cols, eq_vals, NULL, false))[1] $$;
+COMMENT ON FUNCTION approx_count(regclass, text[], float8[], float8[], text[], text[]) IS
+    'approx_count of a box that also holds eq_cols[i] = eq_vals[i] (a category''s label, or a number as text) for every i';
 
 CREATE FUNCTION approx_sum(tbl regclass, sum_col text, cols text[], lo float8[], hi float8[]) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, sum_col, false))[1] $$;
+AS $$ SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, NULL, sum_col, false))[1] $$;
 COMMENT ON FUNCTION approx_sum(regclass, text, text[], float8[], float8[]) IS
     'Approximate sum of sum_col over the rows of a box of cols, from a synopsis of 3 to 16 columns that covers them all';
 
@@ -118,36 +205,112 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN c > 0 THEN s / c END
-    FROM (SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, avg_col, false))[1] AS s,
-                 (@extschema@._kde_query_nd(tbl, cols, lo, hi, avg_col, true))[1] AS c) q
+    FROM (SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, NULL, avg_col, false))[1] AS s,
+                 (@extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, NULL, avg_col, true))[1] AS c) q
 $$;
 COMMENT ON FUNCTION approx_avg(regclass, text, text[], float8[], float8[]) IS
     'Approximate average of avg_col over the rows of a box of cols (NULL when none), from a synopsis of 3 to 16 columns that covers them all';
 
--- The interval of a sample's estimate: estimate ± z·sd (sd from the points' weights, docs/math.md §13),
--- clipped to what a count or a sum can be (0 to the table's rows for a count); low and high are not hard bounds.
+-- The interval of a sample's estimate: estimate ± z·sd, each point's weight read as the chance that its row
+-- is in the box (docs/math.md §13), clipped to 0 .. the table's rows; low and high are not hard bounds.
 CREATE FUNCTION approx_count_ci(tbl regclass, cols text[], lo float8[], hi float8[], confidence float8 DEFAULT 0.95,
                                 OUT estimate float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    r float8[];
+    r record;
+    e float8[];
     half float8;
-    total float8;
 BEGIN
     IF confidence IS NULL OR NOT (confidence > 0 AND confidence < 1) THEN
         RAISE EXCEPTION 'confidence must be between 0 and 1 (exclusive), got %', confidence
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    r := @extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, false);
-    SELECT k.n_rows INTO total FROM @extschema@.kde_catalog k
-    WHERE k.relid = tbl AND k.kind = 'nd' AND k.cols @> approx_count_ci.cols ORDER BY cardinality(k.cols), k.cols LIMIT 1;
-    half := -@extschema@._kde_normal_quantile((1 - confidence) / 2) * sqrt(r[2]);
-    estimate := r[1];
-    low := greatest(r[1] - half, 0);
-    high := least(r[1] + half, total);
+    r := @extschema@._kde_nd_args(tbl, cols, lo, hi, NULL, NULL, NULL);
+    e := @extschema@._kde_box_nd(r.s, r.widths, r.n_rows, r.a, r.b, 0, 0);
+    half := -@extschema@._kde_normal_quantile((1 - confidence) / 2) * sqrt(e[2]);
+    estimate := e[1];
+    low := greatest(e[1] - half, 0);
+    high := least(e[1] + half, r.n_rows);
 END
 $$;
 COMMENT ON FUNCTION approx_count_ci(regclass, text[], float8[], float8[], float8) IS
     'approx_count over a box of a multi-column synopsis with the sample''s interval at the given confidence (not hard bounds)';
+
+-- GROUP BY: the box's rows (or the sum of sum_col over them) per value of group_col, a category or a column
+-- whose sample holds few values, with 95% intervals as approx_count_ci's; groups the sample holds no row of
+-- in the box are left out, a NULL group is reported as grp NULL.
+CREATE FUNCTION _kde_by_nd(tbl regclass, sum_col text, group_col text, cols text[], lo float8[], hi float8[],
+                           eq_cols text[], eq_vals text[])
+RETURNS TABLE (grp text, estimate float8, low float8, high float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    e float8[];
+    g integer;
+    s integer;
+    names text[];
+    z float8 := -@extschema@._kde_normal_quantile(0.025);
+BEGIN
+    IF group_col IS NULL THEN
+        RAISE EXCEPTION 'pg_kde: group_col must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    r := @extschema@._kde_nd_args(tbl, cols, lo, hi, eq_cols, eq_vals, ARRAY[group_col, sum_col]);
+    IF r.empty THEN
+        RETURN;
+    END IF;
+    g := r.extra_pos[1];
+    s := coalesce(r.extra_pos[2], 0);
+    IF s > 0 AND (r.s).categorical[s] THEN
+        RAISE EXCEPTION 'pg_kde: column % is a category: it has no sum', sum_col USING ERRCODE = 'invalid_parameter_value';
+    ELSIF NOT (r.s).complete[g] THEN
+        RAISE EXCEPTION 'pg_kde: column % has too many values to group by', group_col
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Group by a text, enum or boolean column, or a number with few values.';
+    END IF;
+    e := @extschema@._kde_box_nd(r.s, r.widths, r.n_rows, r.a, r.b, s, g);
+    IF (r.s).categorical[g] THEN
+        names := @extschema@._kde_labels(r.s, g);
+    ELSE
+        names := ARRAY(SELECT v::text FROM unnest((r.s).knot_values[
+            (SELECT coalesce(sum((r.s).knot_counts[i]), 0)::integer FROM generate_series(1, g - 1) i) + 1 :
+            (SELECT sum((r.s).knot_counts[i])::integer FROM generate_series(1, g) i)]) WITH ORDINALITY u(v, i) ORDER BY u.i);
+    END IF;
+    FOR i IN 1 .. cardinality(names) + 1 LOOP
+        IF e[2 * i - 1] <> 0 THEN
+            grp := names[i];  -- NULL past the labels: the NULL group
+            estimate := e[2 * i - 1];
+            low := estimate - z * sqrt(e[2 * i]);
+            high := estimate + z * sqrt(e[2 * i]);
+            IF s = 0 THEN
+                low := greatest(low, 0);
+                high := least(high, r.n_rows);
+            END IF;
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION _kde_by_nd(regclass, text, text, text[], float8[], float8[], text[], text[]) IS
+    'pg_kde internal: a box of a multi-column synopsis per group';
+
+CREATE FUNCTION approx_count_by(tbl regclass, group_col text, cols text[], lo float8[], hi float8[],
+                                eq_cols text[] DEFAULT NULL, eq_vals text[] DEFAULT NULL)
+RETURNS TABLE (grp text, estimate float8, low float8, high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM @extschema@._kde_by_nd(tbl, NULL, group_col, cols, lo, hi, eq_cols, eq_vals) $$;
+COMMENT ON FUNCTION approx_count_by(regclass, text, text[], float8[], float8[], text[], text[]) IS
+    'Approximate count of the rows of a box per value of group_col (GROUP BY), with 95% intervals, from a synopsis of 3 to 16 columns';
+
+CREATE FUNCTION approx_sum_by(tbl regclass, sum_col text, group_col text, cols text[], lo float8[], hi float8[],
+                              eq_cols text[] DEFAULT NULL, eq_vals text[] DEFAULT NULL)
+RETURNS TABLE (grp text, estimate float8, low float8, high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM @extschema@._kde_by_nd(tbl, sum_col, group_col, cols, lo, hi, eq_cols, eq_vals) $$;
+COMMENT ON FUNCTION approx_sum_by(regclass, text, text, text[], float8[], float8[], text[], text[]) IS
+    'Approximate sum of sum_col over the rows of a box per value of group_col (GROUP BY), with 95% intervals';

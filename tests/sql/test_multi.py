@@ -295,3 +295,96 @@ def test_growth_makes_it_stale_and_refresh_stale_rebuilds_it(db, table):
     assert db.execute("SELECT kde_refresh_stale()").fetchone()[0] >= 1
     assert db.execute("SELECT approx_count(%s::regclass, ARRAY['a'], ARRAY[NULL]::float8[], ARRAY[NULL]::float8[])",
                       (table,)).fetchone()[0] == pytest.approx(6000, rel=1e-12)
+
+
+def categorical_table(db, table, rng, n=40000):
+    """Numbers correlated with a text category (8 carriers, skewed, 2% NULL), a boolean and an enum."""
+    carriers = np.array(["AA", "B6", "DL", "EV", "MQ", "UA", "US", "WN"])
+    g = np.minimum(np.floor(rng.exponential(2.0, n)), 7).astype(int)
+    a = np.round(np.exp(2.5 + 0.3 * g + 0.8 * rng.standard_normal(n)), 2)
+    b = np.round(20 * g + 15 * rng.standard_normal(n))
+    c = rng.gamma(2.0, 10.0, n) + 3 * g
+    late = rng.random(n) < 0.2 + 0.05 * g
+    carrier = carriers[g].astype(object)
+    carrier[rng.random(n) < 0.02] = None
+    db.execute(sql.SQL("CREATE TYPE {} AS ENUM ('low', 'mid', 'high')").format(sql.Identifier(table + "_e")))
+    db.execute(sql.SQL("CREATE TABLE {} (a numeric(12,2), b int, c float8, carrier text, late boolean, lvl {})").format(
+        sql.Identifier(table), sql.Identifier(table + "_e")))
+    lvl = np.array(["low", "mid", "high"])[np.minimum(g // 3, 2)]
+    with db.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(sql.Identifier(table))) as cp:
+        for row in zip(a.tolist(), b.astype(int).tolist(), c.tolist(), carrier.tolist(), late.tolist(), lvl.tolist()):
+            cp.write_row(row)
+    return {"a": a, "b": b, "c": c, "carrier": carrier, "late": late, "lvl": lvl}
+
+
+@pytest.fixture
+def enum_cleanup(db, table):
+    yield
+    db.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+    db.execute(sql.SQL("DROP TYPE IF EXISTS {}").format(sql.Identifier(table + "_e")))
+
+
+def test_categories_group_by_and_equality(db, table, enum_cleanup):
+    rng = np.random.default_rng(21)
+    data = categorical_table(db, table, rng)
+    summary = refresh_nd(db, table, ["a", "b", "c", "carrier", "late", "lvl"])
+    assert summary["categories"] == [None, None, None, 8, 2, 3]
+    row = stored(db, table)
+    assert row["labels"] == ["AA", "B6", "DL", "EV", "MQ", "UA", "US", "WN", "false", "true", "high", "low", "mid"]
+    n = len(data["a"])
+    # GROUP BY carrier over a box of a and c: within margins for groups of >= 2% of the rows, the NULL group too
+    lo, hi = [5.0, 10.0], [60.0, 60.0]
+    keep = (data["a"] >= 5) & (data["a"] <= 60) & (data["c"] >= 10) & (data["c"] <= 60)
+    got = {r[0]: r[1:] for r in db.execute(
+        "SELECT * FROM approx_count_by(%s::regclass, 'carrier', ARRAY['a', 'c'], %s::float8[], %s::float8[])",
+        (table, lo, hi)).fetchall()}
+    groups = {v: int((keep & (data["carrier"] == v)).sum()) for v in set(data["carrier"][keep]) - {None}}
+    groups[None] = int((keep & np.array([v is None for v in data["carrier"]])).sum())
+    for name, exact in groups.items():
+        if exact >= 0.02 * n:
+            est, low, high = got[name]
+            assert est == pytest.approx(exact, rel=0.08), name
+            assert low <= est <= high
+    assert None in got  # the NULL group
+    # ... equal to the reference on the same catalog row, group by group (knot order: the labels')
+    g = row["cols"].index("carrier")
+    full_lo = [5.0, None, 10.0, None, None, None]
+    full_hi = [60.0, None, 60.0, None, None, None]
+    want, _ = multi.box(row, row["bandwidth"], row["n_rows"], full_lo, full_hi, group_col=g)
+    for i, name in enumerate(row["labels"][:8] + [None]):
+        if want[i] > 0:
+            assert got[name][0] == pytest.approx(want[i], rel=1e-9)
+    # equality on categories and on a boolean; a label the sample never held
+    eq = "SELECT approx_count(%s::regclass, ARRAY['a'], ARRAY[5]::float8[], ARRAY[60]::float8[], %s::text[], %s::text[])"
+    exact = int(((data["a"] >= 5) & (data["a"] <= 60) & (data["carrier"] == "DL") & data["late"]).sum())
+    assert db.execute(eq, (table, ["carrier", "late"], ["DL", "true"])).fetchone()[0] == pytest.approx(exact, rel=0.1)
+    assert db.execute(eq, (table, ["carrier"], ["ZZ"])).fetchone()[0] == 0
+    exact = int(((data["a"] >= 5) & (data["a"] <= 60) & (data["lvl"] == "mid")).sum())
+    assert db.execute(eq, (table, ["lvl"], ["mid"])).fetchone()[0] == pytest.approx(exact, rel=0.05)
+    # sums per group
+    sums = {r[0]: r[1] for r in db.execute(
+        "SELECT grp, estimate FROM approx_sum_by(%s::regclass, 'c', 'late', ARRAY['a'], ARRAY[5]::float8[], "
+        "ARRAY[60]::float8[])", (table,)).fetchall()}
+    sel = (data["a"] >= 5) & (data["a"] <= 60)
+    assert sums["true"] == pytest.approx(data["c"][sel & data["late"]].sum(), rel=0.05)
+    assert sums["false"] == pytest.approx(data["c"][sel & ~data["late"]].sum(), rel=0.05)
+    # a number with few values groups too
+    assert len(db.execute("SELECT * FROM approx_count_by(%s::regclass, 'lvl', '{}'::text[], '{}'::float8[], "
+                          "'{}'::float8[])", (table,)).fetchall()) == 3
+
+
+@pytest.mark.parametrize("call, message", [
+    ("SELECT approx_count(%(t)s::regclass, ARRAY['carrier'], ARRAY[1.0], ARRAY[2.0])", "is a category"),
+    ("SELECT approx_sum(%(t)s::regclass, 'carrier', ARRAY['a'], ARRAY[1.0], ARRAY[2.0])", "has no sum"),
+    ("SELECT * FROM approx_count_by(%(t)s::regclass, 'c', ARRAY['a'], ARRAY[1.0], ARRAY[2.0])", "too many values"),
+    ("SELECT approx_count(%(t)s::regclass, ARRAY['a'], ARRAY[1.0], ARRAY[2.0], ARRAY['b'], ARRAY['x'])", "not a number"),
+    ("SELECT approx_count(%(t)s::regclass, ARRAY['a'], ARRAY[1.0], ARRAY[2.0], ARRAY['b'], ARRAY[NULL])",
+     "must not hold NULL"),
+    ("SELECT approx_count(%(t)s::regclass, ARRAY['a'], ARRAY[1.0], ARRAY[2.0], ARRAY['b', 'c'], ARRAY['1'])",
+     "one value for each"),
+])
+def test_category_misuse_gets_clear_errors(db, table, enum_cleanup, call, message):
+    categorical_table(db, table, np.random.default_rng(22), 3000)
+    refresh_nd(db, table, ["a", "b", "c", "carrier"])
+    with pytest.raises(psycopg.Error, match=message):
+        db.execute(call, {"t": table})
