@@ -394,3 +394,23 @@ def test_category_misuse_gets_clear_errors(db, table, enum_cleanup, call, messag
     refresh_nd(db, table, ["a", "b", "c", "carrier"])
     with pytest.raises(psycopg.Error, match=message):
         db.execute(call, {"t": table})
+
+
+def test_a_partitioned_table_is_sampled_whole(db, table):
+    """A parent's synopsis samples every partition (its rows as one table); growth of a partition makes it
+    stale."""
+    db.execute(sql.SQL("CREATE TABLE {} (k int, a float8, b float8) PARTITION BY RANGE (k)").format(sql.Identifier(table)))
+    for i, (lo, hi) in enumerate([(0, 3), (3, 6)]):
+        db.execute(sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES FROM ({}) TO ({})").format(
+            sql.Identifier(f"{table}_p{i}"), sql.Identifier(table), sql.Literal(lo), sql.Literal(hi)))
+    db.execute(sql.SQL("INSERT INTO {} SELECT g % 6, sqrt(g), g % 97 FROM generate_series(1, 30000) g").format(
+        sql.Identifier(table)))
+    summary = refresh_nd(db, table, ["k", "a", "b"])
+    assert summary["rows"] == 30000
+    est = db.execute("SELECT approx_count(%s::regclass, ARRAY['k', 'b'], ARRAY[4, 10]::float8[], ARRAY[5, 40]::float8[])",
+                     (table,)).fetchone()[0]
+    exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE k BETWEEN 4 AND 5 AND b BETWEEN 10 AND 40").format(
+        sql.Identifier(table))).fetchone()[0]
+    assert est == pytest.approx(exact, rel=0.08)
+    db.execute(sql.SQL("INSERT INTO {} SELECT 1, 1, 1 FROM generate_series(1, 5000)").format(sql.Identifier(f"{table}_p0")))
+    assert db.execute("SELECT stale FROM kde_synopses WHERE relid = %s::regclass", (table,)).fetchone()[0] is True
