@@ -23,6 +23,8 @@ PG_FUNCTION_INFO_V1(kde_box_nd);
 #define MAX_COLUMNS 16
 /* beyond this many widths from a point its kernel's mass is taken as 0 or 1 (Phi(-6.5) = 4e-11) */
 #define KERNEL_REACH 6.5
+/* the narrowest kernel a synopsis may hold (multi.MIN_WIDTH; LSCV's search stops at 1e-6) */
+#define MIN_WIDTH 1e-9
 
 typedef struct Column
 {
@@ -149,7 +151,7 @@ normal_cdf(double z)
 
 	if (z >= KERNEL_REACH)
 		return 1;
-	if (z <= -KERNEL_REACH)
+	if (!(z > -KERNEL_REACH))	/* NaN too: never an index */
 		return 0;
 	t = (z + KERNEL_REACH) * (PHI_STEPS / (2.0 * KERNEL_REACH));
 	i = (int) t;
@@ -293,7 +295,9 @@ kde_box_nd(PG_FUNCTION_ARGS)
 	{
 		Column	   *c = &cols[j];
 
-		if (counts[j] < 1 || counts[j] > n_values - start || non_null[j] < 0 || !(widths[j] >= 0 && widths[j] <= 1))
+		/* a width is 0 (no kernel) or at least MIN_WIDTH: 1/h stays finite */
+		if (counts[j] < 1 || counts[j] > n_values - start || non_null[j] < 0
+			|| !(widths[j] == 0 || (widths[j] >= MIN_WIDTH && widths[j] <= 1)))
 			corrupt("its knot counts or widths");
 		c->values = values + start;
 		c->below = below + start;
@@ -373,8 +377,13 @@ kde_box_nd(PG_FUNCTION_ARGS)
 			int			code = p[2 * j] | (p[2 * j + 1] << 8);
 			int			g = code == CODE_NULL ? groups : column_band(&cols[j], code / CODE_SCALE);
 
-			group_sum[g] += w;
-			group_sum2[g] += w2;
+			/* a group whose value the box's own bounds on that column leave out holds none of its rows (the
+			 * kernel of a smoothed column reaches past them) */
+			if (g == groups || !((lo_given[j] && cols[j].values[g] < lo[j]) || (hi_given[j] && cols[j].values[g] > hi[j])))
+			{
+				group_sum[g] += w;
+				group_sum2[g] += w2;
+			}
 		}
 		sum += w;
 		sum2 += w2;

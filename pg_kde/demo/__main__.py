@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import __version__, _native, admin, bandwidth, kde, server
 from .. import backends as backend_status
-from .datasets import load_nycflights
+from .datasets import CARRIER_COLUMNS, load_flights_by_carrier, load_nycflights
 
 
 def _load():
@@ -167,7 +167,7 @@ def _density_picture(x, grid, density, result, out_dir="demo-output"):
 #: (what is asked, exact SQL, pg_kde SQL returning (estimate, low, high) or the estimate alone, planner
 #: predicate or None). ``{kde}`` stands for pg_kde's schema: the calls name it and cast their bounds to
 #: float8, so an overload in another schema on the search_path (one taking integers, say) is never called.
-F, W = "kde_demo.flights", "kde_demo.weather"
+F, W, C = "kde_demo.flights", "kde_demo.weather", "kde_demo.flights_carrier"
 QUERIES = [
     ("flights with 0 <= dep_delay <= 30",
      f"SELECT count(*) FROM {F} WHERE dep_delay BETWEEN 0 AND 30",
@@ -204,6 +204,31 @@ QUERIES = [
 ]
 
 
+def _group_by_demo(conn, kde_schema: str) -> None:
+    """One GROUP BY from the 5-column synopsis (delays, distance, air time, carrier) beside the exact counts
+    and the planner's estimate of each group."""
+    where = "distance BETWEEN 500 AND 1500 AND arr_delay BETWEEN 0 AND 60"
+    exact_sql = f"SELECT carrier, count(*) FROM {C} WHERE {where} GROUP BY carrier ORDER BY 2 DESC LIMIT 6"
+    approx_sql = (f"SELECT * FROM {kde_schema}.approx_count_by('{C}', 'carrier', ARRAY['distance', 'arr_delay'], "
+                  "ARRAY[500, 0]::float8[], ARRAY[1500, 60]::float8[])")
+    print(f"GROUP BY: flights of 500-1500 miles arriving 0-60 min late, per carrier (the six largest)\n"
+          f"  exact:  {exact_sql}\n  pg_kde: {approx_sql}")
+    exact_ms, _ = _best_ms(conn, exact_sql, 3)
+    exact = conn.execute(exact_sql).fetchall()
+    _best_ms(conn, approx_sql, 1)
+    approx_ms, _ = _best_ms(conn, approx_sql, 5)
+    approx = {r[0]: r[1:] for r in conn.execute(approx_sql).fetchall()}
+    rows = []
+    for carrier, count in exact:
+        est, low, high = approx.get(carrier, (0.0, 0.0, 0.0))
+        plan = conn.execute(f"EXPLAIN (FORMAT JSON) SELECT * FROM {C} WHERE {where} AND carrier = %s",
+                            (carrier,)).fetchone()[0]
+        rows.append((carrier, f"{count:,}", f"{est:,.0f} [{low:,.0f}, {high:,.0f}]",
+                     f"{abs(est - count) / count:.1%}", f"{plan[0]['Plan']['Plan Rows']:,}"))
+    _print_table(("carrier", "exact", "approximate [95% interval]", "error", "planner"), rows)
+    print(f"  exact GROUP BY {exact_ms:.1f} ms, approx_count_by {approx_ms:.2f} ms (every carrier)")
+
+
 def _best_ms(conn, query, runs):
     best, row = float("inf"), None
     for _ in range(runs):
@@ -234,11 +259,12 @@ def extension_demo(args) -> int:
             print(f"updated the extension from {installed} to {__version__}")
         started = time.perf_counter()
         rows = load_nycflights(conn, schema="kde_demo", replace=False)
+        load_flights_by_carrier(conn, schema="kde_demo", replace=False)
         print(f"loaded {rows['flights']} flights and {rows['weather']} weather rows into schema kde_demo "
               f"({time.perf_counter() - started:.1f} s)")
         targets = [(F, c) for c in ("dep_delay", "arr_delay", "air_time", "distance")]
         targets += [(W, c) for c in ("temp", "humid", "wind_speed")] + [(F, ["distance", "air_time"])]
-        targets += [(F, ["dep_delay", "arr_delay", "distance", "air_time"])]
+        targets += [(F, ["dep_delay", "arr_delay", "distance", "air_time"]), (C, CARRIER_COLUMNS)]
         print("refreshing synopses:")
         summaries = admin.refresh(
             conn, targets, progress=lambda *state: admin.progress_bar(*state, width=20, indent="  ")
@@ -274,6 +300,8 @@ def extension_demo(args) -> int:
             table_rows.append((str(number), f"{exact:,.1f}", interval, f"{error:.3%}", planner, f"{exact_ms:.1f}",
                                f"{approx_ms:.2f}", f"{exact_ms / approx_ms:.0f}x"))
         _print_table(head, table_rows)
+        print()
+        _group_by_demo(conn, kde_schema)
     print()
     if local:
         print("the embedded PostgreSQL keeps running; stop it with: make server-stop  (or: pg-kde server stop)")

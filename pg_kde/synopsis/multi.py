@@ -61,6 +61,8 @@ FIXED_BYTES = 1024
 MAX_WIDTH = 0.05
 #: Distinct values a categorical (text, enum, boolean) column may hold in the sample.
 MAX_LABELS = 4096
+#: The narrowest kernel a stored synopsis may hold (extension/multi.c refuses others): 1/h stays finite.
+MIN_WIDTH = 1e-9
 #: Methods: auto (LSCV over diagonal H) and lscv_H (LSCV over full H, read per axis).
 METHODS = ("auto", "lscv_H")
 
@@ -211,7 +213,7 @@ def choose_widths(U: np.ndarray, smooth: np.ndarray, method: str, backend: str, 
             w = _diagonal_lscv(X, backend, interrupt)
     except (BackendUnavailableError, DeviceOutOfMemoryError, ValueError) as exc:
         raise UserError(f"pg_kde: {exc}") from exc
-    widths[dims] = np.minimum(w * rate, MAX_WIDTH)
+    widths[dims] = np.clip(w * rate, MIN_WIDTH, MAX_WIDTH)
     return widths, n_b
 
 
@@ -427,6 +429,14 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
         c = codes[:, group_col]
         groups = len(knots[group_col].values)
         g = np.array([groups if c[i] == CODE_NULL else knots[group_col].band(c[i] / CODE_SCALE) for i in range(m)])
+        # a group whose value the box's own bounds on that column leave out holds none of its rows
+        values_g = np.append(knots[group_col].values, np.nan)[g]
+        out = np.zeros(m, bool)
+        if lo[group_col] is not None:
+            out |= values_g < lo[group_col]
+        if hi[group_col] is not None:
+            out |= values_g > hi[group_col]
+        w, w2 = np.where(out, 0.0, w), np.where(out, 0.0, w2)
         total = np.bincount(g, weights=w, minlength=groups + 1)
         second = np.bincount(g, weights=w2, minlength=groups + 1)
         return scale * total, scale * scale * np.maximum(second - total * total / m, 0.0)

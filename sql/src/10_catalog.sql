@@ -162,7 +162,7 @@ ALTER TABLE kde_catalog ADD CONSTRAINT kde_catalog_well_formed CHECK (
     AND cardinality(attnums) = cardinality(cols) AND cardinality(coltypes) = cardinality(cols)
     AND 0 < ALL (attnums) AND n_rows >= 0 AND n_null >= 0 AND sample_size >= 0 AND pages >= 0
     AND cardinality(bandwidth) = CASE kind WHEN '1d' THEN 1 WHEN '2d' THEN 4 ELSE cardinality(cols) END
-    AND (kind <> 'nd' OR (0 <= ALL (bandwidth) AND 1 >= ALL (bandwidth)))
+    AND (kind <> 'nd' OR (1e-9 <= ALL (array_remove(bandwidth, 0)) AND 1 >= ALL (bandwidth)))
     AND (kind <> '1d' OR (bandwidth[1] >= 0 AND bandwidth[1] < 'Infinity'))
     AND jsonb_typeof(requested) = 'object'
     AND @extschema@._kde_is_vector(cols) AND @extschema@._kde_is_vector(attnums) AND @extschema@._kde_is_vector(coltypes)
@@ -201,6 +201,19 @@ ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_well_formed CHECK (
 ALTER TABLE kde_synopsis_2d ADD CONSTRAINT kde_synopsis_2d_pairs_well_formed CHECK (
     octet_length(pair_pack) = 0
     OR (cardinality(lattice1) > 0 AND cardinality(lattice2) > 0 AND grid_size = ARRAY[2, 2]));
+-- A multi-column payload's categories: every categorical column's knots are complete, and labels holds
+-- knot_counts[j] of them for each.
+CREATE FUNCTION _kde_labels_fit(knot_counts int4[], complete boolean[], categorical boolean[], labels text[])
+RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(bool_and(NOT c OR k), true)
+           AND coalesce(sum(n) FILTER (WHERE c), 0) = cardinality(labels)
+    FROM unnest(knot_counts, complete, categorical) AS u(n, k, c)
+$$;
+COMMENT ON FUNCTION _kde_labels_fit(int4[], boolean[], boolean[], text[]) IS
+    'pg_kde internal: do a multi-column payload''s labels fit its categorical columns';
 ALTER TABLE kde_synopsis_nd ADD CONSTRAINT kde_synopsis_nd_well_formed CHECK (
     cardinality(cols) BETWEEN 3 AND 16 AND n_points >= 1
     AND octet_length(points) = 2::bigint * n_points * cardinality(cols)
@@ -211,7 +224,8 @@ ALTER TABLE kde_synopsis_nd ADD CONSTRAINT kde_synopsis_nd_well_formed CHECK (
     AND @extschema@._kde_is_vector(knot_counts) AND @extschema@._kde_is_vector(knot_values)
     AND @extschema@._kde_is_vector(knot_below) AND @extschema@._kde_is_vector(knot_upto)
     AND @extschema@._kde_is_vector(non_null) AND @extschema@._kde_is_vector(complete)
-    AND @extschema@._kde_is_vector(categorical) AND @extschema@._kde_is_vector(labels));
+    AND @extschema@._kde_is_vector(categorical) AND @extschema@._kde_is_vector(labels)
+    AND @extschema@._kde_labels_fit(knot_counts, complete, categorical, labels));
 
 -- True when row-level security may hide rows of tbl from the current role: its policies apply to the role
 -- (row_security_active), or tbl is a view over (views over) a table with row-level security enabled, whose

@@ -30,7 +30,11 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no pg_kde synopsis of % covers columns %', tbl, array_to_string(cols, ', ')
             USING ERRCODE = 'undefined_object',
-                  HINT = format('Build one with: SELECT kde_refresh(%L, %L::text[]);', tbl::text, cols::text);
+                  HINT = CASE WHEN cardinality(cols) >= 3
+                              THEN format('Build one with: SELECT kde_refresh(%L, %L::text[]);', tbl::text, cols::text)
+                              ELSE format('Build a synopsis of 3 to 16 columns that include %s, e.g. SELECT kde_refresh(%L, '
+                                          'ARRAY[%s, <more columns>]);', array_to_string(cols, ', '), tbl::text,
+                                          (SELECT string_agg(quote_literal(c), ', ') FROM unnest(cols) c)) END;
     END IF;
     ident := @extschema@._kde_columns(tbl, h.cols);
     PERFORM @extschema@._kde_check_identity(tbl, h.cols, h.built_relid, h.attnums, h.coltypes, ident.attnums,
@@ -76,6 +80,7 @@ DECLARE
     names text[];
     k integer;
     place integer;
+    label text;
     v float8;
 BEGIN
     IF cols IS NULL OR lo IS NULL OR hi IS NULL THEN
@@ -92,6 +97,9 @@ BEGIN
     ELSIF array_position(eq_vals, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'pg_kde: eq_vals must not hold NULL (col = NULL holds no row)'
             USING ERRCODE = 'null_value_not_allowed';
+    ELSIF eq_cols IS NOT NULL AND NOT (@extschema@._kde_is_vector(eq_cols) AND @extschema@._kde_is_vector(eq_vals)) THEN
+        RAISE EXCEPTION 'pg_kde: eq_cols and eq_vals must be one-dimensional arrays from 1 without NULLs'
+            USING ERRCODE = 'array_subscript_error';
     END IF;
     names := cols || coalesce(eq_cols, '{}');
     FOR i IN 1 .. coalesce(cardinality(extra), 0) LOOP
@@ -124,7 +132,10 @@ BEGIN
     FOR i IN 1 .. coalesce(cardinality(eq_cols), 0) LOOP
         k := r.pos[cardinality(cols) + i];
         IF s.categorical[k] THEN
-            place := array_position(@extschema@._kde_labels(s, k), eq_vals[i]);
+            -- a boolean's value as the column prints it ('t', 'yes', 'TRUE': 'true'); text and enums as given
+            label := CASE WHEN @extschema@._kde_coltype(tbl, eq_cols[i]) = 'boolean'
+                          THEN eq_vals[i]::boolean::text ELSE eq_vals[i] END;
+            place := array_position(@extschema@._kde_labels(s, k), label);
             IF place IS NULL THEN
                 empty := true;
             ELSE
@@ -132,12 +143,8 @@ BEGIN
                 b[k] := place - 1;
             END IF;
         ELSE
-            -- (checked by its form, not by catching the cast's error: no subtransaction in a parallel worker)
-            IF eq_vals[i] !~ '^\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$' THEN
-                RAISE EXCEPTION 'pg_kde: % is not a number, the type of column %', quote_literal(eq_vals[i]), eq_cols[i]
-                    USING ERRCODE = 'invalid_text_representation';
-            END IF;
-            v := eq_vals[i]::float8;
+            -- read as the column's type, as text bounds are (a date's '2024-03-01', a number's '5')
+            v := @extschema@._kde_text_bound(tbl, eq_cols[i], eq_vals[i]);
             a[k] := v;
             b[k] := v;
         END IF;
@@ -178,6 +185,20 @@ $$;
 COMMENT ON FUNCTION _kde_query_nd(regclass, text[], float8[], float8[], text[], text[], text, boolean) IS
     'pg_kde internal: a box of a multi-column synopsis, its bounds by column name';
 
+-- A required argument: its value, or an error naming it.
+CREATE FUNCTION _kde_required(name text, value text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        RAISE EXCEPTION 'pg_kde: % must not be NULL', name USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    RETURN value;
+END
+$$;
+COMMENT ON FUNCTION _kde_required(text, text) IS 'pg_kde internal: a required argument';
+
 CREATE FUNCTION approx_count(tbl regclass, cols text[], lo float8[], hi float8[]) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -196,7 +217,7 @@ COMMENT ON FUNCTION approx_count(regclass, text[], float8[], float8[], text[], t
 CREATE FUNCTION approx_sum(tbl regclass, sum_col text, cols text[], lo float8[], hi float8[]) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, NULL, sum_col, false))[1] $$;
+AS $$ SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, NULL, @extschema@._kde_required('sum_col', sum_col), false))[1] $$;
 COMMENT ON FUNCTION approx_sum(regclass, text, text[], float8[], float8[]) IS
     'Approximate sum of sum_col over the rows of a box of cols, from a synopsis of 3 to 16 columns that covers them all';
 
@@ -205,7 +226,7 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN c > 0 THEN s / c END
-    FROM (SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, NULL, avg_col, false))[1] AS s,
+    FROM (SELECT (@extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, NULL, @extschema@._kde_required('avg_col', avg_col), false))[1] AS s,
                  (@extschema@._kde_query_nd(tbl, cols, lo, hi, NULL, NULL, avg_col, true))[1] AS c) q
 $$;
 COMMENT ON FUNCTION approx_avg(regclass, text, text[], float8[], float8[]) IS
@@ -250,8 +271,10 @@ AS $$
 DECLARE
     r record;
     e float8[];
+    rows_in float8[];
     g integer;
     s integer;
+    t text;
     names text[];
     z float8 := -@extschema@._kde_normal_quantile(0.025);
 BEGIN
@@ -272,15 +295,23 @@ BEGIN
                   HINT = 'Group by a text, enum or boolean column, or a number with few values.';
     END IF;
     e := @extschema@._kde_box_nd(r.s, r.widths, r.n_rows, r.a, r.b, s, g);
+    -- the groups that hold rows of the box (a sum may be 0 where rows are)
+    rows_in := CASE WHEN s = 0 THEN e ELSE @extschema@._kde_box_nd(r.s, r.widths, r.n_rows, r.a, r.b, 0, g) END;
     IF (r.s).categorical[g] THEN
         names := @extschema@._kde_labels(r.s, g);
     ELSE
-        names := ARRAY(SELECT v::text FROM unnest((r.s).knot_values[
+        t := @extschema@._kde_coltype(tbl, group_col);
+        -- a time column's groups in its own type (a timestamptz in the session's time zone, as it prints)
+        names := ARRAY(SELECT CASE WHEN t = 'date' THEN (to_timestamp(v) AT TIME ZONE 'UTC')::date::text
+                                   WHEN t LIKE 'timestamp%with time zone' THEN to_timestamp(v)::text
+                                   WHEN t LIKE 'timestamp%' THEN (to_timestamp(v) AT TIME ZONE 'UTC')::text
+                                   ELSE v::text END
+                       FROM unnest((r.s).knot_values[
             (SELECT coalesce(sum((r.s).knot_counts[i]), 0)::integer FROM generate_series(1, g - 1) i) + 1 :
             (SELECT sum((r.s).knot_counts[i])::integer FROM generate_series(1, g) i)]) WITH ORDINALITY u(v, i) ORDER BY u.i);
     END IF;
     FOR i IN 1 .. cardinality(names) + 1 LOOP
-        IF e[2 * i - 1] <> 0 THEN
+        IF rows_in[2 * i - 1] <> 0 THEN
             grp := names[i];  -- NULL past the labels: the NULL group
             estimate := e[2 * i - 1];
             low := estimate - z * sqrt(e[2 * i]);
@@ -311,7 +342,7 @@ CREATE FUNCTION approx_sum_by(tbl regclass, sum_col text, group_col text, cols t
 RETURNS TABLE (grp text, estimate float8, low float8, high float8)
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM @extschema@._kde_by_nd(tbl, sum_col, group_col, cols, lo, hi, eq_cols, eq_vals) $$;
+AS $$ SELECT * FROM @extschema@._kde_by_nd(tbl, @extschema@._kde_required('sum_col', sum_col), group_col, cols, lo, hi, eq_cols, eq_vals) $$;
 COMMENT ON FUNCTION approx_sum_by(regclass, text, text, text[], float8[], float8[], text[], text[]) IS
     'Approximate sum of sum_col over the rows of a box per value of group_col (GROUP BY), with 95% intervals';
 
@@ -321,6 +352,8 @@ CREATE FUNCTION _kde_text_bounds(tbl regclass, cols text[], x text[]) RETURNS fl
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    category text;
 BEGIN
     IF cols IS NULL OR x IS NULL THEN
         RAISE EXCEPTION 'pg_kde: cols, lo and hi must not be NULL (a NULL element of lo or hi leaves that side open)'
@@ -328,6 +361,13 @@ BEGIN
     ELSIF cardinality(x) <> cardinality(cols) THEN
         RAISE EXCEPTION 'pg_kde: lo and hi need one bound for each of the % column(s) named', cardinality(cols)
             USING ERRCODE = 'array_subscript_error';
+    END IF;
+    SELECT u.c INTO category FROM unnest(cols) u(c)
+    JOIN pg_attribute a ON a.attrelid = tbl AND a.attname = u.c AND a.attnum > 0 AND NOT a.attisdropped
+    JOIN pg_type t ON t.oid = a.atttypid WHERE t.typcategory IN ('S', 'E', 'B') LIMIT 1;
+    IF category IS NOT NULL THEN
+        RAISE EXCEPTION 'pg_kde: column % is a category: name it in eq_cols, with its value in eq_vals', category
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     RETURN ARRAY(SELECT @extschema@._kde_text_bound(tbl, u.c, u.v)
                  FROM unnest(cols, x) WITH ORDINALITY AS u(c, v, i) ORDER BY u.i);

@@ -383,7 +383,13 @@ def test_categories_group_by_and_equality(db, table, enum_cleanup):
     ("SELECT approx_count(%(t)s::regclass, ARRAY['carrier'], ARRAY[1.0], ARRAY[2.0])", "is a category"),
     ("SELECT approx_sum(%(t)s::regclass, 'carrier', ARRAY['a'], ARRAY[1.0], ARRAY[2.0])", "has no sum"),
     ("SELECT * FROM approx_count_by(%(t)s::regclass, 'c', ARRAY['a'], ARRAY[1.0], ARRAY[2.0])", "too many values"),
-    ("SELECT approx_count(%(t)s::regclass, ARRAY['a'], ARRAY[1.0], ARRAY[2.0], ARRAY['b'], ARRAY['x'])", "not a number"),
+    ("SELECT approx_count(%(t)s::regclass, ARRAY['a'], ARRAY[1.0], ARRAY[2.0], ARRAY['b'], ARRAY['x'])",
+     "invalid input syntax for type double precision"),
+    ("SELECT approx_count(%(t)s::regclass, ARRAY['a'], ARRAY[1.0], ARRAY[2.0], ARRAY['b'], '[0:0]={2}'::text[])",
+     "one-dimensional arrays from 1"),
+    ("SELECT approx_count(%(t)s::regclass, ARRAY['carrier'], ARRAY['AA'], ARRAY['UA'])", "is a category"),
+    ("SELECT approx_sum(%(t)s::regclass, NULL, ARRAY['a'], ARRAY[1.0], ARRAY[2.0])", "sum_col must not be NULL"),
+    ("SELECT approx_count(%(t)s::regclass, ARRAY['a', 'zz'], ARRAY[1.0, 1], ARRAY[2.0, 2])", 'column "?zz"?'),
     ("SELECT approx_count(%(t)s::regclass, ARRAY['a'], ARRAY[1.0], ARRAY[2.0], ARRAY['b'], ARRAY[NULL])",
      "must not hold NULL"),
     ("SELECT approx_count(%(t)s::regclass, ARRAY['a'], ARRAY[1.0], ARRAY[2.0], ARRAY['b', 'c'], ARRAY['1'])",
@@ -414,3 +420,35 @@ def test_a_partitioned_table_is_sampled_whole(db, table):
     assert est == pytest.approx(exact, rel=0.08)
     db.execute(sql.SQL("INSERT INTO {} SELECT 1, 1, 1 FROM generate_series(1, 5000)").format(sql.Identifier(f"{table}_p0")))
     assert db.execute("SELECT stale FROM kde_synopses WHERE relid = %s::regclass", (table,)).fetchone()[0] is True
+
+
+def test_what_a_red_team_found_is_refused_or_right(db, table, enum_cleanup, login_role):
+    """A width that makes 1/h infinite crashed the server through a caller-built row; a writer could store
+    one; a boolean's 't' matched no label; GROUP BY on a bounded smoothed column reported groups outside its
+    bounds; labels that do not fit their columns were stored; a hint asked for a synopsis no box could use."""
+    data = categorical_table(db, table, np.random.default_rng(23), 20000)
+    refresh_nd(db, table, ["a", "b", "c", "carrier", "late"])
+    crafted = ("SELECT _kde_box_nd(ROW(0::oid::regclass, '{a,b,c}', 1, '\\x000000000000'::bytea, '{1,1,1}', '{0,0,0}', "
+               "'{0,0,0}', '{1,1,1}', '{1,1,1}', '{t,t,t}', '{f,f,f}', '{}')::kde_synopsis_nd, %s::float8[], 10, "
+               "'{NULL,NULL,NULL}', '{5,NULL,NULL}', 0, 0)")
+    name, dsn = login_role()
+    with psycopg.connect(dsn, autocommit=True) as conn:  # any role may call it: it must not crash
+        with pytest.raises(psycopg.errors.DataCorrupted, match="knot counts or widths"):
+            conn.execute(crafted, ("{5e-324,0.1,0.1}",))
+        assert conn.execute(crafted, ("{0,0.1,0.1}",)).fetchone()[0] == [10.0, 0.0]
+    with pytest.raises(psycopg.errors.CheckViolation):
+        db.execute("UPDATE kde_catalog SET bandwidth[1] = 5e-324 WHERE relid = %s::regclass", (table,))
+    with pytest.raises(psycopg.errors.CheckViolation):
+        db.execute("UPDATE kde_synopsis_nd SET labels = labels[1:2] WHERE relid = %s::regclass", (table,))
+    eq = ("SELECT approx_count(%s::regclass, ARRAY['a'], ARRAY[NULL]::float8[], ARRAY[NULL]::float8[], "
+          "ARRAY['late'], ARRAY[%s])")
+    want = db.execute(eq, (table, "true")).fetchone()[0]
+    assert want > 0 and all(db.execute(eq, (table, v)).fetchone()[0] == want for v in ("t", "TRUE", "yes"))
+    # b (integers, complete knots, smoothed) grouped within its own bounds: no group outside them
+    groups = db.execute("SELECT grp::float8 FROM approx_count_by(%s::regclass, 'b', ARRAY['b'], ARRAY[10]::float8[], "
+                        "ARRAY[20]::float8[])", (table,)).fetchall()
+    assert groups and all(10 <= g <= 20 for (g,) in groups)
+    with pytest.raises(psycopg.errors.UndefinedObject) as caught:
+        db.execute("SELECT approx_count(%s::regclass, ARRAY['a', 'lvl'], ARRAY[1, 1]::float8[], ARRAY[2, 2]::float8[])",
+                   (table,))
+    assert "3 to 16 columns" in caught.value.diag.message_hint
