@@ -46,16 +46,20 @@ def _sample(plpy, rel: str, kind: str, exprs: list, n_total: int, size: int, see
     return thin(_fetch(plpy, f"SELECT ARRAY[{select}] AS r FROM {source} WHERE {not_null}", len(exprs)), size)
 
 
-def _fetch(plpy, query: str, d: int) -> np.ndarray:
-    """The rows of ``query`` (one float8[] column ``r`` of d values), in chunks."""
-    chunks = []
+def _fetch_chunks(plpy, query: str):
+    """The values of ``query``'s one column ``r``, a list per chunk of rows (a cursor, not all rows at once)."""
     cursor = plpy.cursor(query)
     while True:
         rows = cursor.fetch(_FETCH_ROWS)
         if not rows:
             break
-        chunks.append(np.array([r["r"] for r in rows], dtype=np.float64).reshape(len(rows), d))
+        yield [r["r"] for r in rows]
     cursor.close()
+
+
+def _fetch(plpy, query: str, d: int) -> np.ndarray:
+    """The rows of ``query`` (one float8[] column ``r`` of d values), in chunks."""
+    chunks = [np.array(rows, dtype=np.float64).reshape(len(rows), d) for rows in _fetch_chunks(plpy, query)]
     return np.concatenate(chunks) if chunks else np.empty((0, d))
 
 
@@ -204,14 +208,7 @@ class SqlTableReader:
             query = (f"SELECT ARRAY[{listed}] AS r FROM (SELECT {named}, row_number() OVER (ORDER BY {order}) AS rank "
                      f"FROM {rel}) s WHERE rank = ANY('{ranks}'::int8[]) ORDER BY rank")
             thinned = False
-        texts = []
-        cursor = plpy.cursor(query)
-        while True:
-            chunk = cursor.fetch(_FETCH_ROWS)
-            if not chunk:
-                break
-            texts.extend(r["r"] for r in chunk)
-        cursor.close()
+        texts = [row for rows in _fetch_chunks(plpy, query) for row in rows]
         sample = np.full((len(texts), d), np.nan)
         labels = []
         for k in range(d):

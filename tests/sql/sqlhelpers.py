@@ -1,6 +1,11 @@
 """Helpers of the SQL tests: load arrays into a table, refresh, approximate and exact answers."""
 
+import contextlib
+import subprocess
+import uuid
+
 import numpy as np
+import psycopg
 from psycopg import sql
 
 
@@ -63,3 +68,19 @@ def assert_exact_cells(row: dict, x):
     sums = np.concatenate([[0.0], np.cumsum(np.bincount(c, weights=rest, minlength=len(g) - 1))])
     np.testing.assert_allclose(row["cell_cum_sum"], sums, rtol=1e-9, atol=1e-6)
     assert row["kde_rows"] == len(rest)
+
+
+@contextlib.contextmanager
+def restored_copy(server_dsn, database):
+    """The DSN of a new database restored from ``pg_dump --format=custom`` of ``database``; dropped after."""
+    target = f"pg_kde_restore_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {target}")
+    try:
+        dump = subprocess.run(["pg_dump", "--format=custom", f"--dbname={database}"], capture_output=True, check=True)
+        restored = psycopg.conninfo.make_conninfo(database, dbname=target)
+        subprocess.run(["pg_restore", f"--dbname={restored}"], input=dump.stdout, capture_output=True, check=True)
+        yield restored
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {target} WITH (FORCE)")

@@ -11,7 +11,7 @@ from psycopg import sql  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
 from pg_kde.synopsis import multi  # noqa: E402
-from sqlhelpers import load  # noqa: E402
+from sqlhelpers import load, restored_copy  # noqa: E402
 
 COLS = ["a", "b", "c", "k", "p"]
 
@@ -261,9 +261,6 @@ def test_admin_and_the_command_line_take_many_columns(db, table, database):
 
 @pytest.mark.skipif(__import__("shutil").which("pg_dump") is None, reason="pg_dump is not installed")
 def test_a_dump_and_restore_keeps_the_synopsis(server_dsn, database, db, table):
-    import subprocess
-    import uuid
-
     data = correlated(np.random.default_rng(12), 4000)
     data["gone"] = np.zeros(4000)
     load(db, table, {k: data[k] for k in ("a", "gone", "b", "c", "k")})
@@ -272,18 +269,8 @@ def test_a_dump_and_restore_keeps_the_synopsis(server_dsn, database, db, table):
     box = ("SELECT approx_count(%s::regclass, ARRAY['k', 'b', 'a'], ARRAY[1, -5, 10]::float8[], "
            "ARRAY[4, 15, NULL]::float8[])")
     expected = db.execute(box, (table,)).fetchone()[0]
-    target = f"pg_kde_restore_{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {target}")
-    try:
-        dump = subprocess.run(["pg_dump", "--format=custom", f"--dbname={database}"], capture_output=True, check=True)
-        restored = psycopg.conninfo.make_conninfo(database, dbname=target)
-        subprocess.run(["pg_restore", f"--dbname={restored}"], input=dump.stdout, capture_output=True, check=True)
-        with psycopg.connect(restored, autocommit=True) as conn:
-            assert conn.execute(box, (table,)).fetchone()[0] == pytest.approx(expected, rel=1e-12)
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE {target} WITH (FORCE)")
+    with restored_copy(server_dsn, database) as restored, psycopg.connect(restored, autocommit=True) as conn:
+        assert conn.execute(box, (table,)).fetchone()[0] == pytest.approx(expected, rel=1e-12)
 
 
 def test_growth_makes_it_stale_and_refresh_stale_rebuilds_it(db, table):

@@ -11,7 +11,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 from psycopg import sql  # noqa: E402
 
-from sqlhelpers import approx, exact, load, refresh  # noqa: E402
+from sqlhelpers import approx, exact, load, refresh, restored_copy  # noqa: E402
 from pg_kde.synopsis.cells import cells_for_budget  # noqa: E402
 
 
@@ -184,10 +184,6 @@ def test_the_identity_check_holds_when_event_triggers_are_off(db, table):
 
 @pytest.mark.skipif(shutil.which("pg_dump") is None, reason="pg_dump is not installed")
 def test_restore_keeps_synopses_of_columns_renumbered_by_the_dump(server_dsn, database, db, table):
-    import shutil
-    import subprocess
-    import uuid
-
     if shutil.which("pg_dump") is None:
         pytest.skip("pg_dump is not installed")
     load(db, table, {"a": np.linspace(0, 1, 1000), "gone": np.zeros(1000), "c": np.linspace(5, 6, 1000),
@@ -196,21 +192,11 @@ def test_restore_keeps_synopses_of_columns_renumbered_by_the_dump(server_dsn, da
     for col in ("c", "d"):
         refresh(db, table, col)
     expected = {col: approx(db, "approx_count", table, col, lo, hi) for col, lo, hi in [("c", 5.2, 5.7), ("d", -0.6, -0.1)]}
-    target = f"pg_kde_restore_{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {target}")
-    try:
-        dump = subprocess.run(["pg_dump", "--format=custom", f"--dbname={database}"], capture_output=True, check=True)
-        restored = psycopg.conninfo.make_conninfo(database, dbname=target)
-        subprocess.run(["pg_restore", f"--dbname={restored}"], input=dump.stdout, capture_output=True, check=True)
-        with psycopg.connect(restored, autocommit=True) as conn:
-            for col, lo, hi in [("c", 5.2, 5.7), ("d", -0.6, -0.1)]:
-                assert approx(conn, "approx_count", table, col, lo, hi) == pytest.approx(expected[col], rel=1e-12)
-            assert conn.execute("SELECT attnums FROM kde_catalog WHERE relid = %s::regclass ORDER BY cols",
-                                (table,)).fetchall() in ([([2],), ([3],)], [([3],), ([4],)])
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE {target} WITH (FORCE)")
+    with restored_copy(server_dsn, database) as restored, psycopg.connect(restored, autocommit=True) as conn:
+        for col, lo, hi in [("c", 5.2, 5.7), ("d", -0.6, -0.1)]:
+            assert approx(conn, "approx_count", table, col, lo, hi) == pytest.approx(expected[col], rel=1e-12)
+        assert conn.execute("SELECT attnums FROM kde_catalog WHERE relid = %s::regclass ORDER BY cols",
+                            (table,)).fetchall() in ([([2],), ([3],)], [([3],), ([4],)])
 
 
 # ---------------------------------------------------------------------------------------------- staleness
