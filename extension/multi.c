@@ -340,6 +340,13 @@ kde_box_nd(PG_FUNCTION_ARGS)
 
 	if (group_col > 0)
 	{
+		/* a group column the box also bounds is counted unsmoothed: a group whose value lies within the bounds
+		 * holds all its rows, one outside none (multi.box) */
+		if (cols[group_col - 1].constrained)
+		{
+			cols[group_col - 1].h = 0;
+			cols[group_col - 1].inv_h = 0;
+		}
 		if (!cols[group_col - 1].complete)
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							errmsg("pg_kde: a synopsis groups by a category, or a column whose sample holds few values")));

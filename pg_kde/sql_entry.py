@@ -276,6 +276,12 @@ def _refresh_nd(plpy, started, relid, rel, kind, schema, cols, method, sample_si
         _fail(f"pg_kde: a synopsis covers at most {multi.MAX_COLUMNS} columns, not {len(cols)}")
     if len(set(cols)) != len(cols):
         _fail("pg_kde: a column is named twice")
+    # the same columns in another order are the same synopsis: refreshed in its own order, not built twice
+    same = plpy.execute(plpy.prepare(
+        f"SELECT cols FROM {schema}.kde_catalog WHERE relid = $1::oid::regclass AND kind = 'nd' "
+        "AND cols @> $2 AND cols <@ $2 AND cardinality(cols) = cardinality($2)", ["oid", "text[]"]), [relid, list(cols)])
+    if same:
+        cols = list(same[0]["cols"])
     names, exprs, scans, attnums, coltypes, categorical = _columns(plpy, schema, relid, rel, cols, with_categories=True)
     if grid_size is not None:
         _fail("pg_kde: grid_size does not apply to a synopsis of 3 or more columns; give a budget instead",

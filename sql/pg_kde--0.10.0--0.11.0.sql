@@ -105,7 +105,8 @@ $$;
 -- columns named are constrained, the synopsis' other columns are not. Bounds are float8 (a date, timestamp
 -- or timestamptz column's epoch seconds, as its synopsis holds them); a NULL element leaves that side open.
 
--- The synopsis of 3 to 16 columns that covers the named ones (the one of fewest columns, then by name),
+-- The synopsis of 3 to 16 columns that covers the named ones (the one of most points, the most accurate; then
+-- of fewest columns; then the newest),
 -- checked as _kde_synopsis_for: the role may read the named columns and every column of the synopsis, no
 -- row-level security hides rows, and the synopsis still describes its columns. pos: each named column's
 -- place in the synopsis.
@@ -124,8 +125,9 @@ BEGIN
     END IF;
     SELECT k.cols, k.built_relid, k.attnums, k.coltypes, k.bandwidth, k.n_rows INTO h
     FROM @extschema@.kde_catalog k
+    JOIN @extschema@.kde_synopsis_nd p ON p.relid = k.relid AND p.cols = k.cols
     WHERE k.relid = tbl AND k.kind = 'nd' AND k.cols @> _kde_synopsis_nd_for.cols
-    ORDER BY cardinality(k.cols), k.cols LIMIT 1;
+    ORDER BY p.n_points DESC, cardinality(k.cols), k.built_at DESC, k.cols LIMIT 1;
     IF FOUND THEN
         SELECT * INTO s FROM @extschema@.kde_synopsis_nd p WHERE p.relid = tbl AND p.cols = h.cols;
     END IF;
@@ -486,6 +488,17 @@ AS $$
 $$;
 COMMENT ON FUNCTION approx_count(regclass, text[], text[], text[]) IS
     'approx_count of a box of a multi-column synopsis with bounds given as text, each read as its column''s type (a time column''s too)';
+
+CREATE FUNCTION approx_count(tbl regclass, cols text[], lo text[], hi text[], eq_cols text[], eq_vals text[])
+RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@.approx_count(tbl, cols, @extschema@._kde_text_bounds(tbl, cols, lo),
+                                    @extschema@._kde_text_bounds(tbl, cols, hi), eq_cols, eq_vals)
+$$;
+COMMENT ON FUNCTION approx_count(regclass, text[], text[], text[], text[], text[]) IS
+    'approx_count of a box with bounds given as text and equalities eq_cols[i] = eq_vals[i]';
 
 CREATE FUNCTION approx_count_by(tbl regclass, group_col text, cols text[], lo text[], hi text[],
                                 eq_cols text[] DEFAULT NULL, eq_vals text[] DEFAULT NULL)

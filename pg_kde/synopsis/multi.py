@@ -120,13 +120,17 @@ class Knots:
 
 def make_knots(column: np.ndarray, cap: int) -> Knots:
     """The knots of one column of the sample (NaN: NULL): every distinct value when there are at most
-    ``cap``, otherwise ``cap`` evenly spaced among them (the first and last included)."""
+    ``cap``, otherwise about ``cap`` of them at evenly spaced ranks of the sample (the first and last
+    included)."""
     x = column[~np.isnan(column)]
     values, counts = np.unique(x, return_counts=True)
     cum = np.concatenate([[0], np.cumsum(counts)])
     if len(values) <= cap:
         return Knots(values, cum[:-1], cum[1:], True, len(x))
-    keep = np.unique(np.linspace(0, len(values) - 1, cap).round().astype(np.int64))
+    # the values at evenly spaced ranks (where the rows are, not evenly among the distinct values: F is
+    # linear between knots, and a peaked column's bulk needs them), the first and last included
+    at = np.searchsorted(cum[1:], np.linspace(0, len(x) - 1, cap), side="right")
+    keep = np.unique(np.concatenate([[0], np.minimum(at, len(values) - 1), [len(values) - 1]]))
     return Knots(values[keep], cum[keep], cum[keep + 1], False, len(x))
 
 
@@ -405,6 +409,9 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
     m = int(row["n_points"])
     codes = np.frombuffer(bytes(row["points"]), dtype="<u2").reshape(m, d)
     weight = np.ones(m)
+    widths = np.array(widths, dtype=np.float64)
+    if group_col >= 0:  # a group column the box also bounds is counted unsmoothed (extension/multi.c)
+        widths[group_col] = 0.0
     for j in range(d):
         if lo[j] is None and hi[j] is None:
             continue

@@ -439,3 +439,33 @@ def test_what_a_red_team_found_is_refused_or_right(db, table, enum_cleanup, logi
         db.execute("SELECT approx_count(%s::regclass, ARRAY['a', 'lvl'], ARRAY[1, 1]::float8[], ARRAY[2, 2]::float8[])",
                    (table,))
     assert "3 to 16 columns" in caught.value.diag.message_hint
+
+
+def test_which_synopsis_answers_and_one_synopsis_per_column_set(db, table):
+    """The covering synopsis of most points answers (a small one built later does not take over); the same
+    columns in another order refresh the same synopsis."""
+    data = correlated(np.random.default_rng(24), 20000)
+    load(db, table, data)
+    refresh_nd(db, table, ["a", "b", "c", "k", "p"])
+    box = "SELECT approx_count(%s::regclass, ARRAY['a', 'b'], ARRAY[10, 0]::float8[], ARRAY[40, 20]::float8[])"
+    big = db.execute(box, (table,)).fetchone()[0]
+    refresh_nd(db, table, ["a", "b", "c"], budget=4096)
+    assert db.execute(box, (table,)).fetchone()[0] == big
+    refresh_nd(db, table, ["c", "a", "b"], budget=8192)
+    assert db.execute("SELECT cols FROM kde_catalog WHERE relid = %s::regclass ORDER BY cols", (table,)).fetchall() == [
+        (["a", "b", "c"],), (["a", "b", "c", "k", "p"],)]
+    assert db.execute("SELECT requested->>'budget' FROM kde_catalog WHERE relid = %s::regclass AND cols = '{a,b,c}'",
+                      (table,)).fetchone()[0] == "8192"
+
+
+def test_group_by_a_column_the_box_bounds_keeps_its_rows(db, table, enum_cleanup):
+    data = categorical_table(db, table, np.random.default_rng(25), 40000)
+    refresh_nd(db, table, ["a", "b", "c", "carrier"])
+    rows = db.execute("SELECT grp::float8, estimate FROM approx_count_by(%s::regclass, 'b', ARRAY['b'], "
+                      "ARRAY[40]::float8[], ARRAY[60]::float8[])", (table,)).fetchall()
+    inside = (data["b"] >= 40) & (data["b"] <= 60)
+    assert sum(e for _, e in rows) == pytest.approx(inside.sum(), rel=0.05)
+    for value, est in rows:
+        exact = int((data["b"] == value).sum())
+        if exact >= 300:  # each group's rows are all in the box: none lost at its edges
+            assert est == pytest.approx(exact, rel=0.25), value
