@@ -297,8 +297,8 @@ kde_atom_count(PG_FUNCTION_ARGS)
 
 /* Python's bisect on n ascending values: the first that is not below x (bisect_left; a NaN x gives 0), or with
  * right the first that is above x (bisect_right; a NaN x gives n). */
-static int
-bisect_values(const double *v, int n, double x, bool right)
+int
+kde_bisect(const double *v, int n, double x, bool right)
 {
 	int			lo = 0,
 				hi = n;
@@ -360,10 +360,10 @@ kde_pair_box(PG_FUNCTION_ARGS)
 				far_down = false;
 
 	/* a NaN bound lies above every value, as PostgreSQL orders float8 (a NaN lower bound holds no row) */
-	lo1 = bisect_values(lattice1, m1, isnan(a1) ? INFINITY : a1, false);
-	hi1 = bisect_values(lattice1, m1, isnan(b1) ? INFINITY : b1, true);
-	lo2 = bisect_values(lattice2, m2, isnan(a2) ? INFINITY : a2, false);
-	hi2 = bisect_values(lattice2, m2, isnan(b2) ? INFINITY : b2, true);
+	lo1 = kde_bisect(lattice1, m1, isnan(a1) ? INFINITY : a1, false);
+	hi1 = kde_bisect(lattice1, m1, isnan(b1) ? INFINITY : b1, true);
+	lo2 = kde_bisect(lattice2, m2, isnan(a2) ? INFINITY : a2, false);
+	hi2 = kde_bisect(lattice2, m2, isnan(b2) ? INFINITY : b2, true);
 	if (moment < 0 || moment > 2)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: moment must be 0, 1 or 2, got %d", moment)));

@@ -13,8 +13,6 @@
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "utils/builtins.h"
-#include "utils/lsyscache.h"
 
 PG_FUNCTION_INFO_V1(kde_box_nd);
 
@@ -69,44 +67,33 @@ field_array(HeapTupleHeader row, const char *name, Oid type, int *n)
 static double
 column_cdf(const Column *c, double x, bool strict)
 {
-	int			lo = 0,
-				hi = c->n;
+	int			i = kde_bisect(c->values, c->n, x, false);	/* the first knot not below x */
 	double		f;
 
 	if (c->non_null == 0)
 		return 0;
-	while (lo < hi)				/* the first knot not below x */
-	{
-		int			mid = lo + (hi - lo) / 2;
-
-		if (c->values[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < c->n && c->values[lo] == x)
-		return (double) (strict ? c->below[lo] : c->upto[lo]) / c->non_null;
-	if (lo == 0)
+	if (i < c->n && c->values[i] == x)
+		return (double) (strict ? c->below[i] : c->upto[i]) / c->non_null;
+	if (i == 0)
 		return 0;
-	if (lo == c->n)
+	if (i == c->n)
 		return 1;
 	if (c->complete)
-		return (double) c->upto[lo - 1] / c->non_null;
-	f = (x - c->values[lo - 1]) / (c->values[lo] - c->values[lo - 1]);
-	return ((double) c->upto[lo - 1] + f * (double) (c->below[lo] - c->upto[lo - 1])) / c->non_null;
+		return (double) c->upto[i - 1] / c->non_null;
+	f = (x - c->values[i - 1]) / (c->values[i] - c->values[i - 1]);
+	return ((double) c->upto[i - 1] + f * (double) (c->below[i] - c->upto[i - 1])) / c->non_null;
 }
 
-/* the value at rank u (multi.Knots.value) */
-static double
-column_value(const Column *c, double u)
+/* the knot whose band of ranks holds rank u: the first whose rows up to it are not below u's (the last for a
+ * u past them) (multi.Knots.band) */
+static int
+column_band(const Column *c, double u)
 {
-	double		k = u * c->non_null,
-				gap,
-				f;
+	double		k = u * c->non_null;
 	int			lo = 0,
 				hi = c->n;
 
-	while (lo < hi)				/* the first knot whose rows up to it are not below k */
+	while (lo < hi)
 	{
 		int			mid = lo + (hi - lo) / 2;
 
@@ -115,13 +102,21 @@ column_value(const Column *c, double u)
 		else
 			hi = mid;
 	}
-	if (lo >= c->n)
-		return c->values[c->n - 1];
-	if (k >= (double) c->below[lo] || lo == 0)
-		return c->values[lo];
-	gap = (double) (c->below[lo] - c->upto[lo - 1]);
-	f = gap > 0 ? (k - (double) c->upto[lo - 1]) / gap : 0;
-	return c->values[lo - 1] + f * (c->values[lo] - c->values[lo - 1]);
+	return lo < c->n ? lo : c->n - 1;
+}
+
+/* the value at rank u: its band's knot, or linear between two knots kept apart (multi.Knots.value) */
+static double
+column_value(const Column *c, double u)
+{
+	double		k = u * c->non_null,
+				gap;
+	int			i = column_band(c, u);
+
+	if (k >= (double) c->below[i] || i == 0)
+		return c->values[i];
+	gap = (double) (c->below[i] - c->upto[i - 1]);
+	return c->values[i - 1] + (gap > 0 ? (k - (double) c->upto[i - 1]) / gap : 0) * (c->values[i] - c->values[i - 1]);
 }
 
 /* The standard normal distribution function from a table of PHI_STEPS + 1 values over [-KERNEL_REACH,
@@ -204,26 +199,6 @@ bounds(ArrayType *a, int d, const char *what, double *out, bool *given)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							errmsg("pg_kde: %s must not hold NaN (NULL leaves a side open)", what)));
 	}
-}
-
-/* the knot of a complete column whose band holds rank u (multi.Knots.band) */
-static int
-column_band(const Column *c, double u)
-{
-	double		k = u * c->non_null;
-	int			lo = 0,
-				hi = c->n;
-
-	while (lo < hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-
-		if ((double) c->upto[mid] < k)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < c->n ? lo : c->n - 1;
 }
 
 /* _kde_box_nd(s kde_synopsis_nd, widths float8[], n_rows float8, lo float8[], hi float8[], sum_col integer,

@@ -55,6 +55,9 @@ kde_lattice_value(double k, double step)
 	return step >= 1 ? k * step : k / rint(1 / step);
 }
 
+/* Python's bisect on n ascending values: bisect_left, or with right bisect_right (atoms.c) */
+extern int	kde_bisect(const double *v, int n, double x, bool right);
+
 /* a column of a synopsis row (a composite argument), never NULL: an error says which is */
 extern Datum kde_row_field(HeapTupleHeader row, const char *name);
 

@@ -71,7 +71,7 @@ METHODS = ("auto", "lscv_H")
 class Knots:
     """A column's distribution function as the sample gives it: sorted values, sampled rows strictly below
     (``below``) and up to (``upto``) each; ``complete`` when every distinct sampled value is a knot (F is then
-    a step function between them), otherwise evenly spaced ones, F linear between them."""
+    a step function between them), otherwise the values at evenly spaced ranks, F linear between them."""
 
     values: np.ndarray
     below: np.ndarray
@@ -100,19 +100,16 @@ class Knots:
         return (rows / self.non_null)[()]
 
     def band(self, u: float) -> int:
-        """The knot whose band of ranks holds u (complete knots)."""
+        """The knot whose band of ranks holds u: the first whose rows up to it are not below u's (the last for a
+        u past them)."""
         return min(int(np.searchsorted(self.upto, u * self.non_null, side="left")), len(self.values) - 1)
 
     def value(self, u: float) -> float:
-        """The value at rank u: the knot whose band holds u, or linear between knots (F's inverse)."""
+        """The value at rank u: its band's knot, or linear between two knots kept apart (F's inverse)."""
         k = u * self.non_null
-        i = int(np.searchsorted(self.upto, k, side="left"))
-        if i >= len(self.values):
-            return float(self.values[-1])
-        if k >= self.below[i]:
+        i = self.band(u)
+        if k >= self.below[i] or i == 0:
             return float(self.values[i])
-        if i == 0:
-            return float(self.values[0])
         gap = float(self.below[i] - self.upto[i - 1])
         f = (k - float(self.upto[i - 1])) / gap if gap > 0 else 0.0
         return float(self.values[i - 1] + f * (self.values[i] - self.values[i - 1]))
@@ -159,6 +156,15 @@ def rank_codes(sample: np.ndarray, knots: Sequence[Knots]) -> np.ndarray:
 def plan_points(budget: int, d: int, knot_bytes: int) -> int:
     """How many points fit the budget beside the knots."""
     return max(0, (budget - FIXED_BYTES - knot_bytes) // (2 * d))
+
+
+def check_request(d: int, method: str) -> None:
+    """A UserError for a column count outside MIN_COLUMNS to MAX_COLUMNS or a method not in METHODS."""
+    if not MIN_COLUMNS <= d <= MAX_COLUMNS:
+        raise UserError(f"pg_kde: a multi-column synopsis covers {MIN_COLUMNS} to {MAX_COLUMNS} columns, not {d}")
+    if method not in METHODS:
+        raise UserError(f"pg_kde: unknown method {method!r} for a synopsis of 3 or more columns; use one of "
+                        + ", ".join(METHODS), sqlstate="22023")
 
 
 def check_points(m: int, budget: int, d: int) -> None:
@@ -313,11 +319,7 @@ def build_nd(sample: np.ndarray, n_rows: int, budget: int, method: str, backend:
     m0, d = sample.shape
     names = list(names) if names else [f"#{j + 1}" for j in range(d)]
     labels = list(labels) if labels else [None] * d
-    if not MIN_COLUMNS <= d <= MAX_COLUMNS:
-        raise UserError(f"pg_kde: a multi-column synopsis covers {MIN_COLUMNS} to {MAX_COLUMNS} columns, not {d}")
-    if method not in METHODS:
-        raise UserError(f"pg_kde: unknown method {method!r} for a multi-column synopsis; use one of "
-                        + ", ".join(METHODS))
+    check_request(d, method)
     finite = sample[~np.isnan(sample)]
     if not np.all(np.isfinite(finite)):
         raise UserError("pg_kde: the columns hold NaN or infinite values, which a synopsis cannot describe",
