@@ -16,6 +16,7 @@ the queries run here (a missing privilege, a cancel) come back the same way with
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -191,13 +192,19 @@ def _select_bandwidth(plpy, sample: np.ndarray, method: str, backend: str, requi
     """:func:`pg_kde.synopsis.build.select_bandwidth` with the interrupt check, its warnings (the selector's,
     and "no bandwidth" when ``required`` is false and the data are rejected) passed on as PostgreSQL
     warnings."""
+    with _warnings_to(plpy):
+        return select_bandwidth(sample, method, backend, required, scale, interrupt=interrupt_check(plpy))
+
+
+@contextlib.contextmanager
+def _warnings_to(plpy):
+    """The Python warnings of the work inside, passed on as PostgreSQL warnings once it has returned."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = select_bandwidth(sample, method, backend, required, scale, interrupt=interrupt_check(plpy))
+        yield
     for w in caught:
         message = str(w.message)
         plpy.warning(message if message.startswith("pg_kde:") else f"pg_kde: {message}")
-    return result
 
 
 def choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extversion) -> str:
@@ -270,10 +277,9 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
 
 def _refresh_nd(plpy, started, relid, rel, kind, schema, cols, method, sample_size, grid_size, backend,
                 budget) -> str:
-    """kde_refresh of 3 to 16 columns (:mod:`pg_kde.synopsis.multi`): the table's rows counted and sampled (NULLs
-    included) in one pass, the synopsis built within the budget, its catalog rows written."""
-    if len(cols) > multi.MAX_COLUMNS:
-        _fail(f"pg_kde: a synopsis covers at most {multi.MAX_COLUMNS} columns, not {len(cols)}")
+    """kde_refresh of 3 to 16 columns (:mod:`pg_kde.synopsis.multi`): the table's rows counted, then sampled
+    (NULLs included), the synopsis built within the budget, its catalog rows written."""
+    multi.check_request(len(cols), method)  # before the lock and any read
     if len(set(cols)) != len(cols):
         _fail("pg_kde: a column is named twice")
     # the same columns in another order are the same synopsis: refreshed in its own order, not built twice
@@ -286,13 +292,7 @@ def _refresh_nd(plpy, started, relid, rel, kind, schema, cols, method, sample_si
     if grid_size is not None:
         _fail("pg_kde: grid_size does not apply to a synopsis of 3 or more columns; give a budget instead",
               sqlstate="22023")
-    if method not in multi.METHODS:
-        _fail(f"pg_kde: unknown method {method!r} for a synopsis of 3 or more columns; use one of "
-              + ", ".join(multi.METHODS), sqlstate="22023")
-    if sample_size is None or sample_size < 100:
-        _fail("pg_kde: sample_size must be at least 100")
-    if budget is not None and not MIN_BUDGET <= budget <= MAX_BUDGET:
-        _fail(f"pg_kde: budget must be between {MIN_BUDGET} and {MAX_BUDGET} bytes", sqlstate="22023")
+    _check_sample_and_budget(sample_size, budget)
     spend = budget if budget is not None else multi.DEFAULT_BUDGET_ND
     points = min(multi.plan_points(spend, len(cols), 0), multi.MAX_POINTS)
     multi.check_points(points, spend, len(cols))
@@ -303,13 +303,9 @@ def _refresh_nd(plpy, started, relid, rel, kind, schema, cols, method, sample_si
     rows, sample, labels = reader.rows_sample(points, categorical)
     if rows == 0 or len(sample) == 0:
         _fail(f"pg_kde: {rel} has no rows to describe", sqlstate="22023")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with _warnings_to(plpy):
         built = multi.build_nd(sample, rows, spend, method, backend, sample_size, interrupt=interrupt_check(plpy),
                                started=started, labels=labels, names=names)
-    for w in caught:
-        message = str(w.message)
-        plpy.warning(message if message.startswith("pg_kde:") else f"pg_kde: {message}")
     _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, list(cols), _identity(state, attnums, coltypes),
                                                          requested), built.catalog_types())
     return json.dumps(built.summary(rel, cols))
@@ -612,15 +608,20 @@ def _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, bu
 
 def _check_request(plpy, cols, method, sample_size, grid_size, budget, grid_range) -> None:
     """The request's own checks: sample size, grid size, budget, method, the sample's memory."""
-    if sample_size is None or sample_size < 100:
-        _fail("pg_kde: sample_size must be at least 100")
+    _check_sample_and_budget(sample_size, budget)
     low, high = grid_range
     if grid_size is not None and not low <= grid_size <= high:
         _fail(f"pg_kde: grid_size must be between {low} and {high}" + (" for a 2-D synopsis" if len(cols) == 2 else ""))
-    if budget is not None and not MIN_BUDGET <= budget <= MAX_BUDGET:
-        _fail(f"pg_kde: budget must be between {MIN_BUDGET} and {MAX_BUDGET} bytes", sqlstate="22023")
     counts_method(method, len(cols))  # a bad method fails here, before the lock; the build resolves it again
     _check_sample_size(plpy, sample_size, len(cols))
+
+
+def _check_sample_and_budget(sample_size, budget) -> None:
+    """The sample size (at least 100 rows) and budget (MIN_BUDGET to MAX_BUDGET bytes, or None) of a request."""
+    if sample_size is None or sample_size < 100:
+        _fail("pg_kde: sample_size must be at least 100")
+    if budget is not None and not MIN_BUDGET <= budget <= MAX_BUDGET:
+        _fail(f"pg_kde: budget must be between {MIN_BUDGET} and {MAX_BUDGET} bytes", sqlstate="22023")
 
 
 def _lock_state(plpy, schema, relid, cols) -> dict:

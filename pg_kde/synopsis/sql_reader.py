@@ -221,15 +221,8 @@ class SqlTableReader:
             else:
                 sample[:, k] = [np.nan if v is None else float(v) for v in column]
                 labels.append(None)
-        if thinned:
-            sample = thin(sample, size)
-        for k in range(d):  # only the categories the kept rows hold, numbered anew in the same order
-            if labels[k] is not None:
-                known = ~np.isnan(sample[:, k])
-                present = np.unique(sample[known, k]).astype(np.int64)
-                sample[known, k] = np.searchsorted(present, sample[known, k].astype(np.int64)).astype(float)
-                labels[k] = [labels[k][i] for i in present]
-        return rows, sample, labels
+        # (labels the kept rows no longer hold are left to the build, which keeps those its points hold)
+        return rows, thin(sample, size) if thinned else sample, labels
 
     def _pages(self) -> int:
         """The relation's blocks (a partitioned table's are its partitions')."""
