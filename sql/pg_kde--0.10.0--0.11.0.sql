@@ -4,7 +4,8 @@
 -- columns (cols text[], lo float8[], hi float8[]; equality on categories: eq_cols, eq_vals), approx_count_by
 -- and approx_sum_by group it (extension/multi.c). The header's check admits the new kind; the kde_synopses
 -- view counts its bytes; roles that could write the 2-D payload table may write the new one. Every function
--- that names the version is replaced.
+-- that names the version is replaced, and the 1-D interval (_kde_interval) takes its confidence's check and z from
+-- _kde_z, which every _ci shares.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.11.0'" to load this file. \quit
 
 ALTER TABLE kde_catalog DROP CONSTRAINT kde_catalog_well_formed;
@@ -100,6 +101,42 @@ BEGIN
 END
 $$;
 
+-- One check and z of an interval's confidence for every _ci (_kde_z), the 1-D one's too.
+-- z of a two-sided interval at the given confidence, which must lie strictly between 0 and 1:
+-- -quantile((1 - c) / 2), not quantile((1 + c) / 2): 1 + c rounds to 2 for c near 1.
+CREATE FUNCTION _kde_z(confidence float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF confidence IS NULL OR NOT (confidence > 0 AND confidence < 1) THEN
+        RAISE EXCEPTION 'confidence must be between 0 and 1 (exclusive), got %', confidence
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN -@extschema@._kde_normal_quantile((1 - confidence) / 2);
+END
+$$;
+COMMENT ON FUNCTION _kde_z(float8) IS 'pg_kde internal: z of a two-sided interval at a confidence';
+
+CREATE OR REPLACE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
+                              OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    z float8 := @extschema@._kde_z(confidence);
+    r record;
+    half float8;
+BEGIN
+    r := @extschema@._kde_range(@extschema@._kde_synopsis_for(tbl, ARRAY[col]), lo, hi, moment);
+    half := z * sqrt(r.variance) + CASE WHEN moment = 0 THEN 0.5 ELSE 0 END;
+    estimate := r.estimate;
+    low := greatest(r.low, r.estimate - half);
+    high := least(r.high, r.estimate + half);
+END
+$$;
+COMMENT ON FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer) IS 'pg_kde internal: an interval';
+
 -- ---------------------------------------------------------------------------------------------- 3 to 16 columns
 -- A box over some columns of a multi-column synopsis (pg_kde/synopsis/multi.py, docs/math.md §13): the
 -- columns named are constrained, the synopsis' other columns are not. Bounds are float8 (a date, timestamp
@@ -123,14 +160,11 @@ BEGIN
     IF (SELECT count(DISTINCT c) FROM unnest(cols) c) <> cardinality(cols) THEN
         RAISE EXCEPTION 'pg_kde: a column is named twice in %', cols USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT k.cols, k.built_relid, k.attnums, k.coltypes, k.bandwidth, k.n_rows INTO h
+    SELECT k.cols, k.built_relid, k.attnums, k.coltypes, k.bandwidth, k.n_rows, p AS payload INTO h
     FROM @extschema@.kde_catalog k
     JOIN @extschema@.kde_synopsis_nd p ON p.relid = k.relid AND p.cols = k.cols
     WHERE k.relid = tbl AND k.kind = 'nd' AND k.cols @> _kde_synopsis_nd_for.cols
     ORDER BY p.n_points DESC, cardinality(k.cols), k.built_at DESC, k.cols LIMIT 1;
-    IF FOUND THEN
-        SELECT * INTO s FROM @extschema@.kde_synopsis_nd p WHERE p.relid = tbl AND p.cols = h.cols;
-    END IF;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no pg_kde synopsis of % covers columns %', tbl, array_to_string(cols, ', ')
             USING ERRCODE = 'undefined_object',
@@ -143,6 +177,7 @@ BEGIN
     ident := @extschema@._kde_columns(tbl, h.cols);
     PERFORM @extschema@._kde_check_identity(tbl, h.cols, h.built_relid, h.attnums, h.coltypes, ident.attnums,
                                             ident.coltypes);
+    s := h.payload;
     widths := h.bandwidth;
     n_rows := h.n_rows;
     pos := ARRAY(SELECT array_position(h.cols, c) FROM unnest(cols) WITH ORDINALITY u(c, i) ORDER BY u.i);
@@ -344,17 +379,14 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    z float8 := @extschema@._kde_z(confidence);
     r record;
     e float8[];
     half float8;
 BEGIN
-    IF confidence IS NULL OR NOT (confidence > 0 AND confidence < 1) THEN
-        RAISE EXCEPTION 'confidence must be between 0 and 1 (exclusive), got %', confidence
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     r := @extschema@._kde_nd_args(tbl, cols, lo, hi, NULL, NULL, NULL);
     e := @extschema@._kde_box_nd(r.s, r.widths, r.n_rows, r.a, r.b, 0, 0);
-    half := -@extschema@._kde_normal_quantile((1 - confidence) / 2) * sqrt(e[2]);
+    half := z * sqrt(e[2]);
     estimate := e[1];
     low := greatest(e[1] - half, 0);
     high := least(e[1] + half, r.n_rows);
@@ -380,7 +412,7 @@ DECLARE
     s integer;
     t text;
     names text[];
-    z float8 := -@extschema@._kde_normal_quantile(0.025);
+    z float8 := @extschema@._kde_z(0.95);
 BEGIN
     IF group_col IS NULL THEN
         RAISE EXCEPTION 'pg_kde: group_col must not be NULL' USING ERRCODE = 'null_value_not_allowed';

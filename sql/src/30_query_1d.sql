@@ -204,6 +204,22 @@ END
 $$;
 COMMENT ON FUNCTION _kde_normal_quantile(float8) IS 'pg_kde internal: inverse of the standard normal CDF';
 
+-- z of a two-sided interval at the given confidence, which must lie strictly between 0 and 1:
+-- -quantile((1 - c) / 2), not quantile((1 + c) / 2): 1 + c rounds to 2 for c near 1.
+CREATE FUNCTION _kde_z(confidence float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF confidence IS NULL OR NOT (confidence > 0 AND confidence < 1) THEN
+        RAISE EXCEPTION 'confidence must be between 0 and 1 (exclusive), got %', confidence
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN -@extschema@._kde_normal_quantile((1 - confidence) / 2);
+END
+$$;
+COMMENT ON FUNCTION _kde_z(float8) IS 'pg_kde internal: z of a two-sided interval at a confidence';
+
 -- An interval at the given confidence: estimate ± z sqrt(variance), never outside the hard bounds (which
 -- always hold the answer of the table as of the build); a count's half-width has half a row more, the
 -- continuity correction of a whole number's normal approximation (query.COUNT_CONTINUITY). docs/math.md §7.
@@ -213,17 +229,12 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    z float8 := @extschema@._kde_z(confidence);
     r record;
     half float8;
 BEGIN
-    IF confidence IS NULL OR NOT (confidence > 0 AND confidence < 1) THEN
-        RAISE EXCEPTION 'confidence must be between 0 and 1 (exclusive), got %', confidence
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     r := @extschema@._kde_range(@extschema@._kde_synopsis_for(tbl, ARRAY[col]), lo, hi, moment);
-    -- -quantile((1 - c) / 2), not quantile((1 + c) / 2): 1 + c rounds to 2 for c near 1.
-    half := -@extschema@._kde_normal_quantile((1 - confidence) / 2) * sqrt(r.variance)
-            + CASE WHEN moment = 0 THEN 0.5 ELSE 0 END;
+    half := z * sqrt(r.variance) + CASE WHEN moment = 0 THEN 0.5 ELSE 0 END;
     estimate := r.estimate;
     low := greatest(r.low, r.estimate - half);
     high := least(r.high, r.estimate + half);

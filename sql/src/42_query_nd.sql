@@ -21,14 +21,11 @@ BEGIN
     IF (SELECT count(DISTINCT c) FROM unnest(cols) c) <> cardinality(cols) THEN
         RAISE EXCEPTION 'pg_kde: a column is named twice in %', cols USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT k.cols, k.built_relid, k.attnums, k.coltypes, k.bandwidth, k.n_rows INTO h
+    SELECT k.cols, k.built_relid, k.attnums, k.coltypes, k.bandwidth, k.n_rows, p AS payload INTO h
     FROM @extschema@.kde_catalog k
     JOIN @extschema@.kde_synopsis_nd p ON p.relid = k.relid AND p.cols = k.cols
     WHERE k.relid = tbl AND k.kind = 'nd' AND k.cols @> _kde_synopsis_nd_for.cols
     ORDER BY p.n_points DESC, cardinality(k.cols), k.built_at DESC, k.cols LIMIT 1;
-    IF FOUND THEN
-        SELECT * INTO s FROM @extschema@.kde_synopsis_nd p WHERE p.relid = tbl AND p.cols = h.cols;
-    END IF;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no pg_kde synopsis of % covers columns %', tbl, array_to_string(cols, ', ')
             USING ERRCODE = 'undefined_object',
@@ -41,6 +38,7 @@ BEGIN
     ident := @extschema@._kde_columns(tbl, h.cols);
     PERFORM @extschema@._kde_check_identity(tbl, h.cols, h.built_relid, h.attnums, h.coltypes, ident.attnums,
                                             ident.coltypes);
+    s := h.payload;
     widths := h.bandwidth;
     n_rows := h.n_rows;
     pos := ARRAY(SELECT array_position(h.cols, c) FROM unnest(cols) WITH ORDINALITY u(c, i) ORDER BY u.i);
@@ -242,17 +240,14 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    z float8 := @extschema@._kde_z(confidence);
     r record;
     e float8[];
     half float8;
 BEGIN
-    IF confidence IS NULL OR NOT (confidence > 0 AND confidence < 1) THEN
-        RAISE EXCEPTION 'confidence must be between 0 and 1 (exclusive), got %', confidence
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     r := @extschema@._kde_nd_args(tbl, cols, lo, hi, NULL, NULL, NULL);
     e := @extschema@._kde_box_nd(r.s, r.widths, r.n_rows, r.a, r.b, 0, 0);
-    half := -@extschema@._kde_normal_quantile((1 - confidence) / 2) * sqrt(e[2]);
+    half := z * sqrt(e[2]);
     estimate := e[1];
     low := greatest(e[1] - half, 0);
     high := least(e[1] + half, r.n_rows);
@@ -278,7 +273,7 @@ DECLARE
     s integer;
     t text;
     names text[];
-    z float8 := -@extschema@._kde_normal_quantile(0.025);
+    z float8 := @extschema@._kde_z(0.95);
 BEGIN
     IF group_col IS NULL THEN
         RAISE EXCEPTION 'pg_kde: group_col must not be NULL' USING ERRCODE = 'null_value_not_allowed';
