@@ -21,11 +21,16 @@ BEGIN
     IF (SELECT count(DISTINCT c) FROM unnest(cols) c) <> cardinality(cols) THEN
         RAISE EXCEPTION 'pg_kde: a column is named twice in %', cols USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT k.cols, k.built_relid, k.attnums, k.coltypes, k.bandwidth, k.n_rows, p AS payload INTO h
+    SELECT k.cols, k.built_relid, k.attnums, k.coltypes, k.bandwidth, k.n_rows INTO h
     FROM @extschema@.kde_catalog k
     JOIN @extschema@.kde_synopsis_nd p ON p.relid = k.relid AND p.cols = k.cols
     WHERE k.relid = tbl AND k.kind = 'nd' AND k.cols @> _kde_synopsis_nd_for.cols
     ORDER BY p.n_points DESC, cardinality(k.cols), k.built_at DESC, k.cols LIMIT 1;
+    IF FOUND THEN
+        -- (by key, after the choice: a whole-row reference in the choosing query read every candidate's payload
+        -- whole, twice as slow)
+        SELECT * INTO s FROM @extschema@.kde_synopsis_nd p WHERE p.relid = tbl AND p.cols = h.cols;
+    END IF;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no pg_kde synopsis of % covers columns %', tbl, array_to_string(cols, ', ')
             USING ERRCODE = 'undefined_object',
@@ -38,7 +43,6 @@ BEGIN
     ident := @extschema@._kde_columns(tbl, h.cols);
     PERFORM @extschema@._kde_check_identity(tbl, h.cols, h.built_relid, h.attnums, h.coltypes, ident.attnums,
                                             ident.coltypes);
-    s := h.payload;
     widths := h.bandwidth;
     n_rows := h.n_rows;
     pos := ARRAY(SELECT array_position(h.cols, c) FROM unnest(cols) WITH ORDINALITY u(c, i) ORDER BY u.i);
