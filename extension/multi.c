@@ -19,8 +19,8 @@ PG_FUNCTION_INFO_V1(kde_box_nd);
 #define CODE_SCALE 65534.0
 #define CODE_NULL 0xFFFF
 #define MAX_COLUMNS 16
-/* beyond this many widths from a point its kernel's mass is taken as 0 or 1 (Phi(-6.5) = 4e-11) */
-#define KERNEL_REACH 6.5
+/* beyond this many widths from a point its kernel's mass is taken as 0 or 1 (Phi(-4) = 3.2e-5; multi.KERNEL_REACH) */
+#define KERNEL_REACH 4.0
 /* the narrowest kernel a synopsis may hold (multi.MIN_WIDTH; LSCV's search stops at 1e-6) */
 #define MIN_WIDTH 1e-9
 
@@ -37,7 +37,9 @@ typedef struct Column
 				b;				/* the box's ranks */
 	double		lo,
 				hi,				/* ... clipped to [0, 1] */
-				inv_h;
+				inv_h,
+				inner_lo,		/* a kernel at u in [inner_lo, inner_hi] lies inside [lo, hi]: mass 1 */
+				inner_hi;
 	bool		constrained,
 				reflect0,		/* the reflections at 0 and at 1 can reach [lo, hi] */
 				reflect1;
@@ -120,9 +122,9 @@ column_value(const Column *c, double u)
 }
 
 /* The standard normal distribution function from a table of PHI_STEPS + 1 values over [-KERNEL_REACH,
- * KERNEL_REACH], linear between them (error below 1.3e-6; multi.normal_cdf reads the same table): a box reads it
+ * KERNEL_REACH], linear between them (error below 5e-7; multi.normal_cdf reads the same table): a box reads it
  * a few times per point and column, and erfc there cost most of a call. 0 and 1 beyond the table. */
-#define PHI_STEPS 2048			/* steps of 0.0063: 16 KB, in the L1 cache */
+#define PHI_STEPS 2048			/* steps of 0.0039: 16 KB, in the L1 cache */
 static double phi_table[PHI_STEPS + 1];
 static bool phi_ready = false;
 
@@ -168,12 +170,21 @@ kernel_mass(const Column *c, double u)
 		return (u >= c->a && u <= c->b) ? 1.0 : 0.0;
 	if (u + KERNEL_REACH * c->h < c->a || u - KERNEL_REACH * c->h > c->b)
 		return 0;
+	if (u >= c->inner_lo && u <= c->inner_hi)
+		return 1;
 	m = normal_cdf((c->hi - u) * c->inv_h) - normal_cdf((c->lo - u) * c->inv_h);
 	if (c->reflect0)
 		m += normal_cdf((c->hi + u) * c->inv_h) - normal_cdf((c->lo + u) * c->inv_h);
 	if (c->reflect1)
 		m += normal_cdf((c->hi - 2.0 + u) * c->inv_h) - normal_cdf((c->lo - 2.0 + u) * c->inv_h);
 	return m < 0 ? 0 : (m > 1 ? 1 : m);
+}
+
+/* the ranks at which a point of the column has some mass in the box */
+static inline double
+reach_width(const Column *c)
+{
+	return fmin(c->b, 1.0 + KERNEL_REACH * c->h) - fmax(c->a, -KERNEL_REACH * c->h) + 2 * KERNEL_REACH * c->h;
 }
 
 /* the bounds of a query: a float8[] of d elements, NULL elements open */
@@ -296,6 +307,14 @@ kde_box_nd(PG_FUNCTION_ARGS)
 		c->lo = fmax(c->a, 0.0);
 		c->hi = fmin(c->b, 1.0);
 		c->inv_h = c->h > 0 ? 1.0 / c->h : 0;
+
+		/*
+		 * Where the kernel's reach, with 1e-12 to spare (far more than the rounding of (y - u)/h), lies
+		 * within [lo, hi], every Phi above reads exactly 0 or 1 and the mass is exactly 1: the same sum as
+		 * from the full formula, a few operations sooner. (Empty where the box is narrower than the reach.)
+		 */
+		c->inner_lo = c->lo + (KERNEL_REACH * c->h + 1e-12);
+		c->inner_hi = c->hi - (KERNEL_REACH * c->h + 1e-12);
 		/* (y + u)/h >= lo/h: both terms 1 where lo is out of the reach of 0; (y - 2 + u)/h <= (hi - 1)/h */
 		c->reflect0 = c->lo < KERNEL_REACH * c->h;
 		c->reflect1 = c->hi > 1.0 - KERNEL_REACH * c->h;
@@ -303,9 +322,9 @@ kde_box_nd(PG_FUNCTION_ARGS)
 	}
 	if (start != n_values)
 		corrupt("its knot counts do not add up");
-	/* the narrowest columns first: most points leave the box there */
+	/* the narrowest columns first, as far as their kernels reach: most points leave the box there */
 	for (int i = 1; i < k; i++)
-		for (int t = i; t > 0 && cols[order[t]].b - cols[order[t]].a < cols[order[t - 1]].b - cols[order[t - 1]].a; t--)
+		for (int t = i; t > 0 && reach_width(&cols[order[t]]) < reach_width(&cols[order[t - 1]]); t--)
 		{
 			int			swap = order[t];
 

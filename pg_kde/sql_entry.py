@@ -165,18 +165,22 @@ def _extension_schema(plpy) -> str:
 #: Bytes of backend memory a sampled value may take while a bandwidth is chosen: the float64 sample, the
 #: float32 copy the selectors run on, sorted and sphered copies, with room to spare.
 SAMPLE_BYTES_PER_VALUE = 64
+#: ... and of a multi-column synopsis' pool, read chunk by chunk into float8 (its ranks and keys beside them).
+POOL_BYTES_PER_VALUE = 32
 
 
-def _check_sample_size(plpy, size: int, d: int) -> None:
-    """Refuse a sample the server cannot afford: its working memory must fit in maintenance_work_mem."""
+def _check_sample_size(plpy, size: int, d: int, per_value: int = SAMPLE_BYTES_PER_VALUE,
+                       hint: str | None = None) -> None:
+    """Refuse a sample the server cannot afford: its working memory (``per_value`` bytes a value) must fit in
+    maintenance_work_mem."""
     limit = int(plpy.execute("SELECT setting::bigint * 1024 AS b FROM pg_catalog.pg_settings "
                              "WHERE name = 'maintenance_work_mem'")[0]["b"])
-    need = int(size) * d * SAMPLE_BYTES_PER_VALUE
+    need = int(size) * d * per_value
     if need > limit:
         _fail(f"pg_kde: a sample of {size} rows of {d} column(s) needs about {need / 2**20:.0f} MB of memory, more than "
               f"maintenance_work_mem ({limit / 2**20:.0f} MB)", sqlstate="54000",
-              hint=f"Lower sample_size to at most {limit // (d * SAMPLE_BYTES_PER_VALUE)}, or raise "
-                   "maintenance_work_mem for this session (SET maintenance_work_mem = ...).")
+              hint=hint or f"Lower sample_size to at most {limit // (d * per_value)}, or raise "
+                           "maintenance_work_mem for this session (SET maintenance_work_mem = ...).")
 
 
 def interrupt_check(plpy):
@@ -296,11 +300,14 @@ def _refresh_nd(plpy, started, relid, rel, kind, schema, cols, method, sample_si
     spend = budget if budget is not None else multi.DEFAULT_BUDGET_ND
     points = min(multi.plan_points(spend, len(cols), 0), multi.MAX_POINTS)
     multi.check_points(points, spend, len(cols))
-    _check_sample_size(plpy, points, len(cols))
+    pool = multi.pool_rows(points, len(cols))  # the points are a balanced subsample of it
+    _check_sample_size(plpy, pool, len(cols), POOL_BYTES_PER_VALUE,
+                       hint="Raise maintenance_work_mem for this session (SET maintenance_work_mem = ...), or lower "
+                            "budget.")
     state = _lock_state(plpy, schema, relid, cols)
     requested = Requested(method, sample_size, grid_size, backend, budget)
     reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
-    rows, sample, labels = reader.rows_sample(points, categorical)
+    rows, sample, labels = reader.rows_sample(pool, categorical)
     if rows == 0 or len(sample) == 0:
         _fail(f"pg_kde: {rel} has no rows to describe", sqlstate="22023")
     with _warnings_to(plpy):

@@ -208,19 +208,32 @@ class SqlTableReader:
             query = (f"SELECT ARRAY[{listed}] AS r FROM (SELECT {named}, row_number() OVER (ORDER BY {order}) AS rank "
                      f"FROM {rel}) s WHERE rank = ANY('{ranks}'::int8[]) ORDER BY rank")
             thinned = False
-        texts = [row for rows in _fetch_chunks(plpy, query) for row in rows]
-        sample = np.full((len(texts), d), np.nan)
+        # chunk by chunk into float8 (a pool of many rows is never held as text): a category by the order its
+        # values are first seen, renumbered in sorted order at the end
+        seen = [{} if cat else None for cat in categorical]
+        chunks = []
+        for texts in _fetch_chunks(plpy, query):
+            part = np.full((len(texts), d), np.nan)
+            for k in range(d):
+                column = [t[k] for t in texts]
+                if categorical[k]:
+                    place = seen[k]
+                    part[:, k] = [np.nan if v is None else place.setdefault(v, float(len(place))) for v in column]
+                else:
+                    part[:, k] = [np.nan if v is None else float(v) for v in column]
+            chunks.append(part)
+        sample = np.concatenate(chunks) if chunks else np.empty((0, d))
         labels = []
         for k in range(d):
-            column = [t[k] for t in texts]
-            if categorical[k]:
-                names = sorted({v for v in column if v is not None})
-                place = {v: float(i) for i, v in enumerate(names)}
-                sample[:, k] = [np.nan if v is None else place[v] for v in column]
-                labels.append(names)
-            else:
-                sample[:, k] = [np.nan if v is None else float(v) for v in column]
+            if not categorical[k]:
                 labels.append(None)
+                continue
+            names = sorted(seen[k])
+            renumber = np.empty(len(names))
+            renumber[[int(seen[k][v]) for v in names]] = np.arange(len(names))
+            known = ~np.isnan(sample[:, k])
+            sample[known, k] = renumber[sample[known, k].astype(np.int64)]
+            labels.append(names)
         # (labels the kept rows no longer hold are left to the build, which keeps those its points hold)
         return rows, thin(sample, size) if thinned else sample, labels
 

@@ -135,3 +135,37 @@ def test_infinite_values_are_refused():
     table[3, 1] = np.inf
     with pytest.raises(UserError, match="NaN or infinite"):
         multi.build_nd(table, 500, 65536, "auto", "reference", 400)
+
+
+def test_balanced_points_vary_less_than_a_random_sample_in_a_box():
+    """The points are a spatially balanced subsample of the pool (every k-th along the Z-order of the ranks): a
+    box's share of them is nearer the pool's than a simple random sample's of the same size."""
+    rng = np.random.default_rng(11)
+    pool = rng.standard_normal((40000, 4)) @ np.array([[1, 0.6, 0, 0], [0, 1, 0.3, 0], [0, 0, 1, 0], [0, 0, 0.5, 1]])
+    m = 2000
+    picks = multi.balanced_picks(pool, m)
+    assert len(np.unique(picks)) == m and np.all(np.diff(picks) > 0)
+    assert np.array_equal(picks, multi.balanced_picks(pool.copy(), m))  # the same pool: the same points
+    random = rng.choice(len(pool), m, replace=False)
+    errors = {"balanced": [], "random": []}
+    for _ in range(300):
+        centre = pool[rng.integers(len(pool))]
+        half = rng.uniform(0.3, 1.5, 4)
+        inside = np.all(np.abs(pool - centre) <= half, axis=1)
+        if inside.mean() < 0.01:
+            continue
+        for name, rows in (("balanced", picks), ("random", random)):
+            errors[name].append(abs(inside[rows].mean() / inside.mean() - 1))
+    assert len(errors["balanced"]) > 100
+    assert np.median(errors["balanced"]) < 0.75 * np.median(errors["random"])  # (0.64 here; sorted by the first column: 0.93)
+
+
+def test_a_pool_with_nulls_and_sixteen_columns_gives_distinct_points():
+    rng = np.random.default_rng(3)
+    pool = rng.standard_normal((5000, 16))
+    pool[rng.random(pool.shape) < 0.1] = np.nan
+    picks = multi.balanced_picks(pool, 700)
+    assert len(np.unique(picks)) == 700
+    assert multi.morton_keys(multi.pool_ranks(pool)).dtype == np.uint64
+    assert multi.pool_rows(21844, 6) == 21844 * multi.POOL_FACTOR
+    assert multi.pool_rows(21844, 16) == multi.POOL_VALUES // 16
