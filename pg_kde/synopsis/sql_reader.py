@@ -234,8 +234,12 @@ class SqlTableReader:
             known = ~np.isnan(sample[:, k])
             sample[known, k] = renumber[sample[known, k].astype(np.int64)]
             labels.append(names)
+        if thinned:  # sorted even where all rows are kept: a build that depends on the rows' order (the points'
+            # jitter, their ranks among equal values) gets the same rows in the same order, however they came
+            # (a Citus table's shards answer in any order)
+            sample = thin(sample[np.lexsort(sample.T[::-1])], size)
         # (labels the kept rows no longer hold are left to the build, which keeps those its points hold)
-        return rows, thin(sample, size) if thinned else sample, labels
+        return rows, sample, labels
 
     def _pages(self) -> int:
         """The relation's blocks (a partitioned table's are its partitions')."""

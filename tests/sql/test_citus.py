@@ -132,3 +132,41 @@ def test_a_distributed_pair_that_fits_is_its_exact_frequency_table(citus):
         assert got == pytest.approx(exact, rel=1e-12)
     finally:
         citus.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_a_distributed_table_of_many_columns_answers_boxes_and_groups(citus):
+    """A synopsis of 4 columns (numeric, integer, timestamptz, text) of a distributed table: its refresh
+    samples the shards, repeats bit for bit, and its boxes and groups are near the exact answers."""
+    table = f"kde_citus_{uuid.uuid4().hex[:8]}"
+    citus.execute(f"CREATE TABLE {table} (id bigint, amount numeric(12,2), qty integer, created_at timestamptz, "
+                  "region text)")
+    try:
+        citus.execute(f"SELECT create_distributed_table('{table}', 'id')")
+        citus.execute("SELECT setseed(0.3)")
+        citus.execute(
+            f"INSERT INTO {table} SELECT g, round((20 + 10 * r1 + 5 * random())::numeric, 2), (r1 * 4)::int + "
+            f"(random() * 3)::int, timestamptz '2024-01-01' + (r1 * 300 + random() * 60) * interval '1 day', "
+            f"(ARRAY['north', 'south', 'east', 'west'])[1 + (g % 4)] "
+            f"FROM (SELECT g, random() AS r1 FROM generate_series(1, 120000) g) s")
+        cols = ["amount", "qty", "created_at", "region"]
+        summary = citus.execute(f"SELECT kde_refresh('{table}', %s::text[])", (cols,)).fetchone()[0]
+        assert summary["rows"] == 120000
+        first = citus.execute("SELECT md5(p::text) FROM kde_synopsis_nd p WHERE relid = %s::regclass",
+                              (table,)).fetchone()[0]
+        citus.execute(f"SELECT kde_refresh('{table}', %s::text[])", (cols,))
+        assert citus.execute("SELECT md5(p::text) FROM kde_synopsis_nd p WHERE relid = %s::regclass",
+                             (table,)).fetchone()[0] == first
+        box = ("ARRAY['amount', 'created_at']", "ARRAY['25', '2024-03-01']", "ARRAY['30', '2024-08-01']")
+        est = citus.execute(f"SELECT approx_count('{table}', {box[0]}, {box[1]}::text[], {box[2]}::text[])").fetchone()[0]
+        truth = citus.execute(f"SELECT count(*) FROM {table} WHERE amount BETWEEN 25 AND 30 "
+                              "AND created_at BETWEEN '2024-03-01' AND '2024-08-01'").fetchone()[0]
+        assert truth > 5000 and max(est / truth, truth / est) < 1.1
+        groups = dict(citus.execute(f"SELECT grp, estimate FROM approx_count_by('{table}', 'region', {box[0]}, "
+                                    f"{box[1]}::text[], {box[2]}::text[])").fetchall())
+        exact = dict(citus.execute(f"SELECT region, count(*) FROM {table} WHERE amount BETWEEN 25 AND 30 "
+                                   "AND created_at BETWEEN '2024-03-01' AND '2024-08-01' GROUP BY region").fetchall())
+        assert set(exact) <= set(groups)
+        for region, count in exact.items():
+            assert abs(groups[region] - count) / count < 0.15
+    finally:
+        citus.execute(f"DROP TABLE IF EXISTS {table}")
