@@ -306,16 +306,76 @@ def _refresh_nd(plpy, started, relid, rel, kind, schema, cols, method, sample_si
                             "budget.")
     state = _lock_state(plpy, schema, relid, cols)
     requested = Requested(method, sample_size, grid_size, backend, budget)
-    reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
-    rows, sample, labels = reader.rows_sample(pool, categorical)
-    if rows == 0 or len(sample) == 0:
-        _fail(f"pg_kde: {rel} has no rows to describe", sqlstate="22023")
-    with _warnings_to(plpy):
-        built = multi.build_nd(sample, rows, spend, method, backend, sample_size, interrupt=interrupt_check(plpy),
-                               started=started, labels=labels, names=names)
+    if kind == "p":
+        built, facts = _build_partitioned_nd(plpy, schema, relid, rel, cols, requested, spend, pool, started)
+    else:
+        reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
+        rows, sample, labels = reader.rows_sample(pool, categorical)
+        if rows == 0 or len(sample) == 0:
+            _fail(f"pg_kde: {rel} has no rows to describe", sqlstate="22023")
+        built, facts = _build_nd(plpy, sample, rows, labels, names, requested, spend, started), {}
     _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, list(cols), _identity(state, attnums, coltypes),
                                                          requested), built.catalog_types())
-    return json.dumps(built.summary(rel, cols))
+    return json.dumps({**built.summary(rel, cols), **facts})
+
+
+def _build_nd(plpy, sample, rows: int, labels, names, requested: Requested, spend: int, started):
+    """:func:`pg_kde.synopsis.multi.build_nd` of a relation's sample, its warnings relayed."""
+    with _warnings_to(plpy):
+        return multi.build_nd(sample, rows, spend, requested.method, requested.backend, requested.sample_size,
+                              interrupt=interrupt_check(plpy), started=started, labels=labels, names=names)
+
+
+def _stored_nd(plpy, schema: str, relid, cols):
+    """The stored multi-column synopsis of a relation's columns as a :class:`~pg_kde.synopsis.multi.BuiltND`,
+    with its header's requested options and staleness facts (None when there is none, or it is malformed)."""
+    stored = _stored_row(plpy, schema, "kde_synopsis_nd", relid, cols)
+    if stored is None:
+        return None
+    try:
+        return multi.stored_nd(stored[0]), stored[1]
+    except ValueError as e:  # a corrupt stored row is built again, not merged
+        plpy.warning(f"pg_kde: the synopsis of columns {', '.join(cols)} of relation {relid} is malformed ({e}); "
+                     "it is rebuilt")
+        return None
+
+
+def _build_partitioned_nd(plpy, schema: str, relid, parent: str, cols, requested: Requested, spend: int, pool: int,
+                          started):
+    """A partitioned table's multi-column synopsis: one per leaf partition (stored as that partition's own, so
+    approx_* reads each partition too), rebuilt only where the partition changed since its synopsis was built
+    with the same request, then merged (:func:`pg_kde.synopsis.multi.merge_nd`: each partition's points read
+    back, in proportion to its rows, the pool of one build). A partition a column of which holds only NULLs
+    has no synopsis of its own; its sample joins the merge as it is. Returns the merged synopsis and the
+    summary's extra facts."""
+    found = _leaves(plpy, schema, relid, parent, cols, with_categories=True)
+    parts, rebuilt, reused, empty = [], 0, 0, 0
+    for leaf, rel, kind, reader, attnums, coltypes, categorical in found:
+        state, stored = _leaf_state(plpy, schema, leaf, rel, kind, cols, _stored_nd)
+        if stored is not None and _unchanged(stored[1], requested, attnums, state):
+            parts.append((*multi.decode_points(stored[0]), stored[0].n_rows))
+            reused += 1
+            continue
+        rows, sample, labels = reader.rows_sample(pool, categorical)
+        if rows == 0 or len(sample) == 0:
+            empty += 1
+            continue
+        if np.isnan(sample).all(axis=0).any():  # no synopsis of its own: its sample joins the merge
+            parts.append((sample, labels, rows))
+            continue
+        built = _build_nd(plpy, sample, rows, labels, [plpy.quote_ident(c) for c in cols], requested, spend,
+                          time.perf_counter())
+        _upsert(plpy, schema, built.TABLE, built.catalog_row(leaf, list(cols), _identity(state, attnums, coltypes),
+                                                             requested), built.catalog_types())
+        parts.append((*multi.decode_points(built), built.n_rows))
+        rebuilt += 1
+    if not parts:
+        _fail(f"pg_kde: {parent} has no rows to describe in any partition", sqlstate="22023")
+    with _warnings_to(plpy):
+        merged = multi.merge_nd([(values, rows, labels) for values, labels, rows in parts], spend, requested.method,
+                                requested.backend, requested.sample_size, interrupt=interrupt_check(plpy),
+                                started=started, names=[plpy.quote_ident(c) for c in cols])
+    return merged, {"partitions": len(found), "rebuilt": rebuilt, "reused": reused, "empty_partitions": empty}
 
 
 def _ancestor_grid(plpy, schema: str, relid, cols, requested: Requested):
@@ -525,9 +585,10 @@ def _note_pushdown(plpy, relid, rel: str) -> None:
                          "postgres_fdw run the scan there (pg_kde of the same version installed on that server).")
 
 
-def _leaves(plpy, schema: str, relid, parent: str, cols) -> list:
+def _leaves(plpy, schema: str, relid, parent: str, cols, with_categories: bool = False) -> list:
     """A partitioned table's leaf partitions, each as (oid, name, relkind, reader, attnums, coltypes), after
-    the same checks as the parent's columns (privileges, types, row-level security)."""
+    the same checks as the parent's columns (privileges, types, row-level security); with
+    ``with_categories``, categories allowed and flagged in a seventh element (:func:`_columns`)."""
     leaves = plpy.execute(plpy.prepare(
         "SELECT p.relid::oid AS oid FROM pg_catalog.pg_partition_tree($1::regclass) p WHERE p.isleaf "
         "ORDER BY p.relid::oid", ["oid"]), [relid])
@@ -536,9 +597,9 @@ def _leaves(plpy, schema: str, relid, parent: str, cols) -> list:
     found = []
     for leaf in (int(r["oid"]) for r in leaves):
         rel, kind, _ = _relation(plpy, leaf)
-        names, exprs, scans, attnums, coltypes = _columns(plpy, schema, leaf, rel, cols)
+        names, exprs, scans, attnums, coltypes, *flags = _columns(plpy, schema, leaf, rel, cols, with_categories)
         found.append((leaf, rel, kind, SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema),
-                      attnums, coltypes))
+                      attnums, coltypes, *flags))
     return found
 
 

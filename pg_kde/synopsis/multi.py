@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 from scipy.optimize import minimize
@@ -115,6 +115,17 @@ class Knots:
         """The knot whose band of ranks holds u: the first whose rows up to it are not below u's (the last for a
         u past them)."""
         return min(int(np.searchsorted(self.upto, u * self.non_null, side="left")), len(self.values) - 1)
+
+    def values_at(self, u: np.ndarray) -> np.ndarray:
+        """:meth:`value` of each rank in ``u`` (an array)."""
+        k = np.asarray(u, dtype=np.float64) * self.non_null
+        n = len(self.values)
+        i = np.minimum(np.searchsorted(self.upto, k, side="left"), n - 1)
+        prev = np.maximum(i - 1, 0)
+        gap = (self.below[i] - self.upto[prev]).astype(np.float64)
+        f = np.where(gap > 0, (k - self.upto[prev]) / np.where(gap > 0, gap, 1.0), 0.0)
+        between = self.values[prev] + f * (self.values[i] - self.values[prev])
+        return np.where((k >= self.below[i]) | (i == 0), self.values[i], between)
 
     def value(self, u: float) -> float:
         """The value at rank u: its band's knot, or linear between two knots kept apart (F's inverse)."""
@@ -403,6 +414,82 @@ def build_nd(sample: np.ndarray, n_rows: int, budget: int, method: str, backend:
     return BuiltND(method=method, backend=backend, n_rows=int(n_rows), sample_size=m0, knots=knots,
                    widths=widths, codes=codes, seconds=time.perf_counter() - t0, budget=budget,
                    bandwidth_points=used, bandwidth_seconds=time.perf_counter() - t1, labels=labels)
+
+
+# ------------------------------------------------------------------------- partitions: merged synopses
+def stored_nd(row: dict) -> BuiltND:
+    """A stored synopsis (its catalog header and payload columns as one row) as a :class:`BuiltND`; a
+    ValueError where its points do not fit its columns."""
+    knots = payload_knots(row)
+    d = len(knots)
+    codes = np.frombuffer(bytes(row["points"]), dtype="<u2").reshape(int(row["n_points"]), d).astype(np.uint16)
+    labels, start = [], 0
+    for j in range(d):
+        if row["categorical"][j]:
+            labels.append(list(row["labels"][start:start + len(knots[j].values)]))
+            start += len(knots[j].values)
+        else:
+            labels.append(None)
+    return BuiltND(method=row["method"], backend=row["backend"], n_rows=int(row["n_rows"]),
+                   sample_size=int(row["sample_size"]), knots=knots, widths=np.asarray(row["bandwidth"], dtype=np.float64),
+                   codes=codes, seconds=float(row["build_seconds"]), budget=0, bandwidth_points=int(row["sample_size"]),
+                   labels=labels)
+
+
+def decode_points(built: BuiltND) -> Tuple[np.ndarray, list]:
+    """The values of a synopsis' points, (m, d) with NaN for NULL (a category as its place among its labels),
+    and its labels per column: each rank read back through its column's knots (exact where every sampled
+    value is a knot; linear between kept knots otherwise)."""
+    m, d = built.codes.shape
+    out = np.full((m, d), np.nan)
+    for j, k in enumerate(built.knots):
+        known = built.codes[:, j] != CODE_NULL
+        out[known, j] = k.values_at(built.codes[known, j].astype(np.float64) / CODE_SCALE)
+    return out, built._labels()
+
+
+def _shares(limits: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Points to take of each part: as many in all as keeps every part within its own (``limits``), each
+    part's share by its rows (largest remainders)."""
+    live = rows > 0
+    total = float(rows.sum())
+    most = min(float(limits[i]) * total / float(rows[i]) for i in np.flatnonzero(live))
+    want = most * rows / total
+    take = np.floor(want).astype(np.int64)
+    left = int(round(want.sum())) - int(take.sum())
+    for i in np.argsort(-(want - take), kind="stable")[:max(left, 0)]:
+        take[i] += 1
+    return np.minimum(take, limits)
+
+
+def merge_nd(parts: Sequence[tuple], budget: int, method: str, backend: str, size: int, interrupt=None,
+             started: Optional[float] = None, names: Optional[Sequence[str]] = None) -> BuiltND:
+    """The synopsis of a partitioned table from its partitions': each part is (values (m_p, d), rows N_p,
+    labels) — a partition's points read back (:func:`decode_points`) or, for a partition with no synopsis of
+    its own, its sample. Each gives a balanced subsample of its rows in proportion to N_p (so that every
+    point stands for as many rows), together the pool of a build over N = Σ N_p rows (:func:`build_nd`:
+    knots, balanced points, widths). Approximate (docs/math.md §13): the parts' points are samples, and a
+    column with more distinct values than its knots reads back linear between them."""
+    d = parts[0][0].shape[1]
+    merged_labels = []
+    for j in range(d):
+        found = [lab[j] for _, _, lab in parts if lab[j] is not None]
+        merged_labels.append(sorted(set().union(*found)) if found else None)
+    rows = np.array([n for _, n, _ in parts], dtype=np.float64)
+    limits = np.array([len(v) for v, _, _ in parts], dtype=np.int64)
+    take = _shares(limits, rows)
+    pool = []
+    for (values, _, labels), k in zip(parts, take):
+        values = np.array(values, dtype=np.float64)
+        for j, found in enumerate(labels):
+            if found is not None:  # a category's place among the merged labels
+                place = np.searchsorted(merged_labels[j], found).astype(np.float64)
+                known = ~np.isnan(values[:, j])
+                values[known, j] = place[values[known, j].astype(np.int64)]
+        if k > 0:
+            pool.append(values[balanced_picks(values, int(k))] if k < len(values) else values)
+    return build_nd(np.concatenate(pool), int(rows.sum()), budget, method, backend, size, interrupt=interrupt,
+                    started=started, labels=merged_labels, names=names)
 
 
 # ----------------------------------------------------------------------------------------------- queries

@@ -389,24 +389,50 @@ def test_category_misuse_gets_clear_errors(db, table, enum_cleanup, call, messag
         db.execute(call, {"t": table})
 
 
-def test_a_partitioned_table_is_sampled_whole(db, table):
-    """A parent's synopsis samples every partition (its rows as one table); growth of a partition makes it
-    stale."""
-    db.execute(sql.SQL("CREATE TABLE {} (k int, a float8, b float8) PARTITION BY RANGE (k)").format(sql.Identifier(table)))
-    for i, (lo, hi) in enumerate([(0, 3), (3, 6)]):
+def test_a_partitioned_table_merges_its_partitions(db, table):
+    """A parent's synopsis is the merge of its partitions' (each partition answers too): an unchanged
+    partition is reused, the merge repeats bit for bit, growth of a partition makes the parent stale, and the
+    next refresh rebuilds that partition only."""
+    ident = sql.Identifier(table)
+    db.execute(sql.SQL("CREATE TABLE {} (k int, a float8, b float8, region text) PARTITION BY RANGE (k)").format(ident))
+    for i, (lo, hi) in enumerate([(0, 2), (2, 4), (4, 6)]):
         db.execute(sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES FROM ({}) TO ({})").format(
-            sql.Identifier(f"{table}_p{i}"), sql.Identifier(table), sql.Literal(lo), sql.Literal(hi)))
-    db.execute(sql.SQL("INSERT INTO {} SELECT g % 6, sqrt(g), g % 97 FROM generate_series(1, 30000) g").format(
-        sql.Identifier(table)))
-    summary = refresh_nd(db, table, ["k", "a", "b"])
-    assert summary["rows"] == 30000
-    est = db.execute("SELECT approx_count(%s::regclass, ARRAY['k', 'b'], ARRAY[4, 10]::float8[], ARRAY[5, 40]::float8[])",
-                     (table,)).fetchone()[0]
-    exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE k BETWEEN 4 AND 5 AND b BETWEEN 10 AND 40").format(
-        sql.Identifier(table))).fetchone()[0]
-    assert est == pytest.approx(exact, rel=0.08)
-    db.execute(sql.SQL("INSERT INTO {} SELECT 1, 1, 1 FROM generate_series(1, 5000)").format(sql.Identifier(f"{table}_p0")))
+            sql.Identifier(f"{table}_p{i}"), ident, sql.Literal(lo), sql.Literal(hi)))
+    db.execute(sql.SQL("INSERT INTO {} SELECT g % 6, sqrt(g), g % 97, (ARRAY['n', 's', 'e'])[1 + (g / 7) % 3] "
+                       "FROM generate_series(1, 30000) g").format(ident))
+    cols = ["k", "a", "b", "region"]
+    summary = refresh_nd(db, table, cols)
+    assert (summary["rows"], summary["partitions"], summary["rebuilt"], summary["reused"]) == (30000, 3, 3, 0)
+    assert db.execute("SELECT count(*) FROM kde_catalog WHERE kind = 'nd' AND relid::text LIKE %s",
+                      (f"{table}_p%",)).fetchone()[0] == 3
+
+    def check(relation, rel=0.08):
+        box = "ARRAY['k', 'b'], ARRAY[3, 10]::float8[], ARRAY[5, 40]::float8[]"
+        est = db.execute(f"SELECT approx_count(%s::regclass, {box})", (relation,)).fetchone()[0]
+        exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE k BETWEEN 3 AND 5 AND b BETWEEN 10 AND 40").format(
+            sql.Identifier(relation))).fetchone()[0]
+        assert est == pytest.approx(exact, rel=rel)
+        got = dict(db.execute(f"SELECT grp, estimate FROM approx_count_by(%s::regclass, 'region', {box})",
+                              (relation,)).fetchall())
+        for region, count in db.execute(sql.SQL("SELECT region, count(*) FROM {} WHERE k BETWEEN 3 AND 5 AND b "
+                                                "BETWEEN 10 AND 40 GROUP BY region").format(sql.Identifier(relation))):
+            assert got[region] == pytest.approx(count, rel=0.12)
+
+    check(table)
+    check(f"{table}_p1")
+    payload = "SELECT md5(p::text) FROM kde_synopsis_nd p WHERE relid = %s::regclass"
+    first = db.execute(payload, (table,)).fetchone()[0]
+    again = refresh_nd(db, table, cols)
+    assert (again["rebuilt"], again["reused"]) == (0, 3)
+    assert db.execute(payload, (table,)).fetchone()[0] == first
+    db.execute(sql.SQL("INSERT INTO {} SELECT 1, 1, 1, 'w' FROM generate_series(1, 5000)").format(
+        sql.Identifier(f"{table}_p0")))
     assert db.execute("SELECT stale FROM kde_synopses WHERE relid = %s::regclass", (table,)).fetchone()[0] is True
+    grown = refresh_nd(db, table, cols)
+    assert (grown["rows"], grown["rebuilt"], grown["reused"]) == (35000, 1, 2)
+    assert "w" in dict(db.execute("SELECT grp, estimate FROM approx_count_by(%s::regclass, 'region', ARRAY['k'], "
+                                  "ARRAY[NULL]::float8[], ARRAY[NULL]::float8[])", (table,)).fetchall())
+    check(table)
 
 
 def test_what_a_red_team_found_is_refused_or_right(db, table, enum_cleanup, login_role):

@@ -169,3 +169,41 @@ def test_a_pool_with_nulls_and_sixteen_columns_gives_distinct_points():
     assert multi.morton_keys(multi.pool_ranks(pool)).dtype == np.uint64
     assert multi.pool_rows(21844, 6) == 21844 * multi.POOL_FACTOR
     assert multi.pool_rows(21844, 16) == multi.POOL_VALUES // 16
+
+
+def test_a_merge_of_partitions_answers_as_a_build_of_their_union():
+    """merge_nd: each partition's points read back (categories by label), in proportion to its rows, the
+    pool of one build; its boxes are near the exact counts of the union, its rows exact, its labels every
+    partition's."""
+    rng = np.random.default_rng(1)
+
+    def part(n, shift, labels):
+        x = rng.standard_normal(n) + shift
+        return np.column_stack([x, x + rng.standard_normal(n), np.round(rng.exponential(3, n)),
+                                rng.integers(0, len(labels), n).astype(float)])
+
+    labels = [["a", "b", "c"], ["b", "d"], ["a", "c", "e"]]
+    parts = [part(24000, 0, labels[0]), part(12000, 2, labels[1]), part(2000, -1, labels[2])]
+    builds = [multi.build_nd(p, len(p), 32768, "auto", "reference", 1000, labels=[None] * 3 + [lab])
+              for p, lab in zip(parts, labels)]
+    read = [multi.decode_points(b) for b in builds]
+    assert np.array_equal(np.isnan(read[0][0]), builds[0].codes == multi.CODE_NULL)
+    merged = multi.merge_nd([(v, b.n_rows, lab) for (v, lab), b in zip(read, builds)], 32768, "auto", "reference", 1000)
+    assert merged.n_rows == 38000 and merged.labels[3] == ["a", "b", "c", "d", "e"]
+    names = [[lab[int(c)] for c in p[:, 3]] for p, lab in zip(parts, labels)]
+    whole = np.concatenate(parts)
+    group = np.array(sum(names, []))
+    row = merged.payload()
+    for lo, hi in [([0, 0, None, None], [1.5, 3, None, None]), ([None, None, 2, None], [None, None, 6, None]),
+                   ([-1, None, 0, None], [2, None, 3, None])]:
+        inside = np.ones(len(whole), bool)
+        for j in range(3):
+            if lo[j] is not None:
+                inside &= (whole[:, j] >= lo[j]) & (whole[:, j] <= hi[j])
+        est, _ = multi.box(row, merged.widths, merged.n_rows, lo, hi)
+        assert est == pytest.approx(inside.sum(), rel=0.06)
+        by, _ = multi.box(row, merged.widths, merged.n_rows, lo, hi, group_col=3)
+        for g, label in enumerate(merged.labels[3]):
+            exact = (inside & (group == label)).sum()
+            if exact > 1000:
+                assert by[g] == pytest.approx(exact, rel=0.15)
