@@ -400,11 +400,20 @@ COMMENT ON FUNCTION _kde_check_identity(regclass, text[], oid, int2[], text[], i
 
 -- What staleness compares: the relation's modification counters (inserted + updated + deleted rows over its
 -- leaf partitions, this backend's counts not yet reported included), its storage files (a TRUNCATE, a
--- rewrite or a change of partitions gives new ones) and its size in pages.
+-- rewrite or a change of partitions gives new ones) and its size in pages. A leaf that is a Citus table
+-- (listed in pg_dist_partition) keeps its rows in shards on the workers, and the coordinator's relation is an
+-- empty shell whose counters never move: its shards' counters, storage files, sizes and nodes are read there
+-- (run_command_on_shards, as the calling role; what a worker has not reported yet, within about 10 s of
+-- the change, is not seen). A shard that does not answer makes the storage differ, so the synopsis reads as
+-- stale until it answers again.
 CREATE FUNCTION _kde_table_state(tbl regclass, OUT mod_count bigint, OUT storage_id text, OUT pages bigint)
-LANGUAGE sql STABLE PARALLEL RESTRICTED
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    leaf regclass;
+    shards record;
+BEGIN
     WITH leaves AS (
         SELECT p.relid FROM pg_partition_tree(tbl) p WHERE p.isleaf
         UNION ALL
@@ -415,7 +424,36 @@ AS $$
                         + pg_stat_get_xact_tuples_updated(l.relid) + pg_stat_get_xact_tuples_deleted(l.relid)), 0)::bigint,
            string_agg(l.relid::oid::text || ':' || pg_relation_filenode(l.relid)::text, ',' ORDER BY l.relid::oid),
            coalesce(sum(pg_relation_size(l.relid) / current_setting('block_size')::bigint), 0)::bigint
-    FROM leaves l
+    INTO mod_count, storage_id, pages
+    FROM leaves l;
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN;
+    END IF;
+    FOR leaf IN
+        EXECUTE 'SELECT d.logicalrelid FROM pg_catalog.pg_dist_partition d WHERE d.logicalrelid IN ('
+                'SELECT p.relid FROM pg_catalog.pg_partition_tree($1) p WHERE p.isleaf UNION ALL '
+                'SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_partition_tree($1))) '
+                'ORDER BY d.logicalrelid::oid' USING tbl
+    LOOP
+        EXECUTE $q$
+            SELECT coalesce(sum(CASE WHEN r.success THEN split_part(r.result, '|', 1)::bigint END), 0) AS changes,
+                   string_agg(r.shardid::text || CASE WHEN r.success THEN '@' || split_part(r.result, '|', 2) || '/'
+                                                          || split_part(r.result, '|', 3) ELSE '?' END,
+                              ',' ORDER BY r.shardid) AS files,
+                   coalesce(sum(CASE WHEN r.success THEN split_part(r.result, '|', 4)::bigint END), 0) AS blocks
+            FROM run_command_on_shards($1, $c$SELECT pg_catalog.pg_stat_get_tuples_inserted(%1$L::regclass)
+                + pg_catalog.pg_stat_get_tuples_updated(%1$L::regclass)
+                + pg_catalog.pg_stat_get_tuples_deleted(%1$L::regclass)
+                || '|' || coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'socket') || ' '
+                || pg_catalog.inet_server_port() || '|' || pg_catalog.pg_relation_filenode(%1$L::regclass)
+                || '|' || pg_catalog.pg_relation_size(%1$L::regclass)
+                          / pg_catalog.current_setting('block_size')::bigint$c$) r
+        $q$ INTO shards USING leaf;
+        mod_count := mod_count + shards.changes;
+        storage_id := storage_id || ';' || leaf::oid::text || '=' || coalesce(shards.files, '');
+        pages := pages + shards.blocks;
+    END LOOP;
+END
 $$;
 COMMENT ON FUNCTION _kde_table_state(regclass) IS 'pg_kde internal: what staleness compares';
 

@@ -170,3 +170,102 @@ def test_a_distributed_table_of_many_columns_answers_boxes_and_groups(citus):
             assert abs(groups[region] - count) / count < 0.15
     finally:
         citus.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def _stale(citus, table, want: bool, seconds: float = 30.0, modified: int = 0):
+    """kde_synopses' (stale, rows_modified) of the table's first synopsis once stale is ``want`` and at least
+    ``modified`` rows are counted (workers report their counters within about 10 s), or the last seen after
+    ``seconds``."""
+    import time
+    deadline = time.monotonic() + seconds
+    while True:
+        row = citus.execute("SELECT stale, rows_modified FROM kde_synopses WHERE relid = %s::regclass "
+                            "ORDER BY cardinality(cols) LIMIT 1", (table,)).fetchone()
+        if (row[0] is want and row[1] >= modified) or time.monotonic() > deadline:
+            return row
+        time.sleep(0.5)
+
+
+def test_a_distributed_table_goes_stale_as_its_shards_change(citus):
+    """The coordinator's relation is an empty shell: staleness reads the shards. +20% rows, deletes and a
+    TRUNCATE make the synopsis stale, kde_refresh_stale rebuilds it, and the total is then exact."""
+    table = f"kde_citus_{uuid.uuid4().hex[:8]}"
+    citus.execute(f"CREATE TABLE {table} (id bigint, amount numeric(12,2), qty integer, score float8)")
+    try:
+        citus.execute(f"SELECT create_distributed_table('{table}', 'id')")
+        citus.execute(f"INSERT INTO {table} SELECT g, (g % 5000) / 100.0, g % 37, sqrt(g) "
+                      "FROM generate_series(1, 50000) g")
+        citus.execute(f"SELECT kde_refresh('{table}', 'amount')")
+        citus.execute(f"SELECT kde_refresh('{table}', ARRAY['amount', 'qty', 'score'])")
+        import time
+        time.sleep(11)  # the load's counters reach the workers' statistics; then a refresh counts them all
+        citus.execute(f"SELECT kde_refresh('{table}', 'amount')")
+        citus.execute(f"SELECT kde_refresh('{table}', ARRAY['amount', 'qty', 'score'])")
+        assert _stale(citus, table, False, 0) == (False, 0)
+        citus.execute(f"INSERT INTO {table} SELECT g, (g % 5000) / 100.0, g % 37, sqrt(g) "
+                      "FROM generate_series(50001, 60000) g")
+        stale, modified = _stale(citus, table, True, modified=10000)
+        assert stale is True and modified >= 10000
+        refreshed = citus.execute("SELECT kde_refresh_stale()").fetchone()[0]
+        assert refreshed == 2
+        assert citus.execute(f"SELECT approx_count('{table}', 'amount', NULL, NULL)").fetchone()[0] == 60000
+        est = citus.execute(f"SELECT approx_count('{table}', ARRAY['qty', 'score'], ARRAY[NULL, NULL]::float8[], "
+                            "ARRAY[NULL, NULL]::float8[])").fetchone()[0]
+        assert est == pytest.approx(60000)
+        time.sleep(11)  # nothing left to report: the refreshed synopses stay fresh
+        assert _stale(citus, table, False, 0) == (False, 0)
+        citus.execute(f"DELETE FROM {table} WHERE id <= 10000")  # 1/6 of the rows: past the 10% that is stale
+        assert _stale(citus, table, True, modified=10000)[0] is True
+        citus.execute(f"SELECT kde_refresh('{table}', 'amount')")
+        citus.execute(f"TRUNCATE {table}")  # new storage files on every shard, the counters unchanged
+        assert citus.execute("SELECT stale FROM kde_synopses WHERE relid = %s::regclass AND cols = '{amount}'",
+                             (table,)).fetchone()[0] is True
+    finally:
+        citus.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_a_distributed_table_s_privileges_and_policies_hold_on_the_coordinator(citus):
+    """As a role that is not the owner: a column it may not read is refused, alone or in a multi-column
+    synopsis, one it may read is answered (and its staleness read on the shards), and row-level security on
+    the distributed table refuses every synopsis of it, as on a local table."""
+    table = f"kde_citus_{uuid.uuid4().hex[:8]}"
+    role = f"kde_reader_{uuid.uuid4().hex[:8]}"
+    citus.execute(f"CREATE TABLE {table} (id bigint, amount numeric(12,2), secret numeric(12,2), qty integer)")
+    try:
+        citus.execute(f"SELECT create_distributed_table('{table}', 'id')")
+        citus.execute(f"INSERT INTO {table} SELECT g, (g % 3000) / 100.0, (g % 77) / 10.0, g % 13 "
+                      "FROM generate_series(1, 20000) g")
+        citus.execute(f"SELECT kde_refresh('{table}', 'amount')")
+        citus.execute(f"SELECT kde_refresh('{table}', 'secret')")
+        citus.execute(f"SELECT kde_refresh('{table}', ARRAY['amount', 'secret', 'qty'])")
+        citus.execute(f"CREATE ROLE {role} LOGIN")
+        dsn = psycopg.conninfo.make_conninfo(citus.info.dsn, user=role)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(f"SELECT approx_count('{table}', 'amount', 5, 10)")
+        # Citus 13 refuses a column list in a distributed GRANT; on the coordinator, where pg_kde reads the
+        # synopses, it holds as given (the workers' shards are not read by approx_*)
+        citus.execute("SET citus.enable_ddl_propagation TO off")
+        citus.execute(f"GRANT SELECT (id, amount, qty) ON {table} TO {role}")
+        citus.execute("RESET citus.enable_ddl_propagation")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            est = conn.execute(f"SELECT approx_count('{table}', 'amount', 5, 10)").fetchone()[0]
+            assert est == pytest.approx(citus.execute(f"SELECT count(*) FROM {table} WHERE amount BETWEEN 5 AND 10")
+                                        .fetchone()[0], rel=0.01)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(f"SELECT approx_count('{table}', 'secret', 1, 2)")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match='column "?secret"?'):
+                conn.execute(f"SELECT approx_count('{table}', ARRAY['amount', 'secret'], ARRAY[5, 1]::float8[], "
+                             "ARRAY[10, 5]::float8[])")
+            # the one synopsis of amount and qty holds secret too: the role may not read it
+            with pytest.raises(psycopg.errors.UndefinedObject, match="covers columns amount, qty"):
+                conn.execute(f"SELECT approx_count('{table}', ARRAY['amount', 'qty'], ARRAY[5, 1]::float8[], "
+                             "ARRAY[10, 5]::float8[])")
+        citus.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+        citus.execute(f"CREATE POLICY few ON {table} TO {role} USING (qty < 5)")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+                conn.execute(f"SELECT approx_count('{table}', 'amount', 5, 10)")
+    finally:
+        citus.execute(f"DROP TABLE IF EXISTS {table}")
+        citus.execute(f"DROP ROLE IF EXISTS {role}")

@@ -19,7 +19,7 @@ from pg_kde.synopsis.query import heavy_values  # noqa: E402
 from sqlhelpers import approx, load, refresh  # noqa: E402
 
 #: Every released version, oldest first; each ships an update script to the next.
-RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0"]
+RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0"]
 
 # Each object of the extension, described so that two installs can be compared.
 SCHEMA_QUERIES = {
@@ -74,11 +74,16 @@ PAYLOAD_0_4_0 = "relid, cols, atom_values, atom_cum_count, atom_cum_sum, kde_row
                 "cell_cum_sum, step, density, shape_var"
 #: 0.6.0 (and 0.7.0, 0.8.0): format 2 with a time column's periodic profile (0.9.0 adds atom_pack).
 PAYLOAD_0_6_0 = PAYLOAD_0_4_0 + ", period, profile"
-#: 0.9.0 (the layout of 0.10.0 and 0.11.0 too): heavy values on a lattice packed.
+#: 0.9.0 (the layout of 0.10.0, 0.11.0 and 0.12.0 too): heavy values on a lattice packed.
 PAYLOAD_0_9_0 = PAYLOAD_0_6_0 + ", atom_pack"
 #: The releases with the header table (kde_catalog), and those of them with format 2 of the 1-D payload.
-WITH_HEADER = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0")
+WITH_HEADER = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0")
+#: The releases with synopses of 3 to 16 columns (kde_synopsis_nd, its layout unchanged since).
+WITH_ND = ("0.11.0",)
 FORMAT_2 = WITH_HEADER[1:]
+#: 0.11.0: the payload of 3 to 16 columns.
+PAYLOAD_ND = ("relid, cols, n_points, points, knot_counts, knot_values, knot_below, knot_upto, non_null, complete, "
+              "categorical, labels")
 PAYLOAD_0_3_0 = {
     "kde_synopsis": "relid, cols, integer_valued, atom_values, atom_cum_count, atom_cum_sum, kde_rows, grid, lattice, "
                     "grid_size, cell_cum_count, cell_cum_sum, cell_cum_offset, kde_mass, cell_discrete",
@@ -87,14 +92,14 @@ PAYLOAD_0_3_0 = {
 }
 
 
-def old_format(current, format2: bool = False, packed: bool = False) -> dict:
+def old_format(current, format2: bool = False, packed: bool = False, nd: bool = False) -> dict:
     """Each synopsis of ``current`` as the releases before 0.4.0 stored it: {table: [row dict, ...]} with every
     column any of them had (a 1-D payload back to format 1: pg_kde.synopsis.catalog.format1); with ``format2``,
     as 0.4.0 stored it (its payloads unchanged but for packed heavy values, unpacked); with ``packed`` too, as
-    0.9.0 stored it (unchanged)."""
+    0.9.0 stored it (unchanged); with ``nd``, the synopses of 3 to 16 columns too, as 0.11.0 stored them."""
     rows = {}
     with current.cursor(row_factory=dict_row) as cur:
-        for table in ("kde_synopsis", "kde_synopsis_2d"):
+        for table in ("kde_synopsis", "kde_synopsis_2d") + (("kde_synopsis_nd",) if nd else ()):
             found = cur.execute(f"SELECT k.*, p.*, k.relid::text AS relid, k.requested::text AS options "
                                 f"FROM kde_catalog k JOIN {table} p USING (relid, cols)").fetchall()
             if table == "kde_synopsis" and not packed:  # heavy values as arrays, as releases before 0.9.0 kept them
@@ -156,7 +161,8 @@ def test_an_updated_install_equals_a_fresh_one(scratch_db, old):
 @pytest.mark.parametrize("old", RELEASED)
 def test_synopses_survive_the_update(scratch_db, old):
     rng = np.random.default_rng(12)
-    columns = {"x": rng.gamma(2.0, 3.0, 20000), "k": rng.integers(0, 50, 20000).astype(float)}
+    columns = {"x": rng.gamma(2.0, 3.0, 20000), "k": rng.integers(0, 50, 20000).astype(float),
+               "z": rng.normal(0.0, 1.0, 20000)}
     with scratch_db() as current, scratch_db() as legacy:
         current.execute(f"CREATE EXTENSION pg_kde VERSION '{pg_kde.__version__}' CASCADE")
         legacy.execute(f"CREATE EXTENSION pg_kde VERSION '{old}' CASCADE")
@@ -166,19 +172,21 @@ def test_synopses_survive_the_update(scratch_db, old):
         refresh(current, "sales", "x")
         refresh(current, "sales", "k")
         current.execute("SELECT kde_refresh('sales', ARRAY['x', 'k'])")
+        current.execute("SELECT kde_refresh('sales', ARRAY['x', 'k', 'z'])")
         # The synopses as the old version stored them (its refresh needs its own package: the rows are the
         # same synopses, in its layout), plus one of a table dropped before the update, which the update must
         # remove.
-        stored = old_format(current, format2=old in FORMAT_2, packed=old in ("0.9.0", "0.10.0"))
+        stored = old_format(current, format2=old in FORMAT_2, packed=old in ("0.9.0", "0.10.0", "0.11.0"),
+                            nd=old in WITH_ND)
         gone = dict(next(r for r in stored["kde_synopsis"] if r["cols"] == ["x"]), relid="gone", cols=["v"])
         for table, rows in stored.items():
             for row in rows + ([gone] if table == "kde_synopsis" else []):
                 if old in WITH_HEADER:
                     insert(legacy, "kde_catalog", HEADER_0_3_0, row)
-                    payload = PAYLOAD_0_3_0[table]
+                    payload = PAYLOAD_0_3_0.get(table, PAYLOAD_ND)
                     if table == "kde_synopsis" and old != "0.3.0":
                         payload = {"0.4.0": PAYLOAD_0_4_0, "0.5.0": PAYLOAD_0_4_0, "0.9.0": PAYLOAD_0_9_0,
-                                   "0.10.0": PAYLOAD_0_9_0}.get(
+                                   "0.10.0": PAYLOAD_0_9_0, "0.11.0": PAYLOAD_0_9_0}.get(
                             old, PAYLOAD_0_6_0)
                     insert(legacy, table, payload, row)
                 else:
@@ -198,6 +206,10 @@ def test_synopses_survive_the_update(scratch_db, old):
                 assert approx(legacy, "approx_count", "sales", col, lo, hi) == approx(current, "approx_count", "sales", col, lo, hi)
         box = "SELECT approx_count('sales', 'x', 2.0, 9.0, 'k', 5.0, 30.0)"
         assert legacy.execute(box).fetchone()[0] == current.execute(box).fetchone()[0]
+        if old in WITH_ND:
+            box = ("SELECT approx_count_ci('sales', ARRAY['x', 'z'], ARRAY[2.0, -1.0]::float8[], "
+                   "ARRAY[9.0, 0.5]::float8[])::text")
+            assert legacy.execute(box).fetchone()[0] == current.execute(box).fetchone()[0]
         # Bound to the columns' identity: a rename is followed, a retyped column loses its synopsis.
         assert legacy.execute("SELECT attnums FROM kde_catalog WHERE cols = '{x}'").fetchone()[0] == [1]
         legacy.execute("ALTER TABLE sales RENAME x TO amount")
