@@ -242,13 +242,27 @@ class SqlTableReader:
         return rows, sample, labels
 
     def _pages(self) -> int:
-        """The relation's blocks (a partitioned table's are its partitions')."""
+        """The relation's blocks (a partitioned table's are its partitions'; a Citus table's, its shards' on the
+        workers, where the coordinator's relation is an empty shell: then a large one is read once too)."""
         plpy = self.plpy
         # pg_partition_tree lists a plain table alone.
-        return int(plpy.execute(plpy.prepare(
+        pages = int(plpy.execute(plpy.prepare(
             "SELECT (greatest(pg_catalog.pg_relation_size($1::regclass), (SELECT coalesce(sum(pg_catalog.pg_relation_size("
             "relid)), 0) FROM pg_catalog.pg_partition_tree($1::regclass))) / pg_catalog.current_setting('block_size')::int8"
             ")::int8 AS p", ["text"]), [self.relation])[0]["p"])
+        return max(pages, self._shard_pages())
+
+    def _shard_pages(self) -> int:
+        """A Citus table's blocks on the workers (its leaves' shards), 0 for any other relation."""
+        plpy = self.plpy
+        if plpy.execute("SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL "
+                        "AND pg_catalog.to_regproc('pg_catalog.citus_relation_size') IS NOT NULL AS c")[0]["c"] is not True:
+            return 0
+        return int(plpy.execute(plpy.prepare(
+            "SELECT coalesce(sum(pg_catalog.citus_relation_size(d.logicalrelid)), 0) "
+            "/ pg_catalog.current_setting('block_size')::int8 AS p FROM pg_catalog.pg_dist_partition d "
+            "WHERE d.logicalrelid IN (SELECT p.relid FROM pg_catalog.pg_partition_tree($1::regclass) p WHERE p.isleaf "
+            "UNION ALL SELECT $1::regclass)", ["text"]), [self.relation])[0]["p"])
 
     def _block_percent(self, blocks: int) -> Optional[float]:
         """The percentage of blocks a repeatable ``TABLESAMPLE SYSTEM`` sample of ``blocks`` blocks reads, or

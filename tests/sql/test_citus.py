@@ -269,3 +269,40 @@ def test_a_distributed_table_s_privileges_and_policies_hold_on_the_coordinator(c
     finally:
         citus.execute(f"DROP TABLE IF EXISTS {table}")
         citus.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def test_a_large_distributed_table_is_read_once(citus):
+    """The coordinator's relation is an empty shell: the size that decides a block sample is the shards'. With
+    pg_kde.sample_blocks well below it, a block sample places the grid and the refresh scans each shard once;
+    with 0 it scans each at least twice. The cells are exact either way."""
+    import time
+    table = f"kde_citus_{uuid.uuid4().hex[:8]}"
+    citus.execute(f"CREATE TABLE {table} (id bigint, amount numeric(12,2))")
+    try:
+        citus.execute(f"SELECT create_distributed_table('{table}', 'id', shard_count => 8)")
+        citus.execute("SELECT setseed(0.2)")
+        citus.execute(f"INSERT INTO {table} SELECT g, round(exp(3 + sqrt(-2 * ln(1 - random())) "
+                      f"* cos(2 * pi() * random()))::numeric, 2) FROM generate_series(1, 150000) g")
+        x = np.array([r[0] for r in citus.execute(f"SELECT amount::float8 FROM {table}")], dtype=float)
+
+        def scans():
+            time.sleep(11)  # the workers report their counters
+            return citus.execute(f"SELECT sum(result::bigint) FROM run_command_on_shards('{table}', "
+                                 "$$SELECT pg_stat_get_numscans(%1$L::regclass)$$)").fetchone()[0]
+
+        # (each shard draws the same block numbers of a repeatable SYSTEM sample: 64 of the ~800 blocks, about 8
+        # of each shard's ~100; a sample that finds no row is followed by a row sample, a second read)
+        for blocks, fewest, most in (("64", 8, 8), ("0", 16, None)):
+            before = scans()
+            citus.execute(f"SET pg_kde.sample_blocks = {blocks}")
+            try:
+                citus.execute(f"SELECT kde_refresh('{table}', 'amount')")
+            finally:
+                citus.execute("RESET pg_kde.sample_blocks")
+            made = scans() - before
+            assert made >= fewest and (most is None or made <= most), (blocks, made)
+            with citus.cursor(row_factory=dict_row) as cur:
+                row = cur.execute("SELECT * FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+            assert_exact_cells(row, x)
+    finally:
+        citus.execute(f"DROP TABLE IF EXISTS {table}")

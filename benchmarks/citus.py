@@ -1,0 +1,147 @@
+"""Synopses of a Citus distributed table against the same rows in a local table on the coordinator: the
+refresh of each kind (1-D, a pair, 4 columns) against a count(*) of the same table, approx_count's latency
+inside a statement on the coordinator, and how long staleness takes to show a growth of the shards.
+
+    ../shared/tools/citus-cluster build <citus source>        # once (about 3 minutes)
+    PG_ENV="PYTHONPATH=<the venv's site-packages>" ../shared/tools/citus-cluster start /tmp/citus
+    python benchmarks/citus.py --dsn "host=127.0.0.1 port=56001 user=postgres dbname=postgres" [--rows 10000000]
+    ../shared/tools/citus-cluster stop /tmp/citus
+
+Both tables hold benchmarks/budget.py's generated sales rows (amount numeric(12,2) log-normal cents, qty
+Zipf-like integers, created_at timestamptz with a daily rhythm) plus an id and a region (text, 4 values):
+`sales_local` on the coordinator, `sales_dist` distributed by id over the workers (32 shards). Timings are
+medians of --repeats runs on warm tables. On one machine the workers share its cores with the coordinator:
+a distributed table shows Citus's overhead here, not its speed-up. Writes benchmarks/results/citus.md and
+prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmarks' helpers, under python -P too
+from budget import SALES_SQL, cpu_model  # noqa: E402
+
+import pg_kde  # noqa: E402
+
+TARGETS = (("amount",), ("amount", "qty"), ("amount", "qty", "created_at", "region"))
+CALLS = 2000
+
+
+def timed(conn, query: str) -> float:
+    start = time.perf_counter()
+    conn.execute(query).fetchall()
+    return time.perf_counter() - start
+
+
+def refresh_sql(table: str, target: tuple) -> str:
+    if len(target) == 1:
+        return f"SELECT kde_refresh('{table}', '{target[0]}')"
+    return f"SELECT kde_refresh('{table}', ARRAY[{', '.join(repr(c) for c in target)}])"
+
+
+LATENCY = {
+    ("amount",): "approx_count('{t}', 'amount', (i % 300)::numeric, (i % 300 + 17.31)::numeric)",
+    ("amount", "qty"): "approx_count('{t}', 'amount', (i % 300)::float8, (i % 300 + 17.31)::float8, 'qty', 1::float8, 5::float8)",
+    ("amount", "qty", "created_at", "region"):
+        "approx_count('{t}', ARRAY['amount', 'qty'], ARRAY[(i % 300)::float8, 1], ARRAY[(i % 300 + 17.31)::float8, 5])",
+}
+
+
+def main(argv=None) -> int:
+    import psycopg
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dsn", required=True, help="the Citus coordinator")
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    with psycopg.connect(args.dsn, autocommit=True) as conn:
+        citus = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'citus'").fetchone()
+        if citus is None:
+            parser.error("the database at --dsn has no citus extension")
+        installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_kde'").fetchone()
+        if installed is None:
+            conn.execute(f"CREATE EXTENSION pg_kde VERSION '{pg_kde.__version__}' CASCADE")
+        elif installed[0] != pg_kde.__version__:
+            conn.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{pg_kde.__version__}'")
+        workers = conn.execute("SELECT count(*) FROM pg_dist_node WHERE noderole = 'primary' AND groupid > 0").fetchone()[0]
+        postgres = conn.execute("SHOW server_version").fetchone()[0]
+        for table in ("sales_dist", "sales_local"):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute("SELECT setseed(0.5)")
+        conn.execute(SALES_SQL.format(rows=int(args.rows)).replace("CREATE TABLE sales AS", "CREATE TABLE sales_local AS"))
+        conn.execute("ALTER TABLE sales_local ADD COLUMN id bigserial, ADD COLUMN region text")
+        conn.execute("UPDATE sales_local SET region = (ARRAY['north', 'south', 'east', 'west'])[1 + id % 4]")
+        conn.execute("VACUUM ANALYZE sales_local")
+        conn.execute("CREATE TABLE sales_dist (LIKE sales_local)")
+        conn.execute("SELECT create_distributed_table('sales_dist', 'id', shard_count => 32)")
+        conn.execute("INSERT INTO sales_dist SELECT * FROM sales_local")
+        conn.execute("VACUUM ANALYZE sales_dist")
+        print(f"[{time.perf_counter() - started:6.1f}s] loaded {args.rows:,} rows into each table", flush=True)
+        time.sleep(11)  # the workers report the load's counters: the refreshes below start fresh
+        results = {}
+        for table in ("sales_local", "sales_dist"):
+            timed(conn, f"SELECT count(*) FROM {table}")  # warm
+            counts = [timed(conn, f"SELECT count(*) FROM {table}") for _ in range(args.repeats)]
+            row = {"count": statistics.median(counts)}
+            for target in TARGETS:
+                timed(conn, refresh_sql(table, target))  # the first call in the session imports pg_kde
+                row[target] = statistics.median(timed(conn, refresh_sql(table, target)) for _ in range(args.repeats))
+                call = LATENCY[target].format(t=table)
+                per = [timed(conn, f"SELECT sum({call}) FROM generate_series(1, {CALLS}) i") / CALLS
+                       for _ in range(args.repeats)]
+                row[("latency",) + target] = statistics.median(per)
+                print(f"[{time.perf_counter() - started:6.1f}s] {table} {','.join(target)}: refresh "
+                      f"{row[target]:.2f} s, approx_count {row[('latency',) + target] * 1e6:.0f} µs", flush=True)
+            results[table] = row
+        # staleness: +20% rows into the distributed table, then the seconds until kde_synopses says stale
+        t0 = time.perf_counter()
+        conn.execute("INSERT INTO sales_dist SELECT * FROM sales_dist WHERE id % 5 = 0")
+        inserted = time.perf_counter()
+        while not conn.execute("SELECT bool_and(stale) FROM kde_synopses WHERE relid = 'sales_dist'::regclass").fetchone()[0]:
+            if time.perf_counter() - inserted > 60:
+                break
+            time.sleep(0.25)
+        stale_after = time.perf_counter() - inserted
+        insert_s = inserted - t0
+        t1 = time.perf_counter()
+        refreshed = conn.execute("SELECT kde_refresh_stale()").fetchone()[0]
+        refresh_stale_s = time.perf_counter() - t1
+        total = conn.execute("SELECT approx_count('sales_dist', 'amount', NULL::float8, NULL::float8)").fetchone()[0]
+        exact = conn.execute("SELECT count(amount) FROM sales_dist").fetchone()[0]
+
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# Citus: synopses of a distributed table against the same rows local ({when})", "",
+             f"Measured {when} on {cpu_model()} ({platform.machine()}), PostgreSQL {postgres}, Citus {citus[0]}, "
+             f"pg_kde {pg_kde.__version__}; a coordinator and {workers} workers on the same machine (they share its "
+             f"cores). Command: `python benchmarks/citus.py --rows {args.rows} --repeats {args.repeats}`; "
+             f"{(time.perf_counter() - started) / 60:.1f} min. {args.rows:,} rows; medians of {args.repeats}.", "",
+             "| table | count(*) | refresh amount | refresh (amount, qty) | refresh 4 columns | approx_count: 1-D / pair / 4 columns, µs a call |",
+             "|---|---:|---:|---:|---:|---|"]
+    for table, row in results.items():
+        lat = " / ".join(f"{row[('latency',) + t] * 1e6:.0f}" for t in TARGETS)
+        lines.append(f"| {table} | {row['count']:.3f} s | {row[TARGETS[0]]:.2f} s ({row[TARGETS[0]] / row['count']:.1f}×) "
+                     f"| {row[TARGETS[1]]:.2f} s ({row[TARGETS[1]] / row['count']:.1f}×) "
+                     f"| {row[TARGETS[2]]:.2f} s ({row[TARGETS[2]] / row['count']:.1f}×) | {lat} |")
+    lines += ["", f"Growth: {exact - args.rows:,} rows (+{(exact - args.rows) / args.rows:.0%}) inserted into sales_dist in "
+              f"{insert_s:.1f} s; kde_synopses showed every synopsis of it stale {stale_after:.1f} s later "
+              f"(the workers report their counters within about 10 s); kde_refresh_stale() rebuilt {refreshed} in "
+              f"{refresh_stale_s:.1f} s; approx_count over every amount then {total:,.0f}, exact {exact:,}.", ""]
+    report = "\n".join(lines)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "citus.md").write_text(report + "\n")
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
