@@ -204,15 +204,19 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     lattice_heavy = np.empty(0)
     if few:  # every sampled value kept exactly; the cells hold only the values the sample missed
         room = len(distinct)
-    elif step > 0:
+    elif step > 0 and grid_hint is None:
         # On a lattice, heavy values (a cell's share of rows or more: spikes no shape follows) get cells of
         # their own, at most a quarter of the cells.
         kept = np.isin(distinct, heavy)
         lattice_heavy = Atoms.from_counts(distinct[kept], counts[kept]).largest(most_cells // 4).values
         room = 0
-    else:  # a continuous column's heavy values (ties) are kept exactly beside the cells, in a quarter of the budget
+    else:
+        # A continuous column's heavy values (ties) are kept exactly beside the cells, in a quarter of the
+        # budget; so are a lattice's on a given grid (a partition's, built on its parent's cells): a spike the
+        # grid gives no cell of its own (rows appended to the last month, all of one value) stays exact, and
+        # heavy values add up exactly in the merge.
         room = min(len(heavy), max(0, (budget // 4) // ATOM_BYTES))
-    candidates = distinct if few else (np.empty(0) if step > 0 else heavy)
+    candidates = distinct if few else (np.empty(0) if step > 0 and grid_hint is None else heavy)
     rest = sample[~np.isin(sample, candidates)]
     if few and not len(rest) and (counts == 1).sum() >= 2:
         # A frequency table's cells hold the values the sample missed: placed where values are rare, as the
@@ -486,7 +490,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     if plan.few:  # every sampled value exactly; the cells (none when the sample saw every value) the rest
         atoms = Atoms.from_counts(candidates[found], scan.candidate_rows[found])
     else:
-        if step > 0:
+        if step > 0 and not (grid_hint is not None and scale == 1.0):  # (heavy values have cells of their own)
             atoms = Atoms.from_counts([], [])
         else:
             atoms = Atoms.from_counts(candidates, scan.candidate_rows,
