@@ -11,8 +11,11 @@
 #include "pg_kde.h"
 
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/typcache.h"
 
 PG_FUNCTION_INFO_V1(kde_box_nd);
 
@@ -180,6 +183,48 @@ kernel_mass(const Column *c, double u)
 	return m < 0 ? 0 : (m > 1 ? 1 : m);
 }
 
+/* An integer field of the row that a synopsis built before it existed lacks or holds NULL: 0 then. */
+static int64
+optional_int4_field(HeapTupleHeader row, const char *name)
+{
+	TupleDesc	desc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(row), HeapTupleHeaderGetTypMod(row));
+	AttrNumber	attno = InvalidAttrNumber;
+	bool		isnull = true;
+	Datum		value = (Datum) 0;
+
+	for (int i = 0; i < desc->natts; i++)
+		if (!TupleDescAttr(desc, i)->attisdropped && namestrcmp(&TupleDescAttr(desc, i)->attname, name) == 0)
+			attno = TupleDescAttr(desc, i)->attnum;
+	ReleaseTupleDesc(desc);
+	if (attno != InvalidAttrNumber)
+		value = GetAttributeByNum(row, attno, &isnull);
+	return isnull ? 0 : DatumGetInt32(value);
+}
+
+/*
+ * The variance of a box's estimate from balanced points (multi.balanced_variance, docs/math.md §13): the
+ * kernel's share (sum w v^2 - sum (w v)^2), the systematic sample's along the curve (successive differences,
+ * with the pool's finite-population factor) and the pool's own. pool 0 (a synopsis built before 0.12.0, of a
+ * sample thinned in its first column's order): a simple random sample's, as before.
+ */
+static double
+box_variance(double scale, int m, double pool, double n_rows, double total, double second, double squares,
+			 double steps)
+{
+	double		kernel,
+				along,
+				spread,
+				whole;
+
+	if (pool <= 0 || m < 2)
+		return fmax(scale * scale * (second - total * total / Max(m, 1)), 0.0);
+	kernel = fmax(second - squares, 0.0);
+	along = m * fmax(1.0 - m / pool, 0.0) * steps / (2.0 * (m - 1));
+	spread = fmax(squares - total * total / m, 0.0) * m / (m - 1);
+	whole = n_rows > 0 ? (m / pool) * fmax(1.0 - pool / n_rows, 0.0) * spread : 0.0;
+	return scale * scale * (kernel + along + whole);
+}
+
 /* the ranks at which a point of the column has some mass in the box */
 static inline double
 reach_width(const Column *c)
@@ -225,7 +270,13 @@ kde_box_nd(PG_FUNCTION_ARGS)
 	int			sum_col = PG_GETARG_INT32(5);
 	int			group_col = PG_GETARG_INT32(6);
 	double	   *group_sum = NULL,
-			   *group_sum2 = NULL;
+			   *group_sum2 = NULL,
+			   *group_squares = NULL,
+			   *group_steps = NULL,
+				prev = 0,
+				squares = 0,
+				steps = 0;
+	int			prev_g = -1;
 	int			groups = 0;
 	bytea	   *points = DatumGetByteaPP(kde_row_field(row, "points"));
 	const unsigned char *codes = (const unsigned char *) VARDATA_ANY(points);
@@ -251,7 +302,8 @@ kde_box_nd(PG_FUNCTION_ARGS)
 				hi[MAX_COLUMNS],
 				sum = 0,
 				sum2 = 0,
-				scale;
+				scale,
+				pool;
 	bool		lo_given[MAX_COLUMNS],
 				hi_given[MAX_COLUMNS],
 				empty = false;
@@ -347,6 +399,8 @@ kde_box_nd(PG_FUNCTION_ARGS)
 		groups = cols[group_col - 1].n;
 		group_sum = palloc0(sizeof(double) * (groups + 1));
 		group_sum2 = palloc0(sizeof(double) * (groups + 1));
+		group_squares = palloc0(sizeof(double) * (groups + 1));
+		group_steps = palloc0(sizeof(double) * (groups + 1));
 	}
 	for (int i = 0; i < m && !empty; i++)
 	{
@@ -372,38 +426,67 @@ kde_box_nd(PG_FUNCTION_ARGS)
 		}
 		else
 			w2 = w;
-		if (group_col > 0 && w != 0)
+		if (group_col > 0)
 		{
-			int			j = group_col - 1;
-			int			code = p[2 * j] | (p[2 * j + 1] << 8);
-			int			g = code == CODE_NULL ? groups : column_band(&cols[j], code / CODE_SCALE);
+			int			g = -1;		/* the group the point counts in, if any */
 
-			/* a group whose value the box's own bounds on that column leave out holds none of its rows (the
-			 * kernel of a smoothed column reaches past them) */
-			if (g == groups || !((lo_given[j] && cols[j].values[g] < lo[j]) || (hi_given[j] && cols[j].values[g] > hi[j])))
+			if (w != 0)
+			{
+				int			j = group_col - 1;
+				int			code = p[2 * j] | (p[2 * j + 1] << 8);
+
+				g = code == CODE_NULL ? groups : column_band(&cols[j], code / CODE_SCALE);
+
+				/* a group whose value the box's own bounds on that column leave out holds none of its rows
+				 * (the kernel of a smoothed column reaches past them) */
+				if (g != groups && ((lo_given[j] && cols[j].values[g] < lo[j]) || (hi_given[j] && cols[j].values[g] > hi[j])))
+					g = -1;
+			}
+			if (g >= 0)
 			{
 				group_sum[g] += w;
 				group_sum2[g] += w2;
+				group_squares[g] += w * w;
 			}
+			/* successive differences of each group's weights: both squares, less twice the product where
+			 * neighbours share the group */
+			if (i > 0)
+			{
+				if (g >= 0)
+					group_steps[g] += w * w;
+				if (prev_g >= 0)
+					group_steps[prev_g] += prev * prev;
+				if (g >= 0 && g == prev_g)
+					group_steps[g] -= 2 * w * prev;
+			}
+			prev_g = g;
+			if (g < 0)
+				w = 0;			/* (what the steps below compare: nothing in a group) */
 		}
+		else if (i > 0)
+			steps += (w - prev) * (w - prev);
+		prev = w;
+		squares += w * w;
 		sum += w;
 		sum2 += w2;
 		if ((i & 65535) == 65535)
 			CHECK_FOR_INTERRUPTS();
 	}
 	scale = n_rows / m;
+	pool = (double) optional_int4_field(row, "pool_rows");
 	n_out = group_col > 0 ? 2 * (groups + 1) : 2;
 	out = palloc(sizeof(Datum) * n_out);
 	if (group_col > 0)
 		for (int g = 0; g <= groups; g++)
 		{
 			out[2 * g] = Float8GetDatum(scale * group_sum[g]);
-			out[2 * g + 1] = Float8GetDatum(fmax(scale * scale * (group_sum2[g] - group_sum[g] * group_sum[g] / m), 0.0));
+			out[2 * g + 1] = Float8GetDatum(box_variance(scale, m, pool, n_rows, group_sum[g], group_sum2[g],
+														 group_squares[g], group_steps[g]));
 		}
 	else
 	{
 		out[0] = Float8GetDatum(scale * sum);
-		out[1] = Float8GetDatum(fmax(scale * scale * (sum2 - sum * sum / m), 0.0));
+		out[1] = Float8GetDatum(box_variance(scale, m, pool, n_rows, sum, sum2, squares, steps));
 	}
 	PG_RETURN_ARRAYTYPE_P(construct_array(out, n_out, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }

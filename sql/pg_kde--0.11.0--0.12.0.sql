@@ -2,8 +2,13 @@
 -- workers (their modification counters, storage files, sizes and nodes), where the coordinator's relation is an
 -- empty shell whose counters never move: growth, deletes, TRUNCATE and shard moves of a distributed table
 -- now make its synopses stale, and kde_refresh_stale rebuilds them. Every function that names the version is
--- replaced.
+-- replaced. Multi-column synopses keep the size of the pool their points come from (pool_rows; NULL for those
+-- built before, whose intervals stay a simple random sample's).
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.12.0'" to load this file. \quit
+
+-- pool_rows (0.12.0): the rows of the sample the points are a balanced subsample of, whose intervals read
+-- them; NULL for a synopsis built before, a simple random sample's intervals then (docs/math.md §13).
+ALTER TABLE kde_synopsis_nd ADD COLUMN pool_rows integer CHECK (pool_rows IS NULL OR pool_rows >= n_points);
 
 -- What staleness compares: the relation's modification counters (inserted + updated + deleted rows over its
 -- leaf partitions, this backend's counts not yet reported included), its storage files (a TRUNCATE, a

@@ -156,14 +156,22 @@ def make_knots(column: np.ndarray, cap: int) -> Knots:
 
 def rank_codes(sample: np.ndarray, knots: Sequence[Knots]) -> np.ndarray:
     """The (m, d) uint16 codes of the points: u = F(x−) + (F(x) − F(x−)) · t, t a fixed jitter in (0, 1) per
-    point and column (a golden-ratio sequence: the same codes for the same sample), CODE_NULL for NULL."""
+    point and column (the golden-ratio sequence over a value's points: the same codes for the same sample),
+    CODE_NULL for NULL."""
     m, d = sample.shape
     codes = np.full((m, d), CODE_NULL, dtype=np.uint16)
     golden = (math.sqrt(5.0) - 1.0) / 2.0
     for j in range(d):
         x = sample[:, j]
         known = ~np.isnan(x)
-        t = np.mod(0.5 + golden * (np.arange(m) * d + j + 1), 1.0)[known]
+        # the k-th point of a value (in the points' order) at the k-th term of the sequence: each value's
+        # points fill its band evenly, whatever order the points come in
+        values = x[known]
+        order = np.argsort(values, kind="stable")
+        first = np.searchsorted(values[order], values[order], side="left")
+        k = np.empty(len(values))
+        k[order] = np.arange(len(values)) - first
+        t = np.mod(0.5 + golden * (k * d + j + 1), 1.0)
         a, b = knots[j].cdf(x[known], True), knots[j].cdf(x[known], False)
         # strictly inside a sampled value's band, so that a bound on a value never meets a point of another
         # (every band spans at least 1/m >= 3 codes: MAX_POINTS); a value between knots has no band (a = b)
@@ -201,14 +209,16 @@ def morton_keys(ranks: np.ndarray) -> np.ndarray:
 
 
 def balanced_picks(sample: np.ndarray, m: int) -> np.ndarray:
-    """The rows of the pool ``sample`` (m0, d) that become the m points: every (m0/m)-th along the Z-order of
-    the columns' ranks, from the middle of the first step (systematic sampling along a space-filling curve,
-    a spatially balanced sample: each of m runs of neighbouring rows gives one point, so a box's points
-    vary far less than a simple random sample's). The same picks for the same pool."""
+    """The rows of the pool ``sample`` (m0, d) that become the m points, in the curve's order: every (m0/m)-th
+    along the Z-order of the columns' ranks, from the middle of the first step (systematic sampling along a
+    space-filling curve, a spatially balanced sample: each of m runs of neighbouring rows gives one point, so
+    a box's points vary far less than a simple random sample's). The same picks for the same pool."""
     m0 = len(sample)
     order = np.argsort(morton_keys(pool_ranks(sample)), kind="stable")
     step = m0 / m
-    return np.sort(order[np.minimum((step / 2 + step * np.arange(m)).astype(np.int64), m0 - 1)])
+    # in the curve's order: neighbouring points are neighbours in the pool, which the variance reads
+    # (:func:`box`)
+    return order[np.minimum((step / 2 + step * np.arange(m)).astype(np.int64), m0 - 1)]
 
 
 def plan_points(budget: int, d: int, knot_bytes: int) -> int:
@@ -322,6 +332,7 @@ class BuiltND:
             "complete": [bool(k.complete) for k in self.knots],
             "categorical": [found is not None for found in self._labels()],
             "labels": [v for found in self._labels() if found is not None for v in found],
+            "pool_rows": int(self.sample_size),
         }
 
     def _labels(self) -> list:
@@ -340,7 +351,7 @@ class BuiltND:
         from .catalog import CATALOG_TYPES
         return {**CATALOG_TYPES, "n_points": "int4", "points": "bytea", "knot_counts": "int4[]",
                 "knot_values": "float8[]", "knot_below": "int4[]", "knot_upto": "int4[]", "non_null": "int4[]",
-                "complete": "bool[]", "categorical": "bool[]", "labels": "text[]"}
+                "complete": "bool[]", "categorical": "bool[]", "labels": "text[]", "pool_rows": "int4"}
 
     def summary(self, relation: str, columns) -> dict:
         return {"relation": relation, "columns": list(columns), "rows": self.n_rows, "points": self.m,
@@ -431,7 +442,7 @@ def stored_nd(row: dict) -> BuiltND:
         else:
             labels.append(None)
     return BuiltND(method=row["method"], backend=row["backend"], n_rows=int(row["n_rows"]),
-                   sample_size=int(row["sample_size"]), knots=knots, widths=np.asarray(row["bandwidth"], dtype=np.float64),
+                   sample_size=int(row.get("pool_rows") or row["n_points"]), knots=knots, widths=np.asarray(row["bandwidth"], dtype=np.float64),
                    codes=codes, seconds=float(row["build_seconds"]), budget=0, bandwidth_points=int(row["sample_size"]),
                    labels=labels)
 
@@ -571,6 +582,7 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
     # each weight is the chance that the point's row is in the box: the variance of a sample of such rows
     scale = n_rows / m
     w, w2 = weight * values, weight * values * values
+    pool = row.get("pool_rows")
     if group_col >= 0:
         c = codes[:, group_col]
         groups = len(knots[group_col].values)
@@ -585,7 +597,36 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
         w, w2 = np.where(out, 0.0, w), np.where(out, 0.0, w2)
         total = np.bincount(g, weights=w, minlength=groups + 1)
         second = np.bincount(g, weights=w2, minlength=groups + 1)
-        return scale * total, scale * scale * np.maximum(second - total * total / m, 0.0)
+        if not pool:
+            return scale * total, scale * scale * np.maximum(second - total * total / m, 0.0)
+        squares = np.bincount(g, weights=w * w, minlength=groups + 1)
+        # successive differences of each group's weights (w_i 1[g_i = k] - w_(i-1) 1[g_(i-1) = k])^2: both
+        # squares, less twice the product where neighbours share the group
+        same = g[1:] == g[:-1]
+        steps = (np.bincount(g[1:], weights=w[1:] * w[1:], minlength=groups + 1)
+                 + np.bincount(g[:-1], weights=w[:-1] * w[:-1], minlength=groups + 1)
+                 - 2 * np.bincount(g[1:][same], weights=(w[1:] * w[:-1])[same], minlength=groups + 1))
+        var = [balanced_variance(scale, m, pool, n_rows, t, s2, q, st)
+               for t, s2, q, st in zip(total, second, squares, steps)]
+        return scale * total, np.array(var)
     total = float(w.sum())
-    var = scale * scale * max(float(w2.sum()) - total * total / m, 0.0)
-    return scale * total, var
+    if not pool:
+        return scale * total, scale * scale * max(float(w2.sum()) - total * total / m, 0.0)
+    steps = float(np.sum((w[1:] - w[:-1]) ** 2))
+    return scale * total, balanced_variance(scale, m, pool, n_rows, total, float(w2.sum()), float((w * w).sum()), steps)
+
+
+def balanced_variance(scale: float, m: int, pool: int, n_rows: float, total: float, second: float, squares: float,
+                      steps: float) -> float:
+    """The variance of a box's estimate from balanced points (docs/math.md §13): each point's row in the box
+    with the chance w (Σ w v² − Σ (w v)²: the kernel's share of doubt, whatever the sample), plus the systematic
+    sample's along the curve (successive differences of the w v, with the finite-population factor of the
+    pool), plus the pool's own (a simple random sample of the table's rows). ``total``, ``second``,
+    ``squares``, ``steps``: Σ w v, Σ w v², Σ (w v)², Σ (w_i v_i − w_(i−1) v_(i−1))²."""
+    if m < 2:
+        return scale * scale * max(second - total * total / max(m, 1), 0.0)
+    kernel = max(second - squares, 0.0)
+    along = m * max(1.0 - m / pool, 0.0) * steps / (2.0 * (m - 1))
+    spread = max(squares - total * total / m, 0.0) * m / (m - 1)
+    whole = (m / pool) * max(1.0 - pool / n_rows, 0.0) * spread if n_rows > 0 else 0.0
+    return scale * scale * (kernel + along + whole)

@@ -134,6 +134,9 @@ CREATE TABLE kde_synopsis_nd (
     PRIMARY KEY (relid, cols),
     FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE
 );
+-- pool_rows (0.12.0): the rows of the sample the points are a balanced subsample of, whose intervals read
+-- them; NULL for a synopsis built before, a simple random sample's intervals then (docs/math.md §13).
+ALTER TABLE kde_synopsis_nd ADD COLUMN pool_rows integer CHECK (pool_rows IS NULL OR pool_rows >= n_points);
 ALTER TABLE kde_synopsis_nd ALTER COLUMN points SET STORAGE EXTERNAL,
     ALTER COLUMN knot_values SET STORAGE EXTERNAL, ALTER COLUMN knot_below SET STORAGE EXTERNAL,
     ALTER COLUMN knot_upto SET STORAGE EXTERNAL, ALTER COLUMN labels SET STORAGE EXTERNAL;

@@ -343,10 +343,11 @@ def test_categories_group_by_and_equality(db, table, enum_cleanup):
     g = row["cols"].index("carrier")
     full_lo = [5.0, None, 10.0, None, None, None]
     full_hi = [60.0, None, 60.0, None, None, None]
-    want, _ = multi.box(row, row["bandwidth"], row["n_rows"], full_lo, full_hi, group_col=g)
+    want, var = multi.box(row, row["bandwidth"], row["n_rows"], full_lo, full_hi, group_col=g)
     for i, name in enumerate(row["labels"][:8] + [None]):
         if want[i] > 0:
             assert got[name][0] == pytest.approx(want[i], rel=1e-9)
+            assert got[name][1] == pytest.approx(max(0.0, want[i] - 1.959963984540054 * var[i] ** 0.5), rel=1e-7, abs=1e-6)
     # equality on categories and on a boolean; a label the sample never held
     eq = "SELECT approx_count(%s::regclass, ARRAY['a'], ARRAY[5]::float8[], ARRAY[60]::float8[], %s::text[], %s::text[])"
     exact = int(((data["a"] >= 5) & (data["a"] <= 60) & (data["carrier"] == "DL") & data["late"]).sum())
@@ -442,7 +443,7 @@ def test_what_a_red_team_found_is_refused_or_right(db, table, enum_cleanup, logi
     data = categorical_table(db, table, np.random.default_rng(23), 20000)
     refresh_nd(db, table, ["a", "b", "c", "carrier", "late"])
     crafted = ("SELECT _kde_box_nd(ROW(0::oid::regclass, '{a,b,c}', 1, '\\x000000000000'::bytea, '{1,1,1}', '{0,0,0}', "
-               "'{0,0,0}', '{1,1,1}', '{1,1,1}', '{t,t,t}', '{f,f,f}', '{}')::kde_synopsis_nd, %s::float8[], 10, "
+               "'{0,0,0}', '{1,1,1}', '{1,1,1}', '{t,t,t}', '{f,f,f}', '{}', NULL)::kde_synopsis_nd, %s::float8[], 10, "
                "'{NULL,NULL,NULL}', '{5,NULL,NULL}', 0, 0)")
     name, dsn = login_role()
     with psycopg.connect(dsn, autocommit=True) as conn:  # any role may call it: it must not crash

@@ -88,8 +88,12 @@ def test_unsmoothed_boxes_count_the_samples_rows(monkeypatch):
                 keep &= table[:, j] <= (hi[j] if hi[j] is not None else np.inf)
         est, var = multi.box(row, built.widths, 30_000, lo, hi)
         assert est == pytest.approx(30_000 * keep.mean(), abs=1e-6)
-        p = keep.mean()
-        assert var == pytest.approx(30_000**2 * p * (1 - p) / len(table), rel=1e-9, abs=1e-6)
+        # every row of the pool a point: a simple random sample of the table's 30,000 rows, without
+        # replacement; without pool_rows (before 0.12.0), with replacement
+        p, m = keep.mean(), len(table)
+        assert var == pytest.approx(30_000**2 * (1 / m - 1 / 30_000) * p * (1 - p) * m / (m - 1), rel=1e-9, abs=1e-6)
+        _, old = multi.box(dict(row, pool_rows=None), built.widths, 30_000, lo, hi)
+        assert old == pytest.approx(30_000**2 * p * (1 - p) / m, rel=1e-9, abs=1e-6)
         # a sum reads each point's own value back (complete knots)
         s, _ = multi.box(row, built.widths, 30_000, lo, hi, sum_col=0)
         assert s == pytest.approx(30_000 / len(table) * table[keep, 0].sum(), rel=1e-12)
@@ -144,7 +148,8 @@ def test_balanced_points_vary_less_than_a_random_sample_in_a_box():
     pool = rng.standard_normal((40000, 4)) @ np.array([[1, 0.6, 0, 0], [0, 1, 0.3, 0], [0, 0, 1, 0], [0, 0, 0.5, 1]])
     m = 2000
     picks = multi.balanced_picks(pool, m)
-    assert len(np.unique(picks)) == m and np.all(np.diff(picks) > 0)
+    assert len(np.unique(picks)) == m  # distinct rows, in the curve's order
+    assert np.all(np.diff(multi.morton_keys(multi.pool_ranks(pool))[picks].astype(np.float64)) >= 0)
     assert np.array_equal(picks, multi.balanced_picks(pool.copy(), m))  # the same pool: the same points
     random = rng.choice(len(pool), m, replace=False)
     errors = {"balanced": [], "random": []}
