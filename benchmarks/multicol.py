@@ -5,6 +5,7 @@ refresh of a 16-column synopsis with its LSCV bandwidth at n = 16384.
 
     python benchmarks/multicol.py [--dsn DSN] [--boxes 600] [--min-small 150] [--budgets 65536,262144]
                                   [--generated-rows 500000] [--wide-rows 200000] [--big-rows 0] [--runs 5]
+                                  [--lscv-h-minutes 0]
                                   [--seed 2026]
                                   [--out DIR]
 
@@ -19,7 +20,8 @@ Data, in a database of its own (pg_kde_multicol, dropped and recreated):
   big        --big-rows rows (0: left out) of 5 columns, numeric, integer, timestamptz, text, float8: the
              refresh's time against count(*), medians of --runs;
   wide16     --wide-rows rows of 16 correlated columns (only refreshed, with budget 1 MB and sample_size 16384:
-             the d = 16 bandwidth time at n = 16384).
+             the d = 16 bandwidth time at n = 16384); with --lscv-h-minutes, refreshed again with the full
+             lscv_H selector under a statement_timeout of that many minutes.
 Boxes, from numpy's generator seeded by --seed and the data set's place: centred on a random row, 2 to d of
 the columns constrained (the others open), each constrained side spanning a share of its column's ranks
 drawn log-uniformly in [2%, 60%] around the row's value, one side in ten left open; kept when the exact
@@ -129,6 +131,25 @@ def run_group_by(conn, data: np.ndarray, carriers: np.ndarray, args, start) -> d
     log(start, f"group by carrier: {len(held)} (box, carrier) pairs of >= 0.2% of the rows; pg_kde median "
                f"{out['errors']['pg_kde'][0]:.2%} p95 {out['errors']['pg_kde'][1]:.2%}; sample median "
                f"{out['errors']['sample'][0]:.2%} p95 {out['errors']['sample'][1]:.2%}")
+    return out
+
+
+def full_lscv_h(conn, cols, budget: int, minutes: float, start) -> dict:
+    """The full LSCV_H selector (method lscv_H) at n = 16384, d = 16 inside a refresh of wide16, under a
+    statement_timeout of ``minutes``: its seconds, or how long it ran before the timeout canceled it."""
+    import psycopg
+
+    conn.execute(f"SET statement_timeout = '{int(minutes * 60)}s'")
+    t0 = time.perf_counter()
+    try:
+        (summary,) = conn.execute("SELECT kde_refresh('wide16', %s::text[], method => 'lscv_H', sample_size => 16384, "
+                                  "budget => %s)", (cols, budget)).fetchone()
+        out = {"finished": True, "seconds": time.perf_counter() - t0, "bandwidth_seconds": summary["bandwidth_seconds"]}
+    except psycopg.errors.QueryCanceled:
+        out = {"finished": False, "seconds": time.perf_counter() - t0}
+    finally:
+        conn.execute("RESET statement_timeout")
+    log(start, f"wide16 lscv_H: {'finished' if out['finished'] else 'canceled'} after {out['seconds']:.0f} s")
     return out
 
 
@@ -481,6 +502,12 @@ def summarise(infos, wide_info, group_info, big_info, facts, args) -> str:
                 f"(diagonal H, L-BFGS with the criterion's gradient, {wide_info['sample_size']:,} points, d = 16, backend "
                 f"{wide_info['backend']}) {wide_info['bandwidth_seconds']:.1f} s; {wide_info['points']:,} points, "
                 f"{wide_info['bytes']:,} B. approx_count over 8 of its columns: {wide_info['latency']:.3f} ms a call.", ""]
+        full = wide_info.get("lscv_H")
+        if full:
+            out += [f"The full selector, `method => 'lscv_H'` (a full H, 136 parameters at d = 16) on the same points: "
+                    + (f"refresh {full['seconds']:.1f} s, of which the bandwidth {full['bandwidth_seconds']:.1f} s."
+                       if full["finished"] else f"canceled by its statement_timeout after {full['seconds']:.0f} s, "
+                       "unfinished."), ""]
     return "\n".join(out)
 
 
@@ -531,6 +558,8 @@ def main(argv=None) -> int:
     parser.add_argument("--wide-rows", type=int, default=200_000)
     parser.add_argument("--group-boxes", type=int, default=200, help="boxes of the GROUP BY workload (0: none)")
     parser.add_argument("--big-rows", type=int, default=0, help="rows of the refresh-time table (0: none)")
+    parser.add_argument("--lscv-h-minutes", type=float, default=0,
+                        help="also refresh wide16 with the full lscv_H selector, canceled after this many minutes (0: not)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
@@ -586,6 +615,8 @@ def main(argv=None) -> int:
                          "bytes": conn.execute("SELECT bytes FROM kde_synopses WHERE relid = 'wide16'::regclass").fetchone()[0]}
             log(start, f"wide16: refresh {seconds:.1f} s (bandwidth {summary['bandwidth_seconds']:.1f} s on "
                        f"{summary['sample_size']:,} points), {wide_info['latency']:.3f} ms a call over 8 columns")
+            if args.lscv_h_minutes:
+                wide_info["lscv_H"] = full_lscv_h(conn, cols, budget, args.lscv_h_minutes, start)
     facts["seconds"] = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "multicol.csv", "w", newline="") as f:
