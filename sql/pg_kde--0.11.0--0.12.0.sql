@@ -16,8 +16,9 @@ ALTER TABLE kde_synopsis_nd ADD COLUMN pool_rows integer CHECK (pool_rows IS NUL
 -- (listed in pg_dist_partition) keeps its rows in shards on the workers, and the coordinator's relation is an
 -- empty shell whose counters never move: its shards' counters, storage files, sizes and nodes are read there
 -- (run_command_on_shards, as the calling role; what a worker has not reported yet, within about 10 s of
--- the change, is not seen). A shard that does not answer makes the storage differ, so the synopsis reads as
--- stale until it answers again.
+-- the change, is not seen). A shard that does not answer is marked '?' in storage_id (the synopsis reads as
+-- stale, for that reason, until it answers again). A leaf without storage (a foreign table) counts as 'none',
+-- so attaching or detaching one changes the storage.
 CREATE OR REPLACE FUNCTION _kde_table_state(tbl regclass, OUT mod_count bigint, OUT storage_id text, OUT pages bigint)
 LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
@@ -34,7 +35,8 @@ BEGIN
     SELECT coalesce(sum(pg_stat_get_tuples_inserted(l.relid) + pg_stat_get_tuples_updated(l.relid)
                         + pg_stat_get_tuples_deleted(l.relid) + pg_stat_get_xact_tuples_inserted(l.relid)
                         + pg_stat_get_xact_tuples_updated(l.relid) + pg_stat_get_xact_tuples_deleted(l.relid)), 0)::bigint,
-           string_agg(l.relid::oid::text || ':' || pg_relation_filenode(l.relid)::text, ',' ORDER BY l.relid::oid),
+           string_agg(l.relid::oid::text || ':' || coalesce(pg_relation_filenode(l.relid)::text, 'none'), ','
+                      ORDER BY l.relid::oid),
            coalesce(sum(pg_relation_size(l.relid) / current_setting('block_size')::bigint), 0)::bigint
     INTO mod_count, storage_id, pages
     FROM leaves l;
@@ -47,19 +49,29 @@ BEGIN
                 'SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_partition_tree($1))) '
                 'ORDER BY d.logicalrelid::oid' USING tbl
     LOOP
+        -- One command a shard, one after another (a connection a worker, not one a shard), written with
+        -- schema-qualified functions only: it runs on the workers under their search_path, where a role that
+        -- may create objects in public could otherwise put an operator of its own in the way. Fields: rows
+        -- changed | node | storage file | bytes; a result that is not that counts as a shard that did not answer.
         EXECUTE $q$
-            SELECT coalesce(sum(CASE WHEN r.success THEN split_part(r.result, '|', 1)::bigint END), 0) AS changes,
-                   string_agg(r.shardid::text || CASE WHEN r.success THEN '@' || split_part(r.result, '|', 2) || '/'
-                                                          || split_part(r.result, '|', 3) ELSE '?' END,
-                              ',' ORDER BY r.shardid) AS files,
-                   coalesce(sum(CASE WHEN r.success THEN split_part(r.result, '|', 4)::bigint END), 0) AS blocks
-            FROM run_command_on_shards($1, $c$SELECT pg_catalog.pg_stat_get_tuples_inserted(%1$L::regclass)
-                + pg_catalog.pg_stat_get_tuples_updated(%1$L::regclass)
-                + pg_catalog.pg_stat_get_tuples_deleted(%1$L::regclass)
-                || '|' || coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'socket') || ' '
-                || pg_catalog.inet_server_port() || '|' || pg_catalog.pg_relation_filenode(%1$L::regclass)
-                || '|' || pg_catalog.pg_relation_size(%1$L::regclass)
-                          / pg_catalog.current_setting('block_size')::bigint$c$) r
+            WITH answers AS (
+                SELECT r.shardid, r.success AND r.result ~ '^[0-9]+[|][^|]*[|][0-9]+[|][0-9]+$' AS ok, r.result
+                FROM run_command_on_shards($1, $c$SELECT pg_catalog.concat_ws('|',
+                    pg_catalog.int8pl(pg_catalog.int8pl(pg_catalog.pg_stat_get_tuples_inserted(%1$L::pg_catalog.regclass),
+                        pg_catalog.pg_stat_get_tuples_updated(%1$L::pg_catalog.regclass)),
+                        pg_catalog.pg_stat_get_tuples_deleted(%1$L::pg_catalog.regclass)),
+                    pg_catalog.concat_ws(' ', coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'socket'),
+                        pg_catalog.inet_server_port()),
+                    coalesce(pg_catalog.pg_relation_filenode(%1$L::pg_catalog.regclass), 0),
+                    pg_catalog.pg_relation_size(%1$L::pg_catalog.regclass))$c$, false) r
+            )
+            SELECT coalesce(sum(split_part(a.result, '|', 1)::bigint) FILTER (WHERE a.ok), 0) AS changes,
+                   string_agg(a.shardid::text || CASE WHEN a.ok THEN '@' || split_part(a.result, '|', 2) || '/'
+                                                          || split_part(a.result, '|', 3) ELSE '?' END,
+                              ',' ORDER BY a.shardid) AS files,
+                   coalesce(sum(split_part(a.result, '|', 4)::bigint / current_setting('block_size')::bigint)
+                            FILTER (WHERE a.ok), 0) AS blocks
+            FROM answers a
         $q$ INTO shards USING leaf;
         mod_count := mod_count + shards.changes;
         storage_id := storage_id || ';' || leaf::oid::text || '=' || coalesce(shards.files, '');
@@ -67,6 +79,66 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Why a synopsis is stale, from one reading of its table's state (the view read it twice a row), with a reason
+-- of its own for shards that did not answer.
+CREATE FUNCTION _kde_stale_why(mod_count bigint, storage_id text, pages bigint, rows bigint, built_mod_count bigint,
+                               built_storage text, built_pages bigint) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN built_storage LIKE 'untracked: %' THEN 'tracking could not apply a write: ' || substr(built_storage, 12)
+        WHEN storage_id LIKE '%?%' THEN 'could not read ' || (length(storage_id) - length(replace(storage_id, '?', '')))
+                                        || ' shard(s) of the Citus table on the workers'
+        WHEN storage_id IS DISTINCT FROM built_storage THEN 'truncated, rewritten, repartitioned or restored'
+        WHEN mod_count < built_mod_count THEN 'activity statistics were reset since the build'
+        WHEN mod_count - built_mod_count >= 0.1 * greatest(rows, 1) THEN 'at least 10% of the rows modified'
+        WHEN abs(pages - built_pages) > greatest(0.1 * built_pages, 1) THEN 'size changed by more than 10%'
+    END
+$$;
+COMMENT ON FUNCTION _kde_stale_why(bigint, text, bigint, bigint, bigint, text, bigint) IS
+    'pg_kde internal: why a synopsis is stale, from its table''s state now and at the build';
+
+CREATE OR REPLACE FUNCTION _kde_stale_reason(tbl regclass, rows bigint, built_mod_count bigint, built_storage text,
+                                  built_pages bigint) RETURNS text
+LANGUAGE sql STABLE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_stale_why(st.mod_count, st.storage_id, st.pages, rows, built_mod_count, built_storage,
+                                      built_pages)
+    FROM @extschema@._kde_table_state(tbl) st
+$$;
+COMMENT ON FUNCTION _kde_stale_reason(regclass, bigint, bigint, text, bigint) IS 'pg_kde internal: why a synopsis is stale';
+
+CREATE OR REPLACE VIEW kde_synopses WITH (security_invoker = true) AS
+SELECT k.relid,
+       k.cols,
+       k.method,
+       k.n_rows,
+       CASE WHEN octet_length(p1.atom_pack) > 0 THEN @extschema@._kde_atom_count(p1.atom_pack)
+            ELSE coalesce(cardinality(p1.atom_values), 0) END AS heavy_values,
+       coalesce(p1.kde_rows, k.n_rows) AS kde_rows,
+       pg_column_size(k.*) + coalesce(pg_column_size(p1.*), 0) + coalesce(pg_column_size(p2.*), 0)
+           + coalesce(pg_column_size(p3.*), 0) AS bytes,
+       k.built_at,
+       now() - k.built_at AS age,
+       k.build_seconds,
+       k.backend,
+       CASE WHEN st.mod_count >= k.mod_count THEN st.mod_count - k.mod_count END AS rows_modified,
+       r.reason IS NOT NULL AS stale,
+       r.reason AS stale_reason,
+       k.kind = '1d' AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = k.relid AND t.tgname = 'kde_track_insert'
+                                 AND t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure) AS tracked
+FROM @extschema@.kde_catalog k
+LEFT JOIN @extschema@.kde_synopsis p1 ON k.kind = '1d' AND p1.relid = k.relid AND p1.cols = k.cols
+LEFT JOIN @extschema@.kde_synopsis_2d p2 ON k.kind = '2d' AND p2.relid = k.relid AND p2.cols = k.cols
+LEFT JOIN @extschema@.kde_synopsis_nd p3 ON k.kind = 'nd' AND p3.relid = k.relid AND p3.cols = k.cols
+CROSS JOIN LATERAL @extschema@._kde_table_state(k.relid) st
+CROSS JOIN LATERAL (SELECT @extschema@._kde_stale_why(st.mod_count, st.storage_id, st.pages, k.n_rows + k.n_null,
+                                                      k.mod_count, k.storage_id, k.pages) AS reason) r;
+COMMENT ON VIEW kde_synopses IS
+    'Every synopsis the current role may read, with its size, age, rows modified since its build (NULL when statistics were reset), a stale flag and its reason, and whether kde_track keeps it up to date';
 
 CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
                             grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',

@@ -407,8 +407,9 @@ COMMENT ON FUNCTION _kde_check_identity(regclass, text[], oid, int2[], text[], i
 -- (listed in pg_dist_partition) keeps its rows in shards on the workers, and the coordinator's relation is an
 -- empty shell whose counters never move: its shards' counters, storage files, sizes and nodes are read there
 -- (run_command_on_shards, as the calling role; what a worker has not reported yet, within about 10 s of
--- the change, is not seen). A shard that does not answer makes the storage differ, so the synopsis reads as
--- stale until it answers again.
+-- the change, is not seen). A shard that does not answer is marked '?' in storage_id (the synopsis reads as
+-- stale, for that reason, until it answers again). A leaf without storage (a foreign table) counts as 'none',
+-- so attaching or detaching one changes the storage.
 CREATE FUNCTION _kde_table_state(tbl regclass, OUT mod_count bigint, OUT storage_id text, OUT pages bigint)
 LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
@@ -425,7 +426,8 @@ BEGIN
     SELECT coalesce(sum(pg_stat_get_tuples_inserted(l.relid) + pg_stat_get_tuples_updated(l.relid)
                         + pg_stat_get_tuples_deleted(l.relid) + pg_stat_get_xact_tuples_inserted(l.relid)
                         + pg_stat_get_xact_tuples_updated(l.relid) + pg_stat_get_xact_tuples_deleted(l.relid)), 0)::bigint,
-           string_agg(l.relid::oid::text || ':' || pg_relation_filenode(l.relid)::text, ',' ORDER BY l.relid::oid),
+           string_agg(l.relid::oid::text || ':' || coalesce(pg_relation_filenode(l.relid)::text, 'none'), ','
+                      ORDER BY l.relid::oid),
            coalesce(sum(pg_relation_size(l.relid) / current_setting('block_size')::bigint), 0)::bigint
     INTO mod_count, storage_id, pages
     FROM leaves l;
@@ -438,19 +440,29 @@ BEGIN
                 'SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_partition_tree($1))) '
                 'ORDER BY d.logicalrelid::oid' USING tbl
     LOOP
+        -- One command a shard, one after another (a connection a worker, not one a shard), written with
+        -- schema-qualified functions only: it runs on the workers under their search_path, where a role that
+        -- may create objects in public could otherwise put an operator of its own in the way. Fields: rows
+        -- changed | node | storage file | bytes; a result that is not that counts as a shard that did not answer.
         EXECUTE $q$
-            SELECT coalesce(sum(CASE WHEN r.success THEN split_part(r.result, '|', 1)::bigint END), 0) AS changes,
-                   string_agg(r.shardid::text || CASE WHEN r.success THEN '@' || split_part(r.result, '|', 2) || '/'
-                                                          || split_part(r.result, '|', 3) ELSE '?' END,
-                              ',' ORDER BY r.shardid) AS files,
-                   coalesce(sum(CASE WHEN r.success THEN split_part(r.result, '|', 4)::bigint END), 0) AS blocks
-            FROM run_command_on_shards($1, $c$SELECT pg_catalog.pg_stat_get_tuples_inserted(%1$L::regclass)
-                + pg_catalog.pg_stat_get_tuples_updated(%1$L::regclass)
-                + pg_catalog.pg_stat_get_tuples_deleted(%1$L::regclass)
-                || '|' || coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'socket') || ' '
-                || pg_catalog.inet_server_port() || '|' || pg_catalog.pg_relation_filenode(%1$L::regclass)
-                || '|' || pg_catalog.pg_relation_size(%1$L::regclass)
-                          / pg_catalog.current_setting('block_size')::bigint$c$) r
+            WITH answers AS (
+                SELECT r.shardid, r.success AND r.result ~ '^[0-9]+[|][^|]*[|][0-9]+[|][0-9]+$' AS ok, r.result
+                FROM run_command_on_shards($1, $c$SELECT pg_catalog.concat_ws('|',
+                    pg_catalog.int8pl(pg_catalog.int8pl(pg_catalog.pg_stat_get_tuples_inserted(%1$L::pg_catalog.regclass),
+                        pg_catalog.pg_stat_get_tuples_updated(%1$L::pg_catalog.regclass)),
+                        pg_catalog.pg_stat_get_tuples_deleted(%1$L::pg_catalog.regclass)),
+                    pg_catalog.concat_ws(' ', coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'socket'),
+                        pg_catalog.inet_server_port()),
+                    coalesce(pg_catalog.pg_relation_filenode(%1$L::pg_catalog.regclass), 0),
+                    pg_catalog.pg_relation_size(%1$L::pg_catalog.regclass))$c$, false) r
+            )
+            SELECT coalesce(sum(split_part(a.result, '|', 1)::bigint) FILTER (WHERE a.ok), 0) AS changes,
+                   string_agg(a.shardid::text || CASE WHEN a.ok THEN '@' || split_part(a.result, '|', 2) || '/'
+                                                          || split_part(a.result, '|', 3) ELSE '?' END,
+                              ',' ORDER BY a.shardid) AS files,
+                   coalesce(sum(split_part(a.result, '|', 4)::bigint / current_setting('block_size')::bigint)
+                            FILTER (WHERE a.ok), 0) AS blocks
+            FROM answers a
         $q$ INTO shards USING leaf;
         mod_count := mod_count + shards.changes;
         storage_id := storage_id || ';' || leaf::oid::text || '=' || coalesce(shards.files, '');

@@ -5,18 +5,31 @@
 -- counters below their value at the build (statistics reset, e.g. by crash recovery: what happened since
 -- is unknown); at least 10% of the rows inserted, updated or deleted; the size in pages changed by more
 -- than 10% (what the counters miss once reset).
+CREATE FUNCTION _kde_stale_why(mod_count bigint, storage_id text, pages bigint, rows bigint, built_mod_count bigint,
+                               built_storage text, built_pages bigint) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN built_storage LIKE 'untracked: %' THEN 'tracking could not apply a write: ' || substr(built_storage, 12)
+        WHEN storage_id LIKE '%?%' THEN 'could not read ' || (length(storage_id) - length(replace(storage_id, '?', '')))
+                                        || ' shard(s) of the Citus table on the workers'
+        WHEN storage_id IS DISTINCT FROM built_storage THEN 'truncated, rewritten, repartitioned or restored'
+        WHEN mod_count < built_mod_count THEN 'activity statistics were reset since the build'
+        WHEN mod_count - built_mod_count >= 0.1 * greatest(rows, 1) THEN 'at least 10% of the rows modified'
+        WHEN abs(pages - built_pages) > greatest(0.1 * built_pages, 1) THEN 'size changed by more than 10%'
+    END
+$$;
+COMMENT ON FUNCTION _kde_stale_why(bigint, text, bigint, bigint, bigint, text, bigint) IS
+    'pg_kde internal: why a synopsis is stale, from its table''s state now and at the build';
+
 CREATE FUNCTION _kde_stale_reason(tbl regclass, rows bigint, built_mod_count bigint, built_storage text,
                                   built_pages bigint) RETURNS text
 LANGUAGE sql STABLE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT CASE
-        WHEN built_storage LIKE 'untracked: %' THEN 'tracking could not apply a write: ' || substr(built_storage, 12)
-        WHEN st.storage_id IS DISTINCT FROM built_storage THEN 'truncated, rewritten, repartitioned or restored'
-        WHEN st.mod_count < built_mod_count THEN 'activity statistics were reset since the build'
-        WHEN st.mod_count - built_mod_count >= 0.1 * greatest(rows, 1) THEN 'at least 10% of the rows modified'
-        WHEN abs(st.pages - built_pages) > greatest(0.1 * built_pages, 1) THEN 'size changed by more than 10%'
-    END
+    SELECT @extschema@._kde_stale_why(st.mod_count, st.storage_id, st.pages, rows, built_mod_count, built_storage,
+                                      built_pages)
     FROM @extschema@._kde_table_state(tbl) st
 $$;
 COMMENT ON FUNCTION _kde_stale_reason(regclass, bigint, bigint, text, bigint) IS 'pg_kde internal: why a synopsis is stale';
@@ -45,8 +58,8 @@ LEFT JOIN @extschema@.kde_synopsis p1 ON k.kind = '1d' AND p1.relid = k.relid AN
 LEFT JOIN @extschema@.kde_synopsis_2d p2 ON k.kind = '2d' AND p2.relid = k.relid AND p2.cols = k.cols
 LEFT JOIN @extschema@.kde_synopsis_nd p3 ON k.kind = 'nd' AND p3.relid = k.relid AND p3.cols = k.cols
 CROSS JOIN LATERAL @extschema@._kde_table_state(k.relid) st
-CROSS JOIN LATERAL (SELECT @extschema@._kde_stale_reason(k.relid, k.n_rows + k.n_null, k.mod_count, k.storage_id,
-                                                         k.pages) AS reason) r;
+CROSS JOIN LATERAL (SELECT @extschema@._kde_stale_why(st.mod_count, st.storage_id, st.pages, k.n_rows + k.n_null,
+                                                      k.mod_count, k.storage_id, k.pages) AS reason) r;
 COMMENT ON VIEW kde_synopses IS
     'Every synopsis the current role may read, with its size, age, rows modified since its build (NULL when statistics were reset), a stale flag and its reason, and whether kde_track keeps it up to date';
 GRANT SELECT ON kde_synopses TO PUBLIC;

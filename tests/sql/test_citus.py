@@ -335,3 +335,27 @@ def test_a_distributed_table_partitioned_by_time_rebuilds_the_partitions_that_ch
             citus.execute(f"SELECT count(*) FROM {table} WHERE amount = 1.5").fetchone()[0], abs=20)
     finally:
         citus.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_staleness_on_the_workers_ignores_their_search_path(citus):
+    """The command that reads the shards runs on the workers under their search_path: an operator a role put
+    in public there (|| on bigint and text, an exact match where pg_catalog's is polymorphic) must not be the
+    one it calls. Here the planted operator fails: used, every shard would read as unanswered (stale)."""
+    table = f"kde_citus_{uuid.uuid4().hex[:8]}"
+    plant = ("SET citus.enable_ddl_propagation TO off; "
+             "CREATE FUNCTION public.kde_planted(bigint, text) RETURNS text LANGUAGE sql AS $$SELECT (1 / 0)::text$$; "
+             "CREATE OPERATOR public.|| (LEFTARG = bigint, RIGHTARG = text, FUNCTION = public.kde_planted)")
+    citus.execute(f"CREATE TABLE {table} (id bigint, amount numeric(12,2))")
+    try:
+        citus.execute(f"SELECT create_distributed_table('{table}', 'id', shard_count => 4)")
+        citus.execute(f"INSERT INTO {table} SELECT g, g % 1000 / 10.0 FROM generate_series(1, 4000) g")
+        citus.execute(f"SELECT kde_refresh('{table}', 'amount')")
+        assert all(r[0] for r in citus.execute("SELECT success FROM run_command_on_workers(%s)", (plant,)))
+        assert citus.execute(f"SELECT stale_reason FROM kde_synopses WHERE relid = '{table}'::regclass").fetchone() \
+            == (None,)
+        state = citus.execute(f"SELECT storage_id FROM _kde_table_state('{table}')").fetchone()[0]
+        assert "?" not in state and state.count("@") == 4
+    finally:
+        citus.execute("SELECT run_command_on_workers('SET citus.enable_ddl_propagation TO off; "
+                      "DROP OPERATOR IF EXISTS public.|| (bigint, text); DROP FUNCTION IF EXISTS public.kde_planted(bigint, text)')")
+        citus.execute(f"DROP TABLE IF EXISTS {table}")
