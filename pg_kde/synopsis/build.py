@@ -490,11 +490,13 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     if plan.few:  # every sampled value exactly; the cells (none when the sample saw every value) the rest
         atoms = Atoms.from_counts(candidates[found], scan.candidate_rows[found])
     else:
-        if step > 0 and not (grid_hint is not None and scale == 1.0):  # (heavy values have cells of their own)
+        hinted = grid_hint is not None and scale == 1.0
+        if step > 0 and not hinted:  # (heavy values have cells of their own)
             atoms = Atoms.from_counts([], [])
         else:
-            atoms = Atoms.from_counts(candidates, scan.candidate_rows,
-                                      min_count=max(ATOM_SHARE, 1.0 / plan.most_cells) * n).largest(plan.atoms_room)
+            # on a lattice and a given grid, what would have had a cell of its own: half a cell's share or more
+            share = 0.5 / plan.most_cells if step > 0 else max(ATOM_SHARE, 1.0 / plan.most_cells)
+            atoms = Atoms.from_counts(candidates, scan.candidate_rows, min_count=share * n).largest(plan.atoms_room)
         back = found & ~np.isin(candidates, atoms.values)
         if back.any():
             _fold(points, rows_in, quanta, candidates[back], scan.candidate_rows[back], plan.quantum)

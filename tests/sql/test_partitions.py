@@ -115,12 +115,15 @@ def test_a_spike_appended_to_a_month_is_kept_exactly(db, sales):
     cell holding it spread its rows by the KDE's shape: a point query read 7,518 of 30,023.)"""
     refresh(db, sales, "amount")
     db.execute(f'INSERT INTO "{sales}" SELECT {START + 2 * MONTH + 5}, 12.34 FROM generate_series(1, 20000)')
+    # a small spike too: 30 rows, 0.3% of its month, about half a cell's share (a table of its own would give
+    # it a cell of its own)
+    db.execute(f'INSERT INTO "{sales}" SELECT {START + MONTH + 5}, 777.77 FROM generate_series(1, 30)')
     summary = refresh(db, sales, "amount")
-    assert (summary["rebuilt"], summary["reused"]) == (1, 2)
-    exact = db.execute(f'SELECT count(*) FROM "{sales}" WHERE amount = 12.34').fetchone()[0]
-    for relation in (sales, f"{sales}_2"):
-        est = db.execute("SELECT approx_count(%s::regclass, 'amount', 12.34, 12.34)", (f'"{relation}"',)).fetchone()[0]
-        assert est == pytest.approx(exact, abs=5)
+    assert (summary["rebuilt"], summary["reused"]) == (2, 1)
+    for value, relation in ((12.34, sales), (12.34, f"{sales}_2"), (777.77, f"{sales}_1")):
+        exact = db.execute(f'SELECT count(*) FROM "{relation}" WHERE amount = %s', (value,)).fetchone()[0]
+        est = db.execute("SELECT approx_count(%s::regclass, 'amount', %s, %s)", (f'"{relation}"', value, value)).fetchone()[0]
+        assert est == pytest.approx(exact, abs=5), (value, relation)
     check_exact_and_bounded(payload(db, f"{sales}_2", "amount"), column(db, f"{sales}_2", "amount"),
                             np.random.default_rng(5))
     # The parent's heavy value holds that partition's rows of it; the other months' few rows of 12.34 stay in
