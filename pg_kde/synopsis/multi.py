@@ -406,6 +406,9 @@ def build_nd(sample: np.ndarray, n_rows: int, budget: int, method: str, backend:
 
     knots = knots_of(sample, labels)
     knot_bytes = sum(len(k.values) for k in knots) * KNOT_BYTES + label_bytes
+    if m0 < 2 * d + 2:
+        raise UserError(f"pg_kde: the table has {m0} row(s) to describe; a synopsis of {d} columns needs at least "
+                        f"{2 * d + 2}", sqlstate="22023", hint="Build it once the table holds more rows, or of fewer columns.")
     m = min(m0, plan_points(budget, d, knot_bytes), MAX_POINTS)
     check_points(m, budget, d)
     if m < m0:  # a spatially balanced subsample of the pool (docs/math.md §13)

@@ -134,6 +134,11 @@ def test_the_build_refuses_what_it_cannot_describe(columns, kwargs, message):
         multi.build_nd(table, 500, args["budget"], args["method"], "reference", 400)
 
 
+def test_a_table_of_too_few_rows_is_named_as_the_reason():
+    with pytest.raises(UserError, match="the table has 2 row.s. to describe; a synopsis of 3 columns needs at least 8"):
+        multi.build_nd(np.array([[1.0, 2.0, 3.0], [2.0, 3.0, 4.0]]), 2, 262144, "auto", "reference", 500)
+
+
 def test_infinite_values_are_refused():
     table = np.random.default_rng(7).standard_normal((500, 3))
     table[3, 1] = np.inf
