@@ -81,22 +81,25 @@ bench-budget: bench-deps
 # scikit-build-core (no network needed): build pg_kde into a venv that sees them, then the gpu tests,
 # the parity table and the CUDA benchmark. Results: benchmarks/results (and $$OUT when it is set).
 GPU_VENV ?= .venv-gpu
+# GPU_PYTHON: a Python that already holds those packages in a venv of its own (a venv made over it would not
+# see them), used as it is: e.g. make gpu-check GPU_PYTHON=/opt/torch/.venv/bin/python3
+GPU_PY = $(if $(GPU_PYTHON),$(GPU_PYTHON),$(GPU_VENV)/bin/python)
 gpu-check:
-	$(PYTHON) -m venv --system-site-packages $(GPU_VENV)
-	$(GPU_VENV)/bin/python -m pip install -q --no-build-isolation --no-deps .
-	$(GPU_VENV)/bin/python -P -c "import pg_kde, sys; r = pg_kde.backends()['cuda']; print(r or 'cuda backend: ready'); sys.exit(r is not None)"
-	$(GPU_VENV)/bin/python -P -m pytest -m gpu -q tests/unit
+	$(if $(GPU_PYTHON),,$(PYTHON) -m venv --system-site-packages $(GPU_VENV))
+	$(GPU_PY) -m pip install -q --no-build-isolation --no-deps .
+	$(GPU_PY) -P -c "import pg_kde, sys; r = pg_kde.backends()['cuda']; print(r or 'cuda backend: ready'); sys.exit(r is not None)"
+	$(GPU_PY) -P -m pytest -m gpu -q tests/unit
 	mkdir -p benchmarks/results
-	$(GPU_VENV)/bin/python -P benchmarks/parity.py | tee benchmarks/results/parity_gpu.md
-	$(GPU_VENV)/bin/python -P benchmarks/bandwidth.py --cuda-only --dtype float32
+	$(GPU_PY) -P benchmarks/parity.py | tee benchmarks/results/parity_gpu.md
+	$(GPU_PY) -P benchmarks/bandwidth.py --cuda-only --dtype float32
 	@if [ -n "$$OUT" ]; then cp benchmarks/results/*.md "$$OUT"/; fi
 
 # After gpu-check, on a machine where compute-sanitizer can attach: the kernel tests (partials strategy,
 # small inputs) under memcheck (out-of-bounds and misaligned accesses) and racecheck (shared-memory races).
 gpu-sanitize:
-	compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_VENV)/bin/python -P -m pytest -m gpu -q -x \
+	compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_PY) -P -m pytest -m gpu -q -x \
 	  tests/unit/test_kernels.py -k "cuda-partials"
-	compute-sanitizer --tool racecheck --error-exitcode 1 $(GPU_VENV)/bin/python -P -m pytest -m gpu -q -x \
+	compute-sanitizer --tool racecheck --error-exitcode 1 $(GPU_PY) -P -m pytest -m gpu -q -x \
 	  tests/unit/test_kernels.py -k "cuda-partials and (plugin or kde) and float64"
 
 # Docker (docker/README.md): Debian's docker.io engine, started by tools/docker-engine in a directory of its
