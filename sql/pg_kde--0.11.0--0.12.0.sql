@@ -80,7 +80,8 @@ BEGIN
 END
 $$;
 
--- Why a synopsis is stale, from one reading of its table's state (the view read it twice a row), with a reason
+-- Why a synopsis is stale, from one reading of its table's state (the view read it twice a row: _kde_stale_reason,
+-- which read it again, goes), with a reason
 -- of its own for shards that did not answer.
 CREATE FUNCTION _kde_stale_why(mod_count bigint, storage_id text, pages bigint, rows bigint, built_mod_count bigint,
                                built_storage text, built_pages bigint) RETURNS text
@@ -99,17 +100,6 @@ AS $$
 $$;
 COMMENT ON FUNCTION _kde_stale_why(bigint, text, bigint, bigint, bigint, text, bigint) IS
     'pg_kde internal: why a synopsis is stale, from its table''s state now and at the build';
-
-CREATE OR REPLACE FUNCTION _kde_stale_reason(tbl regclass, rows bigint, built_mod_count bigint, built_storage text,
-                                  built_pages bigint) RETURNS text
-LANGUAGE sql STABLE PARALLEL RESTRICTED
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT @extschema@._kde_stale_why(st.mod_count, st.storage_id, st.pages, rows, built_mod_count, built_storage,
-                                      built_pages)
-    FROM @extschema@._kde_table_state(tbl) st
-$$;
-COMMENT ON FUNCTION _kde_stale_reason(regclass, bigint, bigint, text, bigint) IS 'pg_kde internal: why a synopsis is stale';
 
 CREATE OR REPLACE VIEW kde_synopses WITH (security_invoker = true) AS
 SELECT k.relid,
@@ -139,6 +129,8 @@ CROSS JOIN LATERAL (SELECT @extschema@._kde_stale_why(st.mod_count, st.storage_i
                                                       k.mod_count, k.storage_id, k.pages) AS reason) r;
 COMMENT ON VIEW kde_synopses IS
     'Every synopsis the current role may read, with its size, age, rows modified since its build (NULL when statistics were reset), a stale flag and its reason, and whether kde_track keeps it up to date';
+
+DROP FUNCTION _kde_stale_reason(regclass, bigint, bigint, text, bigint);
 
 CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
                             grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',

@@ -23,17 +23,6 @@ $$;
 COMMENT ON FUNCTION _kde_stale_why(bigint, text, bigint, bigint, bigint, text, bigint) IS
     'pg_kde internal: why a synopsis is stale, from its table''s state now and at the build';
 
-CREATE FUNCTION _kde_stale_reason(tbl regclass, rows bigint, built_mod_count bigint, built_storage text,
-                                  built_pages bigint) RETURNS text
-LANGUAGE sql STABLE PARALLEL RESTRICTED
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT @extschema@._kde_stale_why(st.mod_count, st.storage_id, st.pages, rows, built_mod_count, built_storage,
-                                      built_pages)
-    FROM @extschema@._kde_table_state(tbl) st
-$$;
-COMMENT ON FUNCTION _kde_stale_reason(regclass, bigint, bigint, text, bigint) IS 'pg_kde internal: why a synopsis is stale';
-
 CREATE VIEW kde_synopses WITH (security_invoker = true) AS
 SELECT k.relid,
        k.cols,
