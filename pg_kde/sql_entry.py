@@ -349,6 +349,7 @@ def _build_partitioned_nd(plpy, schema: str, relid, parent: str, cols, requested
     has no synopsis of its own; its sample joins the merge as it is. Returns the merged synopsis and the
     summary's extra facts."""
     found = _leaves(plpy, schema, relid, parent, cols, with_categories=True)
+    names = [plpy.quote_ident(c) for c in cols]
     parts, rebuilt, reused, empty = [], 0, 0, 0
     for leaf, rel, kind, reader, attnums, coltypes, categorical in found:
         state, stored = _leaf_state(plpy, schema, leaf, rel, kind, cols, _stored_nd)
@@ -363,8 +364,7 @@ def _build_partitioned_nd(plpy, schema: str, relid, parent: str, cols, requested
         if np.isnan(sample).all(axis=0).any():  # no synopsis of its own: its sample joins the merge
             parts.append((sample, labels, rows))
             continue
-        built = _build_nd(plpy, sample, rows, labels, [plpy.quote_ident(c) for c in cols], requested, spend,
-                          time.perf_counter())
+        built = _build_nd(plpy, sample, rows, labels, names, requested, spend, time.perf_counter())
         _upsert(plpy, schema, built.TABLE, built.catalog_row(leaf, list(cols), _identity(state, attnums, coltypes),
                                                              requested), built.catalog_types())
         parts.append((*multi.decode_points(built), built.n_rows))
@@ -372,9 +372,8 @@ def _build_partitioned_nd(plpy, schema: str, relid, parent: str, cols, requested
     if not parts:
         _fail(f"pg_kde: {parent} has no rows to describe in any partition", sqlstate="22023")
     with _warnings_to(plpy):
-        merged = multi.merge_nd([(values, rows, labels) for values, labels, rows in parts], spend, requested.method,
-                                requested.backend, requested.sample_size, interrupt=interrupt_check(plpy),
-                                started=started, names=[plpy.quote_ident(c) for c in cols])
+        merged = multi.merge_nd(parts, spend, requested.method, requested.backend, requested.sample_size,
+                                interrupt=interrupt_check(plpy), started=started, names=names)
     return merged, {"partitions": len(found), "rebuilt": rebuilt, "reused": reused, "empty_partitions": empty}
 
 

@@ -129,13 +129,7 @@ class Knots:
 
     def value(self, u: float) -> float:
         """The value at rank u: its band's knot, or linear between two knots kept apart (F's inverse)."""
-        k = u * self.non_null
-        i = self.band(u)
-        if k >= self.below[i] or i == 0:
-            return float(self.values[i])
-        gap = float(self.below[i] - self.upto[i - 1])
-        f = (k - float(self.upto[i - 1])) / gap if gap > 0 else 0.0
-        return float(self.values[i - 1] + f * (self.values[i] - self.values[i - 1]))
+        return float(self.values_at(np.array([u]))[0])
 
 
 def make_knots(column: np.ndarray, cap: int) -> Knots:
@@ -478,22 +472,22 @@ def _shares(limits: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def merge_nd(parts: Sequence[tuple], budget: int, method: str, backend: str, size: int, interrupt=None,
              started: Optional[float] = None, names: Optional[Sequence[str]] = None) -> BuiltND:
-    """The synopsis of a partitioned table from its partitions': each part is (values (m_p, d), rows N_p,
-    labels) — a partition's points read back (:func:`decode_points`) or, for a partition with no synopsis of
-    its own, its sample. Each gives a balanced subsample of its rows in proportion to N_p (so that every
+    """The synopsis of a partitioned table from its partitions': each part is (values (m_p, d), labels, rows
+    N_p) — a partition's points read back (:func:`decode_points`) with its rows or, for a partition with no
+    synopsis of its own, its sample. Each gives a balanced subsample of its rows in proportion to N_p (so that every
     point stands for as many rows), together the pool of a build over N = Σ N_p rows (:func:`build_nd`:
     knots, balanced points, widths). Approximate (docs/math.md §13): the parts' points are samples, and a
     column with more distinct values than its knots reads back linear between them."""
     d = parts[0][0].shape[1]
     merged_labels = []
     for j in range(d):
-        found = [lab[j] for _, _, lab in parts if lab[j] is not None]
+        found = [lab[j] for _, lab, _ in parts if lab[j] is not None]
         merged_labels.append(sorted(set().union(*found)) if found else None)
-    rows = np.array([n for _, n, _ in parts], dtype=np.float64)
+    rows = np.array([n for _, _, n in parts], dtype=np.float64)
     limits = np.array([len(v) for v, _, _ in parts], dtype=np.int64)
     take = _shares(limits, rows)
     pool = []
-    for (values, _, labels), k in zip(parts, take):
+    for (values, labels, _), k in zip(parts, take):
         values = np.array(values, dtype=np.float64)
         for j, found in enumerate(labels):
             if found is not None:  # a category's place among the merged labels
@@ -580,8 +574,7 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
     values = np.ones(m)
     if sum_col >= 0:
         c = codes[:, sum_col]
-        values = np.array([0.0 if c[i] == CODE_NULL else knots[sum_col].value(c[i] / CODE_SCALE)
-                           for i in range(m)])
+        values = np.where(c == CODE_NULL, 0.0, knots[sum_col].values_at(c.astype(np.float64) / CODE_SCALE))
     # each weight is the chance that the point's row is in the box: the variance of a sample of such rows
     scale = n_rows / m
     w, w2 = weight * values, weight * values * values
@@ -600,8 +593,6 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
         w, w2 = np.where(out, 0.0, w), np.where(out, 0.0, w2)
         total = np.bincount(g, weights=w, minlength=groups + 1)
         second = np.bincount(g, weights=w2, minlength=groups + 1)
-        if not pool:
-            return scale * total, scale * scale * np.maximum(second - total * total / m, 0.0)
         squares = np.bincount(g, weights=w * w, minlength=groups + 1)
         # successive differences of each group's weights (w_i 1[g_i = k] - w_(i-1) 1[g_(i-1) = k])^2: both
         # squares, less twice the product where neighbours share the group
@@ -613,8 +604,6 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
                for t, s2, q, st in zip(total, second, squares, steps)]
         return scale * total, np.array(var)
     total = float(w.sum())
-    if not pool:
-        return scale * total, scale * scale * max(float(w2.sum()) - total * total / m, 0.0)
     steps = float(np.sum((w[1:] - w[:-1]) ** 2))
     return scale * total, balanced_variance(scale, m, pool, n_rows, total, float(w2.sum()), float((w * w).sum()), steps)
 
@@ -624,9 +613,10 @@ def balanced_variance(scale: float, m: int, pool: int, n_rows: float, total: flo
     """The variance of a box's estimate from balanced points (docs/math.md §13): each point's row in the box
     with the chance w (Σ w v² − Σ (w v)²: the kernel's share of doubt, whatever the sample), plus the systematic
     sample's along the curve (successive differences of the w v, with the finite-population factor of the
-    pool), plus the pool's own (a simple random sample of the table's rows). ``total``, ``second``,
-    ``squares``, ``steps``: Σ w v, Σ w v², Σ (w v)², Σ (w_i v_i − w_(i−1) v_(i−1))²."""
-    if m < 2:
+    pool), plus the pool's own (a simple random sample of the table's rows); without ``pool`` (NULL before
+    0.12.0), a simple random sample's. ``total``, ``second``, ``squares``, ``steps``: Σ w v, Σ w v², Σ (w v)²,
+    Σ (w_i v_i − w_(i−1) v_(i−1))² (extension/multi.c box_variance)."""
+    if not pool or m < 2:  # a synopsis built before 0.12.0: a simple random sample's
         return scale * scale * max(second - total * total / max(m, 1), 0.0)
     kernel = max(second - squares, 0.0)
     along = m * max(1.0 - m / pool, 0.0) * steps / (2.0 * (m - 1))

@@ -198,7 +198,7 @@ def test_a_merge_of_partitions_answers_as_a_build_of_their_union():
               for p, lab in zip(parts, labels)]
     read = [multi.decode_points(b) for b in builds]
     assert np.array_equal(np.isnan(read[0][0]), builds[0].codes == multi.CODE_NULL)
-    merged = multi.merge_nd([(v, b.n_rows, lab) for (v, lab), b in zip(read, builds)], 32768, "auto", "reference", 1000)
+    merged = multi.merge_nd([(v, lab, b.n_rows) for (v, lab), b in zip(read, builds)], 32768, "auto", "reference", 1000)
     assert merged.n_rows == 38000 and merged.labels[3] == ["a", "b", "c", "d", "e"]
     names = [[lab[int(c)] for c in p[:, 3]] for p, lab in zip(parts, labels)]
     whole = np.concatenate(parts)
