@@ -234,10 +234,10 @@ class SqlTableReader:
             known = ~np.isnan(sample[:, k])
             sample[known, k] = renumber[sample[known, k].astype(np.int64)]
             labels.append(names)
-        if thinned:  # sorted even where all rows are kept: a build that depends on the rows' order (the points'
-            # jitter, their ranks among equal values) gets the same rows in the same order, however they came
-            # (a Citus table's shards answer in any order)
-            sample = thin(sample[np.lexsort(sample.T[::-1])], size)
+        if thinned:  # in the columns' order, also where every row is kept (thin sorts those it thins): a build
+            # that depends on the rows' order (the points' jitter, their ranks among equal values) gets the same
+            # rows in the same order, however they came (a Citus table's shards answer in any order)
+            sample = thin(sample, size) if len(sample) > size else sample[np.lexsort(sample.T[::-1])]
         # (labels the kept rows no longer hold are left to the build, which keeps those its points hold)
         return rows, sample, labels
 
