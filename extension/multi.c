@@ -184,7 +184,7 @@ kernel_mass(const Column *c, double u)
 }
 
 /* An integer field of the row that a synopsis built before it existed lacks or holds NULL: 0 then. */
-static int64
+static int32
 optional_int4_field(HeapTupleHeader row, const char *name)
 {
 	TupleDesc	desc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(row), HeapTupleHeaderGetTypMod(row));
