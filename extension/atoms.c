@@ -24,6 +24,8 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/typcache.h"
 
 #include "pg_kde.h"
 
@@ -147,6 +149,20 @@ kde_row_field(HeapTupleHeader row, const char *name)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						errmsg("pg_kde: the synopsis row's %s is NULL", name)));
 	return d;
+}
+
+Datum
+kde_row_field_optional(HeapTupleHeader row, const char *name, bool *isnull)
+{
+	TupleDesc	desc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(row), HeapTupleHeaderGetTypMod(row));
+	AttrNumber	attno = InvalidAttrNumber;
+
+	for (int i = 0; i < desc->natts; i++)
+		if (!TupleDescAttr(desc, i)->attisdropped && namestrcmp(&TupleDescAttr(desc, i)->attname, name) == 0)
+			attno = TupleDescAttr(desc, i)->attnum;
+	ReleaseTupleDesc(desc);
+	*isnull = true;
+	return attno != InvalidAttrNumber ? GetAttributeByNum(row, attno, isnull) : (Datum) 0;
 }
 
 ArrayType *

@@ -187,17 +187,9 @@ kernel_mass(const Column *c, double u)
 static int32
 optional_int4_field(HeapTupleHeader row, const char *name)
 {
-	TupleDesc	desc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(row), HeapTupleHeaderGetTypMod(row));
-	AttrNumber	attno = InvalidAttrNumber;
-	bool		isnull = true;
-	Datum		value = (Datum) 0;
+	bool		isnull;
+	Datum		value = kde_row_field_optional(row, name, &isnull);
 
-	for (int i = 0; i < desc->natts; i++)
-		if (!TupleDescAttr(desc, i)->attisdropped && namestrcmp(&TupleDescAttr(desc, i)->attname, name) == 0)
-			attno = TupleDescAttr(desc, i)->attnum;
-	ReleaseTupleDesc(desc);
-	if (attno != InvalidAttrNumber)
-		value = GetAttributeByNum(row, attno, &isnull);
 	return isnull ? 0 : DatumGetInt32(value);
 }
 

@@ -61,6 +61,10 @@ extern int	kde_bisect(const double *v, int n, double x, bool right);
 /* a column of a synopsis row (a composite argument), never NULL: an error says which is */
 extern Datum kde_row_field(HeapTupleHeader row, const char *name);
 
+/* a column of a synopsis row that may be NULL or absent (added by a later version than the row's table):
+ * isnull then */
+extern Datum kde_row_field_optional(HeapTupleHeader row, const char *name, bool *isnull);
+
 /* a float8[] of n values */
 extern ArrayType *kde_float8_array(const double *v, int n);
 

@@ -27,6 +27,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/array.h"
+#include "utils/float.h"
 
 #include "pg_kde.h"
 
@@ -35,6 +36,10 @@ PG_FUNCTION_INFO_V1(kde_range);
 /* The offsets a bound strictly inside a cell keeps from its ends (query.INSIDE_HIGH, INSIDE_LOW). */
 #define INSIDE_HIGH 0.9999999999999999
 #define INSIDE_LOW 1e-300
+/* The bounds of a cut cell's exact count and sum apply where its mean is known within this share of the
+ * cell (query.MEAN_BOUNDS_SLACK, MEAN_BOUNDS_FLOOR). */
+#define MEAN_BOUNDS_SLACK 0.05
+#define MEAN_BOUNDS_FLOOR 1e-9
 /* What the cell's exact count and mean take from the binomial variance of the rows between its shares a and b:
  * f (1 - f) - MEAN_KNOWN f² (1 - a - b)², f = b - a (query.MEAN_KNOWN). */
 #define MEAN_KNOWN 3.0
@@ -235,6 +240,80 @@ moment_of(const Shape *s, double t)
 }
 
 /* query.smooth_1d: the cells' part of [a, b] (bounds already snapped on a lattice). */
+/* Python's math.ulp of |x|: the gap to the next float8 (to the one below at the largest), infinity for
+ * infinities and NaN (query._ulp) */
+static double
+ulp_of(double x)
+{
+	double		up;
+
+	x = fabs(x);
+	if (!isfinite(x))
+		return get_float8_infinity();
+	up = nextafter(x, get_float8_infinity());
+	return isfinite(up) ? up - x : x - nextafter(x, 0.0);
+}
+
+/* query._below_cut: the fewest and most of a cell's n rows below a cut, those below at positions <= upto,
+ * the others at >= above, their mean position mean +- doubt */
+static void
+below_cut(double n, double mean, double doubt, double upto, double above, double *lo, double *hi)
+{
+	*lo = above > 0 ? n - n * (mean + doubt) / above : 0.0;
+	*hi = upto < 1 ? n * (1 - (mean - doubt)) / (1 - upto) : n;
+}
+
+/* query.mean_bounds: the fewest and most of a cut cell's n rows inside the range, as its exact count and sum
+ * allow; 0 and n where the sum's slack is not known (has_slack false) or too wide */
+static void
+mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, double t0, double t1,
+			double step, double magnitude, bool has_slack, double slack, double *k_lo, double *k_hi)
+{
+	double		total = cum1 - cum0,
+				mean,
+				error,
+				doubt,
+				gap,
+				lo = 0.0,
+				hi = n;
+
+	*k_lo = 0.0;
+	*k_hi = n;
+	if (!has_slack || !(n >= 1))
+		return;
+	mean = ((total / n) / 2 - g0 / 2) / w;
+	error = 2 * slack + ulp_of(total) + (step > 0 ? 0.0 : n * ulp_of(magnitude));
+	doubt = (error / n / 2 + 4 * ulp_of(fmax(fmax(fabs(g0), fabs(g1)), fabs(total / n)))) / w + MEAN_BOUNDS_FLOOR;
+	if (!(isfinite(mean) && doubt <= MEAN_BOUNDS_SLACK))
+		return;
+	gap = step > 0 ? step / 4 / w : 0.0;
+	if (t0 == 0.0)
+		below_cut(n, mean, doubt, t1 - gap, t1 + gap, &lo, &hi);
+	else if (t1 == 1.0)
+	{
+		double		below_lo,
+					below_hi;
+
+		below_cut(n, mean, doubt, t0 - gap, t0 + gap, &below_lo, &below_hi);
+		lo = n - below_hi;
+		hi = n - below_lo;
+	}
+	else
+	{
+		if (t0 + gap > 0)
+			hi = fmin(hi, n * (mean + doubt) / (t0 + gap));
+		if (1 - (t1 - gap) > 0)
+			hi = fmin(hi, n * (1 - (mean - doubt)) / (1 - (t1 - gap)));
+	}
+	lo = fmax(0.0, ceil(lo - MEAN_BOUNDS_FLOOR * n));
+	hi = fmin(n, floor(hi + MEAN_BOUNDS_FLOOR * n));
+	if (lo <= hi)
+	{
+		*k_lo = lo;
+		*k_hi = hi;
+	}
+}
+
 static Moments
 smooth(HeapTupleHeader row, double a, double b, int order, double step, double kde_rows)
 {
@@ -257,6 +336,10 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 				ks[2],
 				nk;
 	ArrayType  *profile = NULL;
+	bool		slack_null;
+	Datum		slack_datum = kde_row_field_optional(row, "sum_slack", &slack_null);
+	double		slack = slack_null ? 0.0 : DatumGetFloat8(slack_datum),
+				magnitude;
 
 	if (counts.n != m || sums.n != m || density.n != m)
 		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
@@ -264,6 +347,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 	if (kde_rows == 0 || m < 2)
 		return out;
 	half_range = grid.v[m - 1] / 2 - grid.v[0] / 2;
+	magnitude = fmax(fabs(grid.v[0]), fabs(grid.v[m - 1]));
 	A = a > grid.v[0] ? a : grid.v[0];
 	B = b < grid.v[m - 1] ? b : grid.v[m - 1];
 	if (A > B || (A == B && step > 0))
@@ -389,10 +473,23 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		spread = n * keep + keep * n * n * doubt + 4 * n * n * shape_var * cuts;
 		if (order == 0)
 		{
-			out.estimate += n * share;
+			double		k_lo,
+						k_hi;
+
+			mean_bounds(n, g0, g1, w, sums.v[c], sums.v[c + 1], t0, t1, step, magnitude, !slack_null, slack,
+						&k_lo, &k_hi);
+			if (k_lo == k_hi)	/* the cell's count and mean leave one answer: exact */
+			{
+				out.estimate += k_lo;
+				out.low += k_lo;
+				out.high += k_lo;
+				continue;
+			}
+			out.estimate += fmin(k_hi, fmax(k_lo, n * share));
 			out.variance += spread;
 			disagreement += apart;
-			out.high += n;
+			out.low += k_lo;
+			out.high += k_hi;
 		}
 		else
 		{

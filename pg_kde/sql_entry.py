@@ -430,7 +430,8 @@ def _stored_1d(plpy, schema: str, relid, cols):
         grid=list(r["grid"]), grid_size=int(r["grid_size"]), cell_cum_count=list(r["cell_cum_count"]),
         cell_cum_sum=list(r["cell_cum_sum"]), density=[float(d) for d in r["density"]], shape_var=float(r["shape_var"]),
         budget=int(json.loads(r["requested_text"]).get("budget") or 0), seconds=float(r["build_seconds"]),
-        period=float(r["period"]), profile=[float(v) for v in r["profile"]])
+        period=float(r["period"]), profile=[float(v) for v in r["profile"]],
+        sum_slack=None if r.get("sum_slack") is None else float(r["sum_slack"]))
     return built, facts
 
 

@@ -59,6 +59,7 @@ from .maths import (
     cap_bandwidth_matrix,
     cell_masses,
     cell_prefix,
+    prefix_slack,
     grid_positions,
     quantile_grid,
     scale_bandwidth,
@@ -528,7 +529,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             kde_rows = n - atoms.rows
 
     h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None
-    grid, cell_count, cell_sum, density, tau2 = [], [], [], [], 0.0
+    grid, cell_count, cell_sum, density, tau2, slack = [], [], [], [], 0.0, 0.0
     used_period, used_profile = 0.0, []
     if kde_rows > 0:
         rest = scanned[~np.isin(scanned, atoms.values)]
@@ -567,6 +568,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
                 used_period, used_profile, tau2 = period[0], profile.tolist(), shape_variance(profile_fit)
         grid = points.tolist()
         cell_count, cell_sum = cell_prefix(rows_in), cell_prefix(sums_in)
+        slack = prefix_slack(sums_in)
         density = stored.tolist()
 
     heavy_rows = atoms.rows
@@ -575,6 +577,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         with np.errstate(over="ignore"):
             h, grid, cell_sum, atom_sum = h / scale, *(
                 (np.asarray(a, dtype=np.float64) / scale).tolist() for a in (grid, cell_sum, atom_sum))
+            slack = slack / scale  # (a power of two: exact)
             atoms = Atoms(atoms.values / scale, atoms.counts)
     return Built1D(
         method=used_method, bandwidth=float(h), sample_size=used_sample, backend=used_backend, scale=used_scale,
@@ -582,6 +585,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         atom_cum_count=atom_count, atom_cum_sum=atom_sum, heavy_rows=heavy_rows, kde_rows=kde_rows, grid=grid,
         grid_size=len(grid), cell_cum_count=cell_count, cell_cum_sum=cell_sum, density=density, shape_var=float(tau2),
         budget=budget, seconds=time.perf_counter() - started, period=used_period, profile=used_profile,
+        sum_slack=slack,
     )
 
 

@@ -77,6 +77,14 @@ def cell_prefix(cells: np.ndarray) -> list:
     return np.concatenate([[0.0], np.cumsum(cells)]).tolist()
 
 
+def prefix_slack(sums, roundings: int = 0) -> float:
+    """A bound on how far each float8 prefix sum of ``sums`` (each cell's sum rounded once from an exact one)
+    lies from the exact prefix: one ulp of Σ|sums| (which bounds every partial sum) for each rounding, with
+    twice the margin (``kde_synopsis.sum_slack``, docs/math.md §7). ``roundings`` more for those a merge adds."""
+    total = float(np.sum(np.abs(np.asarray(sums, dtype=np.float64)))) if len(sums) else 0.0
+    return 2.0 * (2 * len(sums) + roundings + 2) * (math.ulp(total) if math.isfinite(total) else math.inf)
+
+
 def scale_bandwidth(h_sample: float, sample_rows: int, rows: int, method: str, d: int = 1) -> float:
     """An AMISE bandwidth h chosen on a sample, carried to the table's row count at the selector's rate
     (the registry's :meth:`~pg_kde.bandwidth.SelectorSpec.rate`: n^{−1/3} for plugin_cdf, n^{−1/(d+4)} for

@@ -12,7 +12,8 @@ approximate: the shape inside a merged cell, from the parts' KDE densities at it
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -154,8 +155,22 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         atom_cum_sum=atom_sum, heavy_rows=atoms.rows, kde_rows=kde_rows, grid=grid, grid_size=len(grid),
         cell_cum_count=cum_count, cell_cum_sum=cum_sum, density=density,
         shape_var=max((p.shape_var for p in celled), default=0.0), budget=budget, seconds=seconds,
-        period=period, profile=profile,
+        period=period, profile=profile, sum_slack=_merged_slack(parts, celled, len(demoted)) if grid else 0.0,
     )
+
+
+def _merged_slack(parts: Sequence[Built1D], celled: Sequence[Built1D], demoted: int) -> Optional[float]:
+    """The merged prefix sums' slack (:attr:`Built1D.sum_slack`): the celled parts' own, plus a rounding at each
+    of a merged prefix's additions (one a part, a few a demoted heavy value, whose sum is read back from
+    running sums), each within one ulp of B, the magnitudes added: every part's largest prefix sums. None
+    where a part's is not known."""
+    if any(p.sum_slack is None for p in celled):
+        return None
+    magnitude = sum(max(np.max(np.abs(np.asarray(a, dtype=np.float64)), initial=0.0)
+                        for a in (p.cell_cum_sum, p.atom_cum_sum)) for p in parts)
+    roundings = 2 * len(celled) + 3 * demoted + 4
+    ulp = math.ulp(magnitude) if math.isfinite(magnitude) else math.inf
+    return sum(p.sum_slack for p in celled) + 4.0 * roundings * ulp
 
 
 def merge_2d(parts: Sequence[Built2D], seconds: float = 0.0) -> Built2D:

@@ -33,6 +33,10 @@ COUNT_CONTINUITY = 0.5
 #: The offsets a bound strictly inside a cell keeps from its ends: the largest float8 below 1, and a tiny
 #: positive number (the same literals in extension/range.c).
 INSIDE_HIGH, INSIDE_LOW = 0.9999999999999999, 1e-300
+#: The bounds a cut cell's exact count and sum set (:func:`mean_bounds`) apply where its mean position is known
+#: within this share of the cell; MEAN_BOUNDS_FLOOR is added to that doubt, and a row's share of it to the
+#: bounds before they are rounded to whole rows (the same literals in extension/range.c).
+MEAN_BOUNDS_SLACK, MEAN_BOUNDS_FLOOR = 0.05, 1e-9
 
 
 @dataclass
@@ -104,6 +108,8 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
     kb = min(max(bisect.bisect_right(grid, B) - 1, 0), m - 2)
     continuous = s["step"] == 0
     disagreement = 0.0
+    slack = s.get("sum_slack")
+    magnitude = max(abs(grid[0]), abs(grid[-1]))
     if kb > ka + 1:
         whole = cells[kb] - cells[ka + 1]
         out.estimate += whole
@@ -173,10 +179,17 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
         keep = f * (1 - f) - MEAN_KNOWN * pinned * pinned
         spread = n * keep + keep * n * n * doubt + 4 * n * n * s["shape_var"] * cuts
         if order == 0:
-            out.estimate += n * share
+            k_lo, k_hi = mean_bounds(n, g0, g1, w, sums[c], sums[c + 1], t0, t1, s["step"], magnitude, slack)
+            if k_lo == k_hi:  # the cell's count and mean leave one answer: exact
+                out.estimate += k_lo
+                out.low += k_lo
+                out.high += k_lo
+                continue
+            out.estimate += min(k_hi, max(k_lo, n * share))
             out.variance += spread
             disagreement += apart
-            out.high += n
+            out.low += k_lo
+            out.high += k_hi
         else:
             x = g0 * (1 - pos) + g1 * pos
             out.estimate += n * share * x
@@ -188,6 +201,57 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
     shape_error = SHAPE_DOUBT * disagreement
     out.variance += shape_error * shape_error  # (not ** 2: that raises OverflowError where IEEE 754 gives inf)
     return out
+
+
+def _ulp(x: float) -> float:
+    """The gap from |x| to the next float8 (∞ for ±∞ and NaN): C's nextafter(|x|, ∞) − |x|."""
+    return math.ulp(abs(x)) if math.isfinite(x) else math.inf
+
+
+def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: float, t0: float, t1: float,
+                step: float, magnitude: float, slack: Optional[float]) -> tuple:
+    """(fewest, most) of a cut cell's n rows that lie in the range, as the cell's exact count and sum allow
+    (docs/math.md §7, "What the count and the mean allow"): rows below a cut at t sit at positions ≥ 0 and the
+    others at ≥ t, so their sum n·m ≥ (n − j)·t, and likewise from above. (0, n) where the sum is not known to
+    within MEAN_BOUNDS_SLACK of the cell (``slack`` None: a synopsis built before 0.13.0). ``w`` is half the
+    cell's width; ``cum0``, ``cum1`` the stored prefix sums at its ends, each within ``slack`` of the exact
+    sum of its values in whole quanta; a continuous column's values are rounded to quanta of at most one ulp
+    of ``magnitude`` (the grid's largest end)."""
+    if slack is None or not n >= 1:
+        return 0.0, n
+    total = cum1 - cum0
+    mean = ((total / n) / 2 - g0 / 2) / w  # as cells.shape_of, unclamped
+    # the sum's error: two prefixes, the subtraction, and (continuous) each row's rounding to its quantum
+    error = 2 * slack + _ulp(total) + (0.0 if step > 0 else n * _ulp(magnitude))
+    doubt = (error / n / 2 + 4 * _ulp(max(abs(g0), abs(g1), abs(total / n)))) / w + MEAN_BOUNDS_FLOOR
+    if not (math.isfinite(mean) and doubt <= MEAN_BOUNDS_SLACK):
+        return 0.0, n
+    # On a lattice the snapped bounds sit half a step from the rows on either side of them.
+    gap = step / 4 / w if step > 0 else 0.0
+    lo, hi = 0.0, n
+    if t0 == 0.0:  # the range holds the cell's start: its rows are those below the cut at t1
+        below_lo, below_hi = _below_cut(n, mean, doubt, t1 - gap, t1 + gap)
+        lo, hi = below_lo, below_hi
+    elif t1 == 1.0:  # it holds the cell's end: the rows not below the cut at t0
+        below_lo, below_hi = _below_cut(n, mean, doubt, t0 - gap, t0 + gap)
+        lo, hi = n - below_hi, n - below_lo
+    else:  # inside the cell: its rows sit in [t0, t1], the others anywhere
+        if t0 + gap > 0:
+            hi = min(hi, n * (mean + doubt) / (t0 + gap))
+        if 1 - (t1 - gap) > 0:
+            hi = min(hi, n * (1 - (mean - doubt)) / (1 - (t1 - gap)))
+    lo = max(0.0, math.ceil(lo - MEAN_BOUNDS_FLOOR * n))
+    hi = min(n, math.floor(hi + MEAN_BOUNDS_FLOOR * n))
+    return (lo, hi) if lo <= hi else (0.0, n)
+
+
+def _below_cut(n: float, mean: float, doubt: float, upto: float, above: float) -> tuple:
+    """(fewest, most) rows j of a cell below a cut, where those below sit at ≤ ``upto`` and the others at ≥
+    ``above`` (positions in [0, 1]) and the rows' mean position is ``mean`` ± ``doubt``: from
+    n·mean ≥ (n − j)·above and n·mean ≤ j·upto + (n − j)."""
+    lo = n - n * (mean + doubt) / above if above > 0 else 0.0
+    hi = n * (1 - (mean - doubt)) / (1 - upto) if upto < 1 else n
+    return lo, hi
 
 
 def _pack_of(s: dict):

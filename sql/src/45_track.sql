@@ -111,7 +111,15 @@ BEGIN
             atom_cum_sum = CASE WHEN delta.pack IS NULL THEN delta.new_atom_cum_sum ELSE '{}' END,
             atom_pack = coalesce(delta.pack, ''),
             cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
-            density = delta.new_density, kde_rows = p.kde_rows + delta.kde_rows
+            density = delta.new_density, kde_rows = p.kde_rows + delta.kde_rows,
+            -- each written value's addition, each prefix's and each cell's, rounds within one ulp of the
+            -- largest magnitude added (2^-51 of it: twice that)
+            sum_slack = p.sum_slack + (coalesce(cardinality(added), 0) + coalesce(cardinality(removed), 0)
+                                       + 2 * cardinality(p.grid) + 2) * 4.440892098500626e-16
+                                      * greatest((SELECT max(abs(x)) FROM unnest(p.cell_cum_sum) x),
+                                                 (SELECT max(abs(x)) FROM unnest(delta.new_cell_cum_sum) x),
+                                                 coalesce((SELECT sum(abs(x)) FROM unnest(added) x), 0)
+                                                 + coalesce((SELECT sum(abs(x)) FROM unnest(removed) x), 0))
         WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
         -- Up to date with this statement: its rows count as seen (the activity counters move by one a row
         -- inserted, updated or deleted; writes the triggers did not see still count), and the size is now.

@@ -666,11 +666,11 @@ def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
     WIDE_CELL = {"atom_values": [], "atom_cum_count": [], "atom_cum_sum": [], "kde_rows": 157,
                  "grid": [-1e300, 0.006, 10.0], "grid_size": 3, "cell_cum_count": [0.0, 57.0, 157.0],
                  "cell_cum_sum": [0.0, -1e300 + 0.1, -1e300 + 500.0], "step": 0.0, "density": [0.0, 1.0, 1.0],
-                 "shape_var": 0.0, "period": 0.0, "profile": [], "atom_pack": b""}
+                 "shape_var": 0.0, "period": 0.0, "profile": [], "atom_pack": b"", "sum_slack": None}
     row = ("ROW('pg_class'::regclass, '{x}'::text[], %(atom_values)s::float8[], %(atom_cum_count)s::float8[], "
            "%(atom_cum_sum)s::float8[], %(kde_rows)s, %(grid)s::float8[], %(grid_size)s, %(cell_cum_count)s::float8[], "
            "%(cell_cum_sum)s::float8[], %(step)s, %(density)s::float4[], %(shape_var)s, %(period)s, "
-           "%(profile)s::float4[], %(atom_pack)s::bytea)::kde_synopsis")
+           "%(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8)::kde_synopsis")
     for lo, hi in [(None, 0.001), (None, 0.006), (-1e300 + 1e285, 0.001)]:
         got = db.execute(f"SELECT (_kde_range({row}, %(lo)s, %(hi)s, 0)).*", {**WIDE_CELL, "lo": lo, "hi": hi}).fetchone()
         ref = range_1d(WIDE_CELL, lo, hi, 0)
@@ -889,3 +889,34 @@ def test_a_pair_table_s_nan_bounds_sums_and_budget(db, table):
     finally:
         db.execute(sql.SQL("DROP TABLE IF EXISTS {t}_names").format(t=sql.SQL(table)))
         db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_sparse_cells_count_and_mean_bound_cut_cells_on_the_server_and_through_tracked_writes(db, table):
+    """Cells of a few rows (4,000 rows at 64 KB): the server's bounds from each cut cell's exact count and mean
+    equal the reference's and hold; after 60 tracked statements the synopsis' sum_slack has grown by their
+    roundings and the bounds still hold on the rows as they are."""
+    rng = np.random.default_rng(77)
+    cols = {"cents": np.round(rng.lognormal(3.0, 1.0, 4000), 2), "ties": rng.gamma(2.0, 3.0, 4000)}
+    load(db, table, cols, types={"cents": "numeric(12,2)"})
+    for col, x in cols.items():
+        refresh(db, table, col, budget=65536)
+        s = payload(db, table, col)
+        assert len(s["grid"]) > 100 and 0 < s["sum_slack"] < 1e-9 * np.abs(x).sum()
+        server_equals_reference(db, table, col, s, np.sort(x), rng, k=600)
+        exact_cuts = sum(1 for lo, hi in queries(rng, np.sort(x), 300)
+                         if (r := range_1d(s, lo, hi, 0)).low == r.high
+                         and range_1d(dict(s, sum_slack=None), lo, hi, 0).low < r.high)
+        assert exact_cuts > 0  # ranges made exact by a one-row cell's mean
+    t = ident(table).as_string(db)
+    before = {col: payload(db, table, col)["sum_slack"] for col in cols}
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    for i in range(60):
+        db.execute(f"INSERT INTO {t} SELECT round((exp(3 + random() * 2))::numeric, 2), random() * 30 "
+                   "FROM generate_series(1, 20)")
+        if i % 10 == 0:
+            db.execute(f"DELETE FROM {t} WHERE ctid IN (SELECT ctid FROM {t} LIMIT 15)")
+    for col in cols:
+        s = payload(db, table, col)
+        assert s["sum_slack"] > before[col]
+        xs = np.sort([r[0] for r in db.execute(sql.SQL("SELECT {}::float8 FROM {}").format(ident(col), ident(table)))])
+        server_equals_reference(db, table, col, s, xs, rng, k=300)

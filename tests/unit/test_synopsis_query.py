@@ -26,7 +26,7 @@ from pg_kde.synopsis.cells import (
     profile_cut,
     shape_of,
 )
-from pg_kde.synopsis.query import interval, lattice_value, range_1d, snap
+from pg_kde.synopsis.query import interval, lattice_value, mean_bounds, range_1d, snap
 
 
 def quiet(sample, method, backend, required=True, scale=None):
@@ -423,3 +423,40 @@ def test_a_profiled_cut_keeps_the_bridge_share_of_the_profiles_error(rng):
         a = profile_cut(s["profile"], s["period"], g0, g1, 0.0, t0, s["step"], mean)[0] if t0 > 0 else 0.0
         keep = share * (1 - share) - 3 * (share * (1 - 2 * a - share)) ** 2
         assert delta > 0 and r.variance == pytest.approx(n * keep + n * n * keep * delta, rel=1e-9)
+
+
+def test_a_cut_cells_count_and_mean_bound_its_rows():
+    """Two rows at 0.1 and 0.7 of a cell [0, 1) (mean 0.4): a cut at 0.5 leaves one or two below it (n·mean ≥
+    (n − j)·0.5 and n·mean ≤ j·0.5 + (n − j)); one row is exactly where its mean is; without a known slack
+    the bounds stay none to all."""
+    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.0, 0.5, 0.0, 1.0, 0.0) == (1.0, 2.0)
+    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.5, 1.0, 0.0, 1.0, 0.0) == (0.0, 1.0)
+    assert mean_bounds(1.0, 0.0, 1.0, 0.5, 5.0, 5.3, 0.0, 0.5, 0.0, 1.0, 0.0) == (1.0, 1.0)
+    assert mean_bounds(1.0, 0.0, 1.0, 0.5, 5.0, 5.7, 0.0, 0.5, 0.0, 1.0, 0.0) == (0.0, 0.0)
+    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.0, 0.5, 0.0, 1.0, None) == (0.0, 2.0)
+    # a sum known no better than a tenth of the cell: no bounds
+    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.0, 0.5, 0.0, 1.0, 0.1) == (0.0, 2.0)
+
+
+@pytest.mark.parametrize("name", ["cents", "continuous with ties", "seconds"])
+def test_sparse_cells_count_and_mean_make_cut_ranges_tighter_and_still_hold(rng, name):
+    """Cells of a few rows (3,000 rows at 64 KB): the bounds the cells' exact counts and means set hold for
+    every range, are never wider than none to all of a cut cell, and make ranges that cut a one-row cell
+    exact."""
+    x = columns(rng, n=3000)[name]
+    s = synopsis(x, budget=65536)
+    assert len(s["grid"]) > 100 and s["sum_slack"] is not None
+    loose = dict(s, sum_slack=None)  # as a synopsis built before 0.13.0
+    xs = np.sort(x)
+    tighter = exact_only_now = 0
+    for _ in range(1500):
+        lo, hi = np.sort(rng.uniform(xs[0], xs[-1], 2))
+        if s["step"] > 0:
+            lo, hi = (lattice_value(round(v / s["step"]), s["step"]) for v in (lo, hi))
+        truth = exact(xs, lo, hi, 0)
+        r, before = range_1d(s, lo, hi, 0), range_1d(loose, lo, hi, 0)
+        assert r.low <= truth <= r.high, (lo, hi, r, truth)
+        assert before.low <= r.low <= r.estimate <= r.high <= before.high
+        tighter += r.high - r.low < before.high - before.low
+        exact_only_now += r.low == r.high and before.low < before.high
+    assert tighter > 100 and exact_only_now > 10, (tighter, exact_only_now)

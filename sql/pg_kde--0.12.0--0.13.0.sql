@@ -1,0 +1,191 @@
+-- pg_kde 0.12.0 -> 0.13.0: the exact count and sum of a cut cell bound its rows on each side of the cut.
+-- kde_synopsis keeps how far its stored prefix sums may lie from the exact ones (sum_slack; NULL for a
+-- synopsis built before, whose cut cells keep the bounds none to all of their rows until its next refresh),
+-- and the tracking triggers add each write's roundings to it. Every function that names the version is
+-- replaced.
+\echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.13.0'" to load this file. \quit
+
+-- sum_slack (0.13.0): how far each of cell_cum_sum's prefix sums may lie from the exact sum of its rows'
+-- values (in the scan's whole quanta): the build's, a merge's and each tracked write's roundings. With it a
+-- cut cell's exact count and mean bound the rows on each side of the cut (docs/math.md §7); NULL for a
+-- synopsis built before, whose cut cells keep the bounds none to all of their rows.
+ALTER TABLE kde_synopsis ADD COLUMN sum_slack float8 CHECK (sum_slack IS NULL OR sum_slack >= 0);
+
+CREATE OR REPLACE FUNCTION _kde_track_apply() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    size_now bigint;
+    expr text;
+    added float8[];
+    removed float8[];
+    delta record;
+    problem text;
+BEGIN
+    IF TG_LEVEL <> 'STATEMENT' OR TG_WHEN <> 'AFTER' OR NOT EXISTS (
+        SELECT 1 FROM pg_trigger t
+        WHERE t.tgrelid = TG_RELID AND t.tgname = TG_NAME
+          AND t.tgname IN ('kde_track_insert', 'kde_track_update', 'kde_track_delete')
+          AND t.tgnewtable IS NOT DISTINCT FROM (CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN 'kde_new' END)
+          AND t.tgoldtable IS NOT DISTINCT FROM (CASE WHEN TG_OP IN ('DELETE', 'UPDATE') THEN 'kde_old' END)) THEN
+        RAISE EXCEPTION 'pg_kde: _kde_track_apply runs only as the triggers kde_track installs'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    size_now := pg_relation_size(TG_RELID) / current_setting('block_size')::bigint;
+    -- Each synopsis' column by identity (as queries resolve it), while its type is the one it was built on.
+    FOR r IN SELECT k.cols, c.name AS attname, t.typname, t.typcategory, pg_column_size(k.*) AS header_bytes,
+                    coalesce((k.requested ->> 'budget')::bigint, 8192) AS budget FROM @extschema@.kde_catalog k
+             CROSS JOIN LATERAL @extschema@._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) c
+             JOIN pg_attribute a ON a.attrelid = k.relid AND a.attnum = c.attnum
+             JOIN pg_type t ON t.oid = a.atttypid
+             WHERE k.relid = TG_RELID::regclass AND k.kind = '1d' AND c.type = k.coltypes[1]
+               AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%'
+             ORDER BY k.cols FOR UPDATE OF k
+    LOOP
+        -- The value as the refresh's scan reads it (_kde_cells): the same float8 for every type.
+        expr := CASE WHEN r.typname = 'numeric' THEN format('@extschema@._kde_float8(%I)', r.attname)
+                     WHEN r.typcategory = 'N' THEN format('(%I)::float8', r.attname)
+                     ELSE format('extract(epoch FROM %I)::float8', r.attname) END;
+        added := NULL;
+        removed := NULL;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            EXECUTE format('SELECT array_agg(%s) FROM kde_new', expr) INTO added;
+        END IF;
+        IF TG_OP IN ('DELETE', 'UPDATE') THEN
+            EXECUTE format('SELECT array_agg(%s) FROM kde_old', expr) INTO removed;
+        END IF;
+        -- (heavy values packed on a lattice are unpacked, and their new counts packed again: 0.9.0)
+        SELECT d.*, h.atom_values, @extschema@._kde_atoms_pack(h.atom_values, d.new_atom_cum_count, p.step) AS pack,
+               octet_length(p.atom_pack) AS old_pack, pg_column_size(p.*) AS payload_bytes
+        INTO delta FROM @extschema@.kde_synopsis p, LATERAL @extschema@._kde_atoms(p) h,
+               LATERAL @extschema@._kde_track_delta(p.grid, p.step, h.atom_values, h.atom_cum_count, h.atom_cum_sum,
+                                                    p.cell_cum_count, p.cell_cum_sum, p.density,
+                                                    coalesce(added, '{}'), coalesce(removed, '{}')) d
+        WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
+        problem := delta.problem;
+        -- A pack whose counts no longer pack (a running sum past 2^53) or that outgrows the budget: stale, so
+        -- that the next refresh lays the synopsis out again within it.
+        IF problem IS NULL AND delta.old_pack > 0 THEN
+            IF delta.pack IS NULL THEN
+                problem := 'the heavy values no longer pack (a running sum past 2^53)';
+            ELSIF r.header_bytes + delta.payload_bytes + octet_length(delta.pack) - delta.old_pack > r.budget THEN
+                problem := format('the heavy values'' pack would take the synopsis past its budget (%s bytes)',
+                                  r.budget);
+            END IF;
+        END IF;
+        IF problem IS NOT NULL THEN
+            -- Stale with the reason, until a refresh (which stores the table's own storage id again).
+            UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: ' || problem
+            WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;
+            CONTINUE;
+        END IF;
+        UPDATE @extschema@.kde_synopsis p
+        SET grid = delta.new_grid,
+            atom_values = CASE WHEN delta.pack IS NULL THEN delta.atom_values ELSE '{}' END,
+            atom_cum_count = CASE WHEN delta.pack IS NULL THEN delta.new_atom_cum_count ELSE '{}' END,
+            atom_cum_sum = CASE WHEN delta.pack IS NULL THEN delta.new_atom_cum_sum ELSE '{}' END,
+            atom_pack = coalesce(delta.pack, ''),
+            cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
+            density = delta.new_density, kde_rows = p.kde_rows + delta.kde_rows,
+            -- each written value's addition, each prefix's and each cell's, rounds within one ulp of the
+            -- largest magnitude added (2^-51 of it: twice that)
+            sum_slack = p.sum_slack + (coalesce(cardinality(added), 0) + coalesce(cardinality(removed), 0)
+                                       + 2 * cardinality(p.grid) + 2) * 4.440892098500626e-16
+                                      * greatest((SELECT max(abs(x)) FROM unnest(p.cell_cum_sum) x),
+                                                 (SELECT max(abs(x)) FROM unnest(delta.new_cell_cum_sum) x),
+                                                 coalesce((SELECT sum(abs(x)) FROM unnest(added) x), 0)
+                                                 + coalesce((SELECT sum(abs(x)) FROM unnest(removed) x), 0))
+        WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
+        -- Up to date with this statement: its rows count as seen (the activity counters move by one a row
+        -- inserted, updated or deleted; writes the triggers did not see still count), and the size is now.
+        UPDATE @extschema@.kde_catalog k
+        SET n_rows = k.n_rows + delta.non_null, n_null = k.n_null + delta.nulls,
+            mod_count = k.mod_count + CASE TG_OP WHEN 'UPDATE' THEN coalesce(cardinality(added), 0)
+                                                 ELSE coalesce(cardinality(added), 0) + coalesce(cardinality(removed), 0) END,
+            pages = size_now
+        WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION _kde_track_apply() IS 'pg_kde internal: the tracking triggers'' function';
+
+CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
+                            grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',
+                            budget integer DEFAULT NULL) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_raise_if_error(
+        @extschema@._kde_refresh(tbl::oid, ARRAY[col], method, sample_size, grid_size, backend, budget, '0.13.0'))
+$$;
+COMMENT ON FUNCTION kde_refresh(regclass, text, text, integer, integer, text, integer) IS
+    'Build or rebuild the synopsis of one numeric, date or timestamp column within budget bytes (default 8192; method: auto = plugin_cdf | plugin | lscv_h | lscv_H | normal_reference); returns a summary';
+
+CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, cols text[], method text DEFAULT 'auto', sample_size integer DEFAULT 5000,
+                            grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',
+                            budget integer DEFAULT NULL) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_raise_if_error(
+        @extschema@._kde_refresh(tbl::oid, cols, method, sample_size, grid_size, backend, budget, '0.13.0'))
+$$;
+COMMENT ON FUNCTION kde_refresh(regclass, text[], text, integer, integer, text, integer) IS
+    'Build or rebuild the synopsis of one column or, with two, of a pair within budget bytes (default 8192 and 65536; method: auto = lscv_H for a pair); returns a summary';
+
+CREATE OR REPLACE FUNCTION kde_bandwidth(tbl regclass, cols text[], method text DEFAULT 'auto', backend text DEFAULT 'auto',
+                              sample_size integer DEFAULT 10000) RETURNS float8[]
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT ARRAY(SELECT jsonb_array_elements_text(@extschema@._kde_raise_if_error(
+        @extschema@._kde_bandwidth(tbl::oid, cols, method, backend, sample_size, '0.13.0')) -> 'bandwidth')::float8)
+$$;
+COMMENT ON FUNCTION kde_bandwidth(regclass, text[], text, text, integer) IS
+    'Bandwidth of a sample of rows with all columns non-NULL: {h} for one column (data units), else H row-major';
+
+CREATE OR REPLACE FUNCTION kde_refresh_stale() RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    n integer := 0;
+BEGIN
+    FOR r IN SELECT k.relid, k.cols, k.requested, c.relkind, c.relowner = current_user::regrole AS owned
+             FROM @extschema@.kde_synopses v
+             JOIN @extschema@.kde_catalog k USING (relid, cols)
+             JOIN pg_class c ON c.oid = k.relid
+             WHERE v.stale
+             ORDER BY k.relid::oid, k.cols
+    LOOP
+        -- Reading a view or a foreign table runs code its owner wrote, with the reader's privileges: a
+        -- routine refresh must not run another role's code as the caller (a superuser, say).
+        IF (r.relkind NOT IN ('r', 'p', 'm') AND NOT r.owned)
+           OR (r.relkind = 'p' AND EXISTS (
+               SELECT 1 FROM pg_partition_tree(r.relid) t JOIN pg_class c ON c.oid = t.relid
+               WHERE t.isleaf AND c.relkind NOT IN ('r', 'm') AND c.relowner <> current_user::regrole)) THEN
+            RAISE WARNING 'pg_kde: skipped the synopsis of % of %: reading it runs code of its owner, not yours',
+                          array_to_string(r.cols, ', '), r.relid
+                USING HINT = 'Refresh it as its owner, or with kde_refresh once you trust that code.';
+            CONTINUE;
+        END IF;
+        BEGIN
+            -- The same request as the last refresh (requested holds its arguments, not what was built).
+            PERFORM @extschema@._kde_raise_if_error(@extschema@._kde_refresh(
+                r.relid::oid, r.cols, r.requested ->> 'method', (r.requested ->> 'sample_size')::integer,
+                (r.requested ->> 'grid_size')::integer, r.requested ->> 'backend', (r.requested ->> 'budget')::integer,
+                '0.13.0'));
+            n := n + 1;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'pg_kde: could not refresh the synopsis of % of %: %', array_to_string(r.cols, ', '), r.relid, SQLERRM;
+        END;
+    END LOOP;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION kde_refresh_stale() IS
+    'Refresh every stale synopsis the current role may read, each on its own (failures are warnings); returns how many were refreshed';
