@@ -54,6 +54,34 @@ LATENCY = {
 }
 
 
+def shard_times(conn, table: str, repeats: int) -> dict:
+    """The one pass of a 1-D refresh of ``table``'s amount, its scan aggregate (_kde_cells on the grid the stored
+    synopsis has), timed where it runs: on each shard alone, one after another (EXPLAIN ANALYZE's execution
+    time there; medians of ``repeats``), and through the coordinator over all shards at once."""
+    import json
+
+    schema = conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_kde'").fetchone()[0]
+    grid, step = conn.execute("SELECT grid, step FROM kde_synopsis WHERE relid = %s::regclass AND cols = '{amount}'",
+                              (table,)).fetchone()
+    grid_sql = "'{" + ",".join(repr(float(g)) for g in grid) + "}'::float8[]"
+    aggregate = f"{schema}._kde_cells(amount, {grid_sql}, '{{}}'::float8[], {float(step)!r})"
+    per_shard: dict = {}
+    for _ in range(repeats):
+        for shard, port, result in conn.execute(
+                "SELECT r.shardid, p.nodeport, r.result FROM run_command_on_shards(%s, %s, false) r "
+                "JOIN pg_dist_shard_placement p ON p.shardid = r.shardid",
+                (table, f"EXPLAIN (ANALYZE, FORMAT JSON) SELECT {aggregate} FROM %s")):
+            per_shard.setdefault((shard, port), []).append(json.loads(result)[0]["Execution Time"] / 1000)
+    times = {key: statistics.median(v) for key, v in per_shard.items()}
+    workers: dict = {}
+    for (_, port), t in times.items():
+        workers[port] = workers.get(port, 0.0) + t
+    timed(conn, f"SELECT {aggregate} FROM {table}")  # warm
+    whole = statistics.median(timed(conn, f"SELECT {aggregate} FROM {table}") for _ in range(repeats))
+    return {"shards": len(times), "sum": sum(times.values()), "workers": workers, "whole": whole,
+            "largest": max(times.values())}
+
+
 def main(argv=None) -> int:
     import psycopg
 
@@ -103,6 +131,7 @@ def main(argv=None) -> int:
                 print(f"[{time.perf_counter() - started:6.1f}s] {table} {','.join(target)}: refresh "
                       f"{row[target]:.2f} s, approx_count {row[('latency',) + target] * 1e6:.0f} µs", flush=True)
             results[table] = row
+        scaling = shard_times(conn, "sales_dist", args.repeats)
         # staleness: +20% rows into the distributed table, then the seconds until kde_synopses says stale
         t0 = time.perf_counter()
         conn.execute("INSERT INTO sales_dist SELECT * FROM sales_dist WHERE id % 5 = 0")
@@ -136,6 +165,16 @@ def main(argv=None) -> int:
               f"{insert_s:.1f} s; kde_synopses showed every synopsis of it stale {stale_after:.1f} s later "
               f"(the workers report their counters within about 10 s); kde_refresh_stale() rebuilt {refreshed} in "
               f"{refresh_stale_s:.1f} s; approx_count over every amount then {total:,.0f}, exact {exact:,}.", ""]
+    busiest = max(scaling["workers"].values())
+    lines += [f"One pass of the 1-D refresh's scan aggregate (`_kde_cells` on its grid), timed on each of the "
+              f"{scaling['shards']} shards alone, one after another (EXPLAIN ANALYZE there, medians of {args.repeats}): "
+              f"{scaling['sum']:.3f} s in all, the largest shard {scaling['largest'] * 1000:.1f} ms; per worker "
+              + ", ".join(f"{v:.3f} s (port {k})" for k, v in sorted(scaling["workers"].items()))
+              + f". The same pass through the coordinator, all shards at once: {scaling['whole']:.3f} s. With each "
+              f"worker on cores of its own, the pass takes about the busiest worker's share divided by its cores: "
+              f"{busiest:.3f} s on one core each here, {scaling['sum'] / 4:.3f} s for four one-core workers, "
+              f"{scaling['sum'] / 16:.3f} s for sixteen (as long as no shard is larger than that), plus the "
+              f"coordinator's overhead, here {max(scaling['whole'] - busiest, 0.0):.3f} s.", ""]
     report = "\n".join(lines)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "citus.md").write_text(report + "\n")

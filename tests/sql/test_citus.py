@@ -359,3 +359,42 @@ def test_staleness_on_the_workers_ignores_their_search_path(citus):
         citus.execute("SELECT run_command_on_workers('SET citus.enable_ddl_propagation TO off; "
                       "DROP OPERATOR IF EXISTS public.|| (bigint, text); DROP FUNCTION IF EXISTS public.kde_planted(bigint, text)')")
         citus.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_where_the_design_is_exact_a_distributed_synopsis_equals_the_local_copy_s(citus):
+    """The same rows in a distributed table and in a local table on the coordinator: exact frequency tables (a
+    1-D column of few values, and a pair) are the same payload bit for bit, and a column of many values, whose
+    grid comes from a sample of each table's own blocks, has cells whose counts and sums are exact on either
+    grid, and the same total."""
+    dist, local = (f"kde_citus_{uuid.uuid4().hex[:8]}" for _ in range(2))
+    citus.execute(f"CREATE TABLE {local} (id bigint, hour integer, price numeric(6,1), amount numeric(12,2))")
+    try:
+        citus.execute("SELECT setseed(0.4)")
+        citus.execute(f"INSERT INTO {local} SELECT g, g % 24, round(((g * 7919) % 300) / 10.0 + g % 24, 1), "
+                      "round(exp(3 + sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()))::numeric, 2) "
+                      "FROM generate_series(1, 80000) g")
+        citus.execute(f"CREATE TABLE {dist} (LIKE {local})")
+        citus.execute(f"SELECT create_distributed_table('{dist}', 'id', shard_count => 8)")
+        citus.execute(f"INSERT INTO {dist} SELECT * FROM {local}")
+        payload = ("SELECT to_jsonb(p) - 'relid' - 'cols' FROM {table} p "
+                   "WHERE relid = %s::regclass AND cols = %s::text[]")
+        for cols, table in ((["hour"], "kde_synopsis"), (["price"], "kde_synopsis"),
+                            (["hour", "price"], "kde_synopsis_2d")):
+            target = "%s::text[]" if len(cols) > 1 else "%s::text"
+            built = {t: citus.execute(f"SELECT kde_refresh('{t}', {target})", (cols if len(cols) > 1 else cols[0],))
+                     .fetchone()[0] for t in (dist, local)}
+            assert built[dist]["method"] == built[local]["method"] and built[dist]["rows"] == 80000
+            same = [citus.execute(payload.format(table=table), (t, cols)).fetchone()[0] for t in (dist, local)]
+            assert same[0] == same[1], cols  # bit for bit: the same exact table
+        for t in (dist, local):
+            citus.execute(f"SELECT kde_refresh('{t}', 'amount')")
+        x = np.array([r[0] for r in citus.execute(f"SELECT amount::float8 FROM {local}")], dtype=float)
+        for t in (dist, local):
+            with citus.cursor(row_factory=dict_row) as cur:
+                row = cur.execute("SELECT * FROM kde_synopsis WHERE relid = %s::regclass AND cols = '{amount}'",
+                                  (t,)).fetchone()
+            assert_exact_cells(row, x)
+            assert citus.execute(f"SELECT approx_count('{t}', 'amount', NULL::float8, NULL::float8)").fetchone()[0] == 80000
+    finally:
+        citus.execute(f"DROP TABLE IF EXISTS {dist}")
+        citus.execute(f"DROP TABLE IF EXISTS {local}")

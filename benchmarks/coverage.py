@@ -1,0 +1,132 @@
+"""How much the 95% intervals' coverage of one data set says: the coverage of approx_count_ci's intervals on
+several data sets drawn from the same generator, per column, budget and workload, with its spread.
+
+    python benchmarks/coverage.py [--rows 10000000] [--realisations 8] [--queries 400] [--budgets 2048,8192,65536]
+
+A synopsis' errors are shared by every query that cuts the same cells: at 2 KB a column has about 70 cells, so
+1,000 ranges of one data set are not 1,000 independent trials of its intervals, and their coverage moves from
+one data set to the next far more than a binomial count would. This benchmark measures that spread. Each
+realisation draws benchmarks/budget.py's generated columns (amount: log-normal cents; qty: Zipf-like integers;
+created_at: whole seconds with a daily rhythm and a growing trend) with its own seed, builds each column's
+synopsis at each budget in memory (pg_kde.synopsis.build_1d over an ArrayTableReader whose block sample is the
+server's: 1,024 blocks of 157 rows), and answers budget.py's four workloads with pg_kde.synopsis.query, the
+float64 reference that the server's _kde_range follows step for step (tests/sql/test_synopsis_v2.py). Coverage
+counts the queries whose hard bounds are not already exact. No PostgreSQL is needed. Writes
+benchmarks/results/coverage.md and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import platform
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmarks' helpers, under python -P too
+from budget import WORKLOADS, cpu_model, make_workloads  # noqa: E402
+
+from pg_kde import __version__  # noqa: E402
+from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth  # noqa: E402
+from pg_kde.synopsis.cells import DAY_PROFILE  # noqa: E402
+from pg_kde.synopsis.query import interval, range_1d  # noqa: E402
+
+#: column -> (budget.py's kind of bounds, the periodic profile its type would get)
+COLUMNS = {"amount": ("numeric", None), "qty": ("integer", None), "created_at": ("timestamptz", DAY_PROFILE)}
+BLOCK_ROWS, SAMPLE_BLOCKS = 157, 1024  # sales' rows a block, and pg_kde.sample_blocks' default
+MIN_INEXACT = 50  # fewer inexact queries than this in a realisation: its coverage is left out
+
+
+def sales(rows: int, rng) -> dict:
+    """budget.py's SALES_SQL in NumPy (created_at as epoch seconds)."""
+    amount = np.round(np.exp(3 + np.sqrt(-2 * np.log(1 - rng.random(rows))) * np.cos(2 * np.pi * rng.random(rows))), 2)
+    qty = np.minimum(np.floor(1 / np.power(1 - rng.random(rows), 1 / 1.2)), 100000.0)
+    day = np.floor(366 * (np.sqrt(1 + 8 * rng.random(rows)) - 1) / 2) * 86400
+    busy = rng.random(rows) < 0.75
+    clock = np.where(busy, 46800 + 12600 * np.sqrt(-2 * np.log(1 - rng.random(rows))) * np.cos(2 * np.pi * rng.random(rows)),
+                     86400 * rng.random(rows))
+    created_at = 1704067200.0 + day + np.mod(np.mod(np.floor(clock), 86400) + 86400, 86400)
+    return {"amount": amount, "qty": qty, "created_at": created_at}
+
+
+def quiet_select(sample, method, backend, required=True, scale=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return select_bandwidth(sample, method, backend, required=required, scale=scale)
+
+
+def coverage(payload: dict, loads: dict) -> dict:
+    """{workload: (covered share of the inexact queries, their number)}."""
+    out = {}
+    for workload, (lo, hi, exact) in loads.items():
+        covered = inexact = 0
+        for a, b, truth in zip(lo, hi, exact):
+            r = range_1d(payload, float(a), float(b), 0)
+            if r.low == r.high:
+                continue
+            _, low, high = interval(r, 0.95, 0)
+            inexact += 1
+            covered += low - 1e-9 <= truth <= high + 1e-9
+        out[workload] = (covered / inexact if inexact else float("nan"), inexact)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--realisations", type=int, default=8)
+    parser.add_argument("--queries", type=int, default=400, help="ranges of each kind a column (half as many points)")
+    parser.add_argument("--budgets", default="2048,8192,65536")
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = parser.parse_args(argv)
+    budgets = [int(b) for b in args.budgets.split(",")]
+    started = time.perf_counter()
+    found: dict = {}
+    for r in range(args.realisations):
+        data = sales(args.rows, np.random.default_rng([args.seed, r]))
+        for index, (col, (kind, period)) in enumerate(COLUMNS.items()):
+            x = data[col]
+            loads = make_workloads(np.sort(x), kind, np.random.default_rng([args.seed, r, index]), args.queries,
+                                   args.queries // 2)
+            for budget in budgets:
+                reader = ArrayTableReader((x,), blocks=(BLOCK_ROWS, SAMPLE_BLOCKS))
+                built = build_1d(reader, Requested("auto", 50000, None, "auto", budget), quiet_select, period=period)
+                for workload, result in coverage(built.payload(), loads).items():
+                    found.setdefault((col, budget, workload), []).append(result)
+        print(f"[{time.perf_counter() - started:6.1f}s] realisation {r + 1} of {args.realisations}", flush=True)
+
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# Coverage of the 95% intervals over {args.realisations} data sets ({when})", "",
+             f"Measured {when} on {cpu_model()} ({platform.machine()}), pg_kde {__version__}, in memory (no server). "
+             f"Command: `python benchmarks/coverage.py --rows {args.rows} --realisations {args.realisations} "
+             f"--queries {args.queries} --budgets {args.budgets} --seed {args.seed}`; "
+             f"{(time.perf_counter() - started) / 60:.1f} min. Coverage of the inexact queries (their mean number in "
+             f"brackets): the mean over the data sets, their standard deviation, and the lowest and highest; data sets "
+             f"with fewer than {MIN_INEXACT} inexact queries of a kind are left out of it (—: none had as many).", "",
+             "| column | budget | " + " | ".join(WORKLOADS) + " |", "|---|---:|" + "---|" * len(WORKLOADS)]
+    for col in COLUMNS:
+        for budget in budgets:
+            cells = []
+            for workload in WORKLOADS:
+                kept = [(c, n) for c, n in found.get((col, budget, workload), []) if n >= MIN_INEXACT]
+                if not kept:
+                    cells.append("—")
+                    continue
+                shares = np.array([c for c, _ in kept]) * 100
+                cells.append(f"{shares.mean():.1f}% ± {shares.std():.1f} ({shares.min():.1f}–{shares.max():.1f}; "
+                             f"{len(kept)} set{'s' if len(kept) > 1 else ''}, {np.mean([n for _, n in kept]):.0f})")
+            lines.append(f"| {col} | {budget:,} B | " + " | ".join(cells) + " |")
+    report = "\n".join(lines)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "coverage.md").write_text(report + "\n")
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
