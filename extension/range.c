@@ -264,10 +264,10 @@ below_cut(double n, double mean, double doubt, double upto, double above, double
 }
 
 /* query.mean_bounds: the fewest and most of a cut cell's n rows inside the range, as its exact count and sum
- * allow; 0 and n where the sum's slack is not known (has_slack false) or too wide */
+ * allow; 0 and n where the sum's slack and quantum are not known (known false) or leave the mean too loose */
 static void
 mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, double t0, double t1,
-			double step, double magnitude, bool has_slack, double slack, double *k_lo, double *k_hi)
+			double step, bool known, double slack, double rounding, double *k_lo, double *k_hi)
 {
 	double		total = cum1 - cum0,
 				mean,
@@ -279,10 +279,10 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 
 	*k_lo = 0.0;
 	*k_hi = n;
-	if (!has_slack || !(n >= 1))
+	if (!known || !(n >= 1))
 		return;
 	mean = ((total / n) / 2 - g0 / 2) / w;
-	error = 2 * slack + ulp_of(total) + (step > 0 ? 0.0 : n * ulp_of(magnitude));
+	error = 2 * slack + ulp_of(total) + n * rounding;
 	doubt = (error / n / 2 + 4 * ulp_of(fmax(fmax(fabs(g0), fabs(g1)), fabs(total / n)))) / w + MEAN_BOUNDS_FLOOR;
 	if (!(isfinite(mean) && doubt <= MEAN_BOUNDS_SLACK))
 		return;
@@ -305,8 +305,10 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 		if (1 - (t1 - gap) > 0)
 			hi = fmin(hi, n * (1 - (mean - doubt)) / (1 - (t1 - gap)));
 	}
-	lo = fmax(0.0, ceil(lo - MEAN_BOUNDS_FLOOR * n));
-	hi = fmin(n, floor(hi + MEAN_BOUNDS_FLOOR * n));
+	lo = ceil(lo - MEAN_BOUNDS_FLOOR * n);
+	hi = floor(hi + MEAN_BOUNDS_FLOOR * n);
+	lo = isnan(lo) ? 0.0 : fmax(0.0, lo);
+	hi = isnan(hi) ? n : fmin(n, hi);
 	if (lo <= hi)
 	{
 		*k_lo = lo;
@@ -336,10 +338,12 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 				ks[2],
 				nk;
 	ArrayType  *profile = NULL;
-	bool		slack_null;
-	Datum		slack_datum = kde_row_field_optional(row, "sum_slack", &slack_null);
+	bool		slack_null,
+				quantum_null;
+	Datum		slack_datum = kde_row_field_optional(row, "sum_slack", &slack_null),
+				quantum_datum = kde_row_field_optional(row, "sum_quantum", &quantum_null);
 	double		slack = slack_null ? 0.0 : DatumGetFloat8(slack_datum),
-				magnitude;
+				rounding = quantum_null ? 0.0 : DatumGetFloat8(quantum_datum);
 
 	if (counts.n != m || sums.n != m || density.n != m)
 		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
@@ -347,7 +351,6 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 	if (kde_rows == 0 || m < 2)
 		return out;
 	half_range = grid.v[m - 1] / 2 - grid.v[0] / 2;
-	magnitude = fmax(fabs(grid.v[0]), fabs(grid.v[m - 1]));
 	A = a > grid.v[0] ? a : grid.v[0];
 	B = b < grid.v[m - 1] ? b : grid.v[m - 1];
 	if (A > B || (A == B && step > 0))
@@ -476,8 +479,8 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			double		k_lo,
 						k_hi;
 
-			mean_bounds(n, g0, g1, w, sums.v[c], sums.v[c + 1], t0, t1, step, magnitude, !slack_null, slack,
-						&k_lo, &k_hi);
+			mean_bounds(n, g0, g1, w, sums.v[c], sums.v[c + 1], t0, t1, step, !slack_null && !quantum_null,
+						slack, rounding, &k_lo, &k_hi);
 			if (k_lo == k_hi)	/* the cell's count and mean leave one answer: exact */
 			{
 				out.estimate += k_lo;

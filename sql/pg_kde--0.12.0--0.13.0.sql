@@ -1,15 +1,18 @@
 -- pg_kde 0.12.0 -> 0.13.0: the exact count and sum of a cut cell bound its rows on each side of the cut.
--- kde_synopsis keeps how far its stored prefix sums may lie from the exact ones (sum_slack; NULL for a
--- synopsis built before, whose cut cells keep the bounds none to all of their rows until its next refresh),
--- and the tracking triggers add each write's roundings to it. Every function that names the version is
--- replaced.
+-- kde_synopsis keeps how far its stored prefix sums may lie from the rows' values rounded to the quantum the
+-- scan summed them in, and that quantum (sum_slack, sum_quantum; NULL for a synopsis built before, whose cut
+-- cells keep the bounds none to all of their rows until its next refresh), and the tracking triggers add
+-- each write's roundings to the slack. Every function that names the version is replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.13.0'" to load this file. \quit
 
--- sum_slack (0.13.0): how far each of cell_cum_sum's prefix sums may lie from the exact sum of its rows'
--- values (in the scan's whole quanta): the build's, a merge's and each tracked write's roundings. With it a
--- cut cell's exact count and mean bound the rows on each side of the cut (docs/math.md §7); NULL for a
--- synopsis built before, whose cut cells keep the bounds none to all of their rows.
-ALTER TABLE kde_synopsis ADD COLUMN sum_slack float8 CHECK (sum_slack IS NULL OR sum_slack >= 0);
+-- sum_slack and sum_quantum (0.13.0): how far each of cell_cum_sum's prefix sums may lie from the sum of its
+-- rows' values rounded to the quantum the scan summed them in (the build's, a merge's and each tracked
+-- write's roundings, and the roundings of the rows tracked writes removed), and that quantum (0 where every
+-- row's value is a whole number of it: a lattice). With them a cut cell's exact count and mean bound the rows
+-- on each side of the cut (docs/math.md §7); NULL for a synopsis built before, whose cut cells keep the bounds
+-- none to all of their rows.
+ALTER TABLE kde_synopsis ADD COLUMN sum_slack float8 CHECK (sum_slack IS NULL OR sum_slack >= 0),
+    ADD COLUMN sum_quantum float8 CHECK (sum_quantum IS NULL OR sum_quantum >= 0);
 
 CREATE OR REPLACE FUNCTION _kde_track_apply() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
@@ -90,13 +93,15 @@ BEGIN
             cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
             density = delta.new_density, kde_rows = p.kde_rows + delta.kde_rows,
             -- each written value's addition, each prefix's and each cell's, rounds within one ulp of the
-            -- largest magnitude added (2^-51 of it: twice that)
+            -- largest magnitude added (2^-51 of it: twice that); a removed row takes its exact value out of
+            -- a sum that holds it rounded to the build's quantum (half of it, twice)
             sum_slack = p.sum_slack + (coalesce(cardinality(added), 0) + coalesce(cardinality(removed), 0)
                                        + 2 * cardinality(p.grid) + 2) * 4.440892098500626e-16
                                       * greatest((SELECT max(abs(x)) FROM unnest(p.cell_cum_sum) x),
                                                  (SELECT max(abs(x)) FROM unnest(delta.new_cell_cum_sum) x),
                                                  coalesce((SELECT sum(abs(x)) FROM unnest(added) x), 0)
                                                  + coalesce((SELECT sum(abs(x)) FROM unnest(removed) x), 0))
+                        + coalesce(cardinality(removed), 0) * p.sum_quantum
         WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
         -- Up to date with this statement: its rows count as seen (the activity counters move by one a row
         -- inserted, updated or deleted; writes the triggers did not see still count), and the size is now.

@@ -529,7 +529,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             kde_rows = n - atoms.rows
 
     h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None
-    grid, cell_count, cell_sum, density, tau2, slack = [], [], [], [], 0.0, 0.0
+    grid, cell_count, cell_sum, density, tau2, slack, rounding = [], [], [], [], 0.0, 0.0, 0.0
     used_period, used_profile = 0.0, []
     if kde_rows > 0:
         rest = scanned[~np.isin(scanned, atoms.values)]
@@ -569,6 +569,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         grid = points.tolist()
         cell_count, cell_sum = cell_prefix(rows_in), cell_prefix(sums_in)
         slack = prefix_slack(sums_in)
+        # each row's value rounded to the scan's quantum (none where the values are whole steps of it)
+        rounding = 0.0 if step > 0 and plan.quantum == step else float(plan.quantum)
         density = stored.tolist()
 
     heavy_rows = atoms.rows
@@ -577,7 +579,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         with np.errstate(over="ignore"):
             h, grid, cell_sum, atom_sum = h / scale, *(
                 (np.asarray(a, dtype=np.float64) / scale).tolist() for a in (grid, cell_sum, atom_sum))
-            slack = slack / scale  # (a power of two: exact)
+            slack, rounding = slack / scale, rounding / scale  # (a power of two: exact)
             atoms = Atoms(atoms.values / scale, atoms.counts)
     return Built1D(
         method=used_method, bandwidth=float(h), sample_size=used_sample, backend=used_backend, scale=used_scale,
@@ -585,7 +587,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         atom_cum_count=atom_count, atom_cum_sum=atom_sum, heavy_rows=heavy_rows, kde_rows=kde_rows, grid=grid,
         grid_size=len(grid), cell_cum_count=cell_count, cell_cum_sum=cell_sum, density=density, shape_var=float(tau2),
         budget=budget, seconds=time.perf_counter() - started, period=used_period, profile=used_profile,
-        sum_slack=slack,
+        sum_slack=slack, sum_quantum=rounding,
     )
 
 

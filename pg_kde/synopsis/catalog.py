@@ -18,7 +18,7 @@ CATALOG_TYPES = {
     "n_rows": "int8", "n_null": "int8", "atom_values": "float8[]", "atom_cum_count": "float8[]",
     "atom_cum_sum": "float8[]", "kde_rows": "int8", "grid": "float8[]", "step": "float8",
     "cell_cum_count": "float8[]", "cell_cum_sum": "float8[]", "density": "float4[]", "shape_var": "float8",
-    "period": "float8", "profile": "float4[]", "sum_slack": "float8",
+    "period": "float8", "profile": "float4[]", "sum_slack": "float8", "sum_quantum": "float8",
     "build_seconds": "float8", "backend": "text", "mod_count": "int8", "requested": "jsonb",
     "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
     "sat_sum": "float8[]", "kde_sat": "float8[]", "attnums": "int2[]", "coltypes": "text[]", "built_relid": "oid",
@@ -100,9 +100,11 @@ class Built1D:
     seconds: float
     period: float = 0.0
     profile: list = field(default_factory=list)
-    #: How far each stored prefix sum of cell_cum_sum may lie from the exact sum of its values in whole quanta
-    #: (None: not known, a synopsis stored before 0.13.0; docs/math.md §7).
+    #: How far each stored prefix sum of cell_cum_sum may lie from the sum of its rows' values rounded to
+    #: ``sum_quantum``, the quantum the scan summed them in (0: each value a whole number of it, a lattice); None:
+    #: not known, a synopsis stored before 0.13.0 (docs/math.md §7).
     sum_slack: Optional[float] = None
+    sum_quantum: Optional[float] = None
 
     def payload(self) -> dict:
         """The payload columns the query maths read (:func:`pg_kde.synopsis.query.range_1d`). Heavy values on
@@ -117,7 +119,7 @@ class Built1D:
         return {"step": self.step, **atoms, "kde_rows": self.kde_rows, "grid": self.grid,
                 "cell_cum_count": self.cell_cum_count, "cell_cum_sum": self.cell_cum_sum, "density": self.density,
                 "shape_var": self.shape_var, "period": self.period, "profile": self.profile,
-                "sum_slack": self.sum_slack}
+                "sum_slack": self.sum_slack, "sum_quantum": self.sum_quantum}
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
         """The row of this synopsis, header and payload columns together (column -> value); split it with

@@ -156,6 +156,8 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         cell_cum_count=cum_count, cell_cum_sum=cum_sum, density=density,
         shape_var=max((p.shape_var for p in celled), default=0.0), budget=budget, seconds=seconds,
         period=period, profile=profile, sum_slack=_merged_slack(parts, celled, len(demoted)) if grid else 0.0,
+        sum_quantum=(None if any(p.sum_quantum is None for p in celled)
+                     else max((p.sum_quantum for p in celled), default=0.0)) if grid else 0.0,
     )
 
 

@@ -108,8 +108,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
     kb = min(max(bisect.bisect_right(grid, B) - 1, 0), m - 2)
     continuous = s["step"] == 0
     disagreement = 0.0
-    slack = s.get("sum_slack")
-    magnitude = max(abs(grid[0]), abs(grid[-1]))
+    slack, rounding = s.get("sum_slack"), s.get("sum_quantum")
     if kb > ka + 1:
         whole = cells[kb] - cells[ka + 1]
         out.estimate += whole
@@ -179,7 +178,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
         keep = f * (1 - f) - MEAN_KNOWN * pinned * pinned
         spread = n * keep + keep * n * n * doubt + 4 * n * n * s["shape_var"] * cuts
         if order == 0:
-            k_lo, k_hi = mean_bounds(n, g0, g1, w, sums[c], sums[c + 1], t0, t1, s["step"], magnitude, slack)
+            k_lo, k_hi = mean_bounds(n, g0, g1, w, sums[c], sums[c + 1], t0, t1, s["step"], slack, rounding)
             if k_lo == k_hi:  # the cell's count and mean leave one answer: exact
                 out.estimate += k_lo
                 out.low += k_lo
@@ -209,20 +208,19 @@ def _ulp(x: float) -> float:
 
 
 def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: float, t0: float, t1: float,
-                step: float, magnitude: float, slack: Optional[float]) -> tuple:
+                step: float, slack: Optional[float], rounding: Optional[float]) -> tuple:
     """(fewest, most) of a cut cell's n rows that lie in the range, as the cell's exact count and sum allow
     (docs/math.md §7, "What the count and the mean allow"): rows below a cut at t sit at positions ≥ 0 and the
     others at ≥ t, so their sum n·m ≥ (n − j)·t, and likewise from above. (0, n) where the sum is not known to
-    within MEAN_BOUNDS_SLACK of the cell (``slack`` None: a synopsis built before 0.13.0). ``w`` is half the
-    cell's width; ``cum0``, ``cum1`` the stored prefix sums at its ends, each within ``slack`` of the exact
-    sum of its values in whole quanta; a continuous column's values are rounded to quanta of at most one ulp
-    of ``magnitude`` (the grid's largest end)."""
-    if slack is None or not n >= 1:
+    within MEAN_BOUNDS_SLACK of the cell (``slack`` or ``rounding`` None: a synopsis built before 0.13.0).
+    ``w`` is half the cell's width; ``cum0``, ``cum1`` the stored prefix sums at its ends, each within
+    ``slack`` of the sum of its rows' values rounded to the quantum ``rounding`` (0: exact values)."""
+    if slack is None or rounding is None or not n >= 1:
         return 0.0, n
     total = cum1 - cum0
     mean = ((total / n) / 2 - g0 / 2) / w  # as cells.shape_of, unclamped
-    # the sum's error: two prefixes, the subtraction, and (continuous) each row's rounding to its quantum
-    error = 2 * slack + _ulp(total) + (0.0 if step > 0 else n * _ulp(magnitude))
+    # the sum's error: two prefixes, the subtraction, and each row's rounding (half a quantum, twice)
+    error = 2 * slack + _ulp(total) + n * rounding
     doubt = (error / n / 2 + 4 * _ulp(max(abs(g0), abs(g1), abs(total / n)))) / w + MEAN_BOUNDS_FLOOR
     if not (math.isfinite(mean) and doubt <= MEAN_BOUNDS_SLACK):
         return 0.0, n
@@ -240,9 +238,15 @@ def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: flo
             hi = min(hi, n * (mean + doubt) / (t0 + gap))
         if 1 - (t1 - gap) > 0:
             hi = min(hi, n * (1 - (mean - doubt)) / (1 - (t1 - gap)))
-    lo = max(0.0, math.ceil(lo - MEAN_BOUNDS_FLOOR * n))
-    hi = min(n, math.floor(hi + MEAN_BOUNDS_FLOOR * n))
+    lo = _whole(lo - MEAN_BOUNDS_FLOOR * n, math.ceil)
+    hi = _whole(hi + MEAN_BOUNDS_FLOOR * n, math.floor)
+    lo, hi = (0.0 if math.isnan(lo) else max(0.0, lo)), (n if math.isnan(hi) else min(n, hi))
     return (lo, hi) if lo <= hi else (0.0, n)
+
+
+def _whole(x: float, rounded) -> float:
+    """C's ceil or floor: ±∞ and NaN as they are (Python's raise)."""
+    return float(rounded(x)) if math.isfinite(x) else x
 
 
 def _below_cut(n: float, mean: float, doubt: float, upto: float, above: float) -> tuple:

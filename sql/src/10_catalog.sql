@@ -78,11 +78,14 @@ ALTER TABLE kde_synopsis ALTER COLUMN grid SET STORAGE EXTERNAL,
     ALTER COLUMN cell_cum_count SET STORAGE EXTERNAL, ALTER COLUMN cell_cum_sum SET STORAGE EXTERNAL,
     ALTER COLUMN density SET STORAGE EXTERNAL, ALTER COLUMN atom_pack SET STORAGE EXTERNAL;
 COMMENT ON TABLE kde_synopsis IS 'pg_kde 1-D synopsis payloads: exact heavy values and cells, shaped inside by a KDE';
--- sum_slack (0.13.0): how far each of cell_cum_sum's prefix sums may lie from the exact sum of its rows'
--- values (in the scan's whole quanta): the build's, a merge's and each tracked write's roundings. With it a
--- cut cell's exact count and mean bound the rows on each side of the cut (docs/math.md §7); NULL for a
--- synopsis built before, whose cut cells keep the bounds none to all of their rows.
-ALTER TABLE kde_synopsis ADD COLUMN sum_slack float8 CHECK (sum_slack IS NULL OR sum_slack >= 0);
+-- sum_slack and sum_quantum (0.13.0): how far each of cell_cum_sum's prefix sums may lie from the sum of its
+-- rows' values rounded to the quantum the scan summed them in (the build's, a merge's and each tracked
+-- write's roundings, and the roundings of the rows tracked writes removed), and that quantum (0 where every
+-- row's value is a whole number of it: a lattice). With them a cut cell's exact count and mean bound the rows
+-- on each side of the cut (docs/math.md §7); NULL for a synopsis built before, whose cut cells keep the bounds
+-- none to all of their rows.
+ALTER TABLE kde_synopsis ADD COLUMN sum_slack float8 CHECK (sum_slack IS NULL OR sum_slack >= 0),
+    ADD COLUMN sum_quantum float8 CHECK (sum_quantum IS NULL OR sum_quantum >= 0);
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis', '');
 
 -- 2-D payload, a pair of columns on an equal-depth grid: grid1, grid2 hold each axis's grid points (at the

@@ -113,13 +113,15 @@ BEGIN
             cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
             density = delta.new_density, kde_rows = p.kde_rows + delta.kde_rows,
             -- each written value's addition, each prefix's and each cell's, rounds within one ulp of the
-            -- largest magnitude added (2^-51 of it: twice that)
+            -- largest magnitude added (2^-51 of it: twice that); a removed row takes its exact value out of
+            -- a sum that holds it rounded to the build's quantum (half of it, twice)
             sum_slack = p.sum_slack + (coalesce(cardinality(added), 0) + coalesce(cardinality(removed), 0)
                                        + 2 * cardinality(p.grid) + 2) * 4.440892098500626e-16
                                       * greatest((SELECT max(abs(x)) FROM unnest(p.cell_cum_sum) x),
                                                  (SELECT max(abs(x)) FROM unnest(delta.new_cell_cum_sum) x),
                                                  coalesce((SELECT sum(abs(x)) FROM unnest(added) x), 0)
                                                  + coalesce((SELECT sum(abs(x)) FROM unnest(removed) x), 0))
+                        + coalesce(cardinality(removed), 0) * p.sum_quantum
         WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
         -- Up to date with this statement: its rows count as seen (the activity counters move by one a row
         -- inserted, updated or deleted; writes the triggers did not see still count), and the size is now.

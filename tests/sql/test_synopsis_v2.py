@@ -666,11 +666,12 @@ def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
     WIDE_CELL = {"atom_values": [], "atom_cum_count": [], "atom_cum_sum": [], "kde_rows": 157,
                  "grid": [-1e300, 0.006, 10.0], "grid_size": 3, "cell_cum_count": [0.0, 57.0, 157.0],
                  "cell_cum_sum": [0.0, -1e300 + 0.1, -1e300 + 500.0], "step": 0.0, "density": [0.0, 1.0, 1.0],
-                 "shape_var": 0.0, "period": 0.0, "profile": [], "atom_pack": b"", "sum_slack": None}
+                 "shape_var": 0.0, "period": 0.0, "profile": [], "atom_pack": b"", "sum_slack": None,
+                 "sum_quantum": None}
     row = ("ROW('pg_class'::regclass, '{x}'::text[], %(atom_values)s::float8[], %(atom_cum_count)s::float8[], "
            "%(atom_cum_sum)s::float8[], %(kde_rows)s, %(grid)s::float8[], %(grid_size)s, %(cell_cum_count)s::float8[], "
            "%(cell_cum_sum)s::float8[], %(step)s, %(density)s::float4[], %(shape_var)s, %(period)s, "
-           "%(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8)::kde_synopsis")
+           "%(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8, %(sum_quantum)s::float8)::kde_synopsis")
     for lo, hi in [(None, 0.001), (None, 0.006), (-1e300 + 1e285, 0.001)]:
         got = db.execute(f"SELECT (_kde_range({row}, %(lo)s, %(hi)s, 0)).*", {**WIDE_CELL, "lo": lo, "hi": hi}).fetchone()
         ref = range_1d(WIDE_CELL, lo, hi, 0)
@@ -902,6 +903,7 @@ def test_sparse_cells_count_and_mean_bound_cut_cells_on_the_server_and_through_t
         refresh(db, table, col, budget=65536)
         s = payload(db, table, col)
         assert len(s["grid"]) > 100 and 0 < s["sum_slack"] < 1e-9 * np.abs(x).sum()
+        assert (s["sum_quantum"] == 0) == (col == "cents")  # a lattice's values are whole steps: no rounding
         server_equals_reference(db, table, col, s, np.sort(x), rng, k=600)
         exact_cuts = sum(1 for lo, hi in queries(rng, np.sort(x), 300)
                          if (r := range_1d(s, lo, hi, 0)).low == r.high
@@ -920,3 +922,30 @@ def test_sparse_cells_count_and_mean_bound_cut_cells_on_the_server_and_through_t
         assert s["sum_slack"] > before[col]
         xs = np.sort([r[0] for r in db.execute(sql.SQL("SELECT {}::float8 FROM {}").format(ident(col), ident(table)))])
         server_equals_reference(db, table, col, s, xs, rng, k=300)
+
+
+def test_rows_a_tracked_delete_removes_keep_their_rounding_in_the_slack(db, table):
+    """Found by a red team: a continuous column beside a heavy value of 1e11 is summed in quanta of about 3e-5
+    (the whole range's); a tracked DELETE takes each row's exact value out of a sum that held it rounded, so
+    its rounding stays. Deleting all but the 3 lowest rows of 40 cells left their means off by more than the
+    bounds allowed (hard bounds [2, 3] for 0 rows). The slack now grows by a quantum per removed row."""
+    rng = np.random.default_rng(8)
+    load(db, table, {"v": np.concatenate([rng.uniform(0, 1, 100000), np.full(5000, 99999999999.0)])})
+    refresh(db, table, "v", budget=8192)
+    s = payload(db, table, "v")
+    assert s["sum_quantum"] > 1e-6
+    t = ident(table).as_string(db)
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    g, cc = s["grid"], s["cell_cum_count"]
+    cells = [k for k in range(len(g) - 1) if g[k + 1] < 1 and cc[k + 1] - cc[k] > 300][:40]
+    for k in cells:  # keep the 3 lowest rows of each chosen cell
+        db.execute(f"DELETE FROM {t} WHERE ctid IN (SELECT ctid FROM {t} WHERE v >= %s AND v < %s ORDER BY v OFFSET 3)",
+                   (g[k], g[k + 1]))
+    s = payload(db, table, "v")
+    xs = np.sort([r[0] for r in db.execute(f"SELECT v FROM {t}")])
+    bounds = []
+    for k in cells:
+        rows = xs[(xs >= g[k]) & (xs < g[k + 1])]
+        for hi in list(rows) + [float(np.nextafter(r, -np.inf)) for r in rows]:
+            bounds += [(g[k], float(hi)), (0.0, float(hi))]
+    server_equals_reference(db, table, "v", s, xs, rng, bounds=bounds)

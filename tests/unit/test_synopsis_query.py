@@ -429,13 +429,18 @@ def test_a_cut_cells_count_and_mean_bound_its_rows():
     """Two rows at 0.1 and 0.7 of a cell [0, 1) (mean 0.4): a cut at 0.5 leaves one or two below it (n·mean ≥
     (n − j)·0.5 and n·mean ≤ j·0.5 + (n − j)); one row is exactly where its mean is; without a known slack
     the bounds stay none to all."""
-    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.0, 0.5, 0.0, 1.0, 0.0) == (1.0, 2.0)
-    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.5, 1.0, 0.0, 1.0, 0.0) == (0.0, 1.0)
-    assert mean_bounds(1.0, 0.0, 1.0, 0.5, 5.0, 5.3, 0.0, 0.5, 0.0, 1.0, 0.0) == (1.0, 1.0)
-    assert mean_bounds(1.0, 0.0, 1.0, 0.5, 5.0, 5.7, 0.0, 0.5, 0.0, 1.0, 0.0) == (0.0, 0.0)
-    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.0, 0.5, 0.0, 1.0, None) == (0.0, 2.0)
-    # a sum known no better than a tenth of the cell: no bounds
-    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.0, 0.5, 0.0, 1.0, 0.1) == (0.0, 2.0)
+    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.0, 0.5, 0.0, 0.0, 0.0) == (1.0, 2.0)
+    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.5, 1.0, 0.0, 0.0, 0.0) == (0.0, 1.0)
+    assert mean_bounds(1.0, 0.0, 1.0, 0.5, 5.0, 5.3, 0.0, 0.5, 0.0, 0.0, 0.0) == (1.0, 1.0)
+    assert mean_bounds(1.0, 0.0, 1.0, 0.5, 5.0, 5.7, 0.0, 0.5, 0.0, 0.0, 0.0) == (0.0, 0.0)
+    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.0, 0.5, 0.0, None, 0.0) == (0.0, 2.0)
+    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.0, 0.5, 0.0, 0.0, None) == (0.0, 2.0)
+    # a sum known no better than a tenth of the cell, its prefixes' or its rows' rounding: no bounds
+    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.0, 0.5, 0.0, 0.1, 0.0) == (0.0, 2.0)
+    assert mean_bounds(2.0, 0.0, 1.0, 0.5, 0.0, 0.8, 0.0, 0.5, 0.0, 0.0, 0.1) == (0.0, 2.0)
+    # near a cut at 1e-300, n·m / t overflows to ∞ (C's floor keeps it; Python's raised): the other bound
+    # stands, at most a tenth of the rows below the cut where their mean is 0.9
+    assert mean_bounds(3e8, 0.0, 1.0, 0.5, 0.0, 2.7e8, 1e-300, 1.0, 0.0, 0.0, 0.0) == (2.7e8, 3e8)
 
 
 @pytest.mark.parametrize("name", ["cents", "continuous with ties", "seconds"])
@@ -460,3 +465,19 @@ def test_sparse_cells_count_and_mean_make_cut_ranges_tighter_and_still_hold(rng,
         tighter += r.high - r.low < before.high - before.low
         exact_only_now += r.low == r.high and before.low < before.high
     assert tighter > 100 and exact_only_now > 10, (tighter, exact_only_now)
+
+
+def test_far_values_past_the_scans_ends_turn_the_means_bounds_off(rng):
+    """Found by a red team: 300 far values (more than the scan's 256 largest) and a heavier value farther out
+    make the build sum every cell in quanta of the whole range's (about 1e284: every cell's sum 0), while the
+    grid ends at the far values. The bounds of a cell's count and mean read that quantum (sum_quantum), not the
+    grid's ends: none to all of a cut cell again, and the exact count inside them."""
+    bulk = rng.uniform(0, 1e-3, 100000)
+    bulk[0] = 0.0
+    x = np.concatenate([bulk, 1e9 + np.arange(300.0), np.full(10000, 1e300)])
+    s = synopsis(x, budget=1024)
+    assert s["sum_quantum"] > 1e200
+    xs = np.sort(x)
+    for hi in np.linspace(1e-6, 1e-3, 200):
+        r = range_1d(s, 0.0, float(hi), 0)
+        assert r.low <= exact(xs, 0.0, hi, 0) <= r.high, (hi, r)
