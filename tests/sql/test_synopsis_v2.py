@@ -949,3 +949,23 @@ def test_rows_a_tracked_delete_removes_keep_their_rounding_in_the_slack(db, tabl
         for hi in list(rows) + [float(np.nextafter(r, -np.inf)) for r in rows]:
             bounds += [(g[k], float(hi)), (0.0, float(hi))]
     server_equals_reference(db, table, "v", s, xs, rng, bounds=bounds)
+
+
+def test_values_past_the_lattices_reach_that_the_block_sample_missed_make_the_column_continuous(db, table):
+    """Found by a red team: 600,000 cents below 1,000 with a few values near 1e14 appended, which the sample of
+    the table's blocks missed. The build kept the cents lattice, where 1e14 lies 10^16 steps out and a
+    half-step bound rounds onto the value itself: the point query at 1e14 read (0, 0) for 2 rows. A scan that
+    finds values past 2^40 steps now makes the column continuous."""
+    t = ident(table).as_string(db)
+    db.execute(f"CREATE TABLE {t} (id bigserial, v float8)")
+    db.execute("SELECT setseed(0.3)")
+    db.execute(f"INSERT INTO {t} (v) SELECT floor(random() * 100000) / 100 FROM generate_series(1, 600000)")
+    db.execute(f"INSERT INTO {t} (v) VALUES (1e14), (1e14), (2e14), (3e14), (100000000000000.5), (123456789012.34)")
+    db.execute(f"ANALYZE {t}")
+    refresh(db, table, "v", budget=8192)
+    s = payload(db, table, "v")
+    assert s["step"] == 0.0
+    xs = np.sort([r[0] for r in db.execute(f"SELECT v FROM {t}")])
+    bounds = [(1e14, 1e14), (2e14, 2e14), (3e14, 3e14), (1e14, 2e14), (99999999999999.99, 1e14), (1e14, 3e14),
+              (100000000000000.5, 100000000000000.5), (123456789012.34, 123456789012.34), (1e13, 4e14)]
+    server_equals_reference(db, table, "v", s, xs, np.random.default_rng(1), bounds=bounds)

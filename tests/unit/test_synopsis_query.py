@@ -481,3 +481,4 @@ def test_far_values_past_the_scans_ends_turn_the_means_bounds_off(rng):
     for hi in np.linspace(1e-6, 1e-3, 200):
         r = range_1d(s, 0.0, float(hi), 0)
         assert r.low <= exact(xs, 0.0, hi, 0) <= r.high, (hi, r)
+
