@@ -239,7 +239,6 @@ moment_of(const Shape *s, double t)
 	return t * t * (s->a / 2 + t * (s->b / 3 + t * (s->c / 4 + t * s->e / 5)));
 }
 
-/* query.smooth_1d: the cells' part of [a, b] (bounds already snapped on a lattice). */
 /* Python's math.ulp of |x|: the gap to the next float8 (to the one below at the largest), infinity for
  * infinities and NaN (query._ulp) */
 static double
@@ -316,6 +315,7 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 	}
 }
 
+/* query.smooth_1d: the cells' part of [a, b] (bounds already snapped on a lattice). */
 static Moments
 smooth(HeapTupleHeader row, double a, double b, int order, double step, double kde_rows)
 {
