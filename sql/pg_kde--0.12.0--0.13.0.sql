@@ -2,7 +2,8 @@
 -- kde_synopsis keeps how far its stored prefix sums may lie from the rows' values rounded to the quantum the
 -- scan summed them in, and that quantum (sum_slack, sum_quantum; NULL for a synopsis built before, whose cut
 -- cells keep the bounds none to all of their rows until its next refresh), and the tracking triggers add
--- each write's roundings to the slack. Every function that names the version is replaced.
+-- each write's roundings to the slack. Time functions take timestamp bounds as they are (a daylight-saving
+-- gap no longer moves them). Every function that names the version is replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.13.0'" to load this file. \quit
 
 -- sum_slack and sum_quantum (0.13.0): how far each of cell_cum_sum's prefix sums may lie from the sum of its
@@ -116,6 +117,81 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION _kde_track_apply() IS 'pg_kde internal: the tracking triggers'' function';
+
+-- Timestamp bounds (0.13.0): passed to the timestamptz forms, a timestamp bound was cast to timestamptz in the
+-- session's TimeZone and back, which moves a wall-clock time in a daylight-saving gap by an hour. Here they are
+-- read as SQL compares them: a date or timestamp column's wall-clock time as it is, a timestamptz column's
+-- bound cast to timestamptz (in the session's TimeZone).
+CREATE FUNCTION _kde_time_bounds(tbl regclass, col text, lo timestamp, hi timestamp, OUT a float8, OUT b float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text := @extschema@._kde_coltype(tbl, col);
+BEGIN
+    IF t IS NULL OR t LIKE 'timestamp%with time zone' THEN  -- (no synopsis: the query itself says so)
+        a := extract(epoch FROM lo::timestamptz)::float8;
+        b := extract(epoch FROM hi::timestamptz)::float8;
+    ELSIF t = 'date' OR t LIKE 'timestamp%' THEN
+        a := extract(epoch FROM lo)::float8;
+        b := extract(epoch FROM hi)::float8;
+    ELSE
+        RAISE EXCEPTION 'pg_kde: column % of % has type %; give bounds of that type, not timestamps', col, tbl, t
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION _kde_time_bounds(regclass, text, timestamp, timestamp) IS 'pg_kde internal: timestamp bounds as the synopsis reads them';
+
+CREATE FUNCTION approx_count(tbl regclass, col text, lo timestamp, hi timestamp) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_count(tbl, col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t $$;
+COMMENT ON FUNCTION approx_count(regclass, text, timestamp, timestamp) IS
+    'Approximate count of rows with lo <= col <= hi for a date, timestamp or timestamptz column (NULL bounds are open), timestamp bounds';
+
+CREATE FUNCTION approx_count_ci(tbl regclass, col text, lo timestamp, hi timestamp, confidence float8 DEFAULT 0.95,
+                                OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT i.* FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t,
+                     @extschema@._kde_interval(tbl, col, t.a, t.b, confidence, 0) i $$;
+COMMENT ON FUNCTION approx_count_ci(regclass, text, timestamp, timestamp, float8) IS
+    'approx_count_ci for a date, timestamp or timestamptz column, timestamp bounds';
+
+CREATE FUNCTION approx_avg(tbl regclass, col text, lo timestamp, hi timestamp) RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN t LIKE 'timestamp%with time zone' THEN to_timestamp(a)
+                ELSE (to_timestamp(a) AT TIME ZONE 'UTC')::timestamptz END
+    FROM (SELECT @extschema@.approx_avg(tbl, col, b.a, b.b) AS a, @extschema@._kde_coltype(tbl, col) AS t
+          FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) b) q
+$$;
+COMMENT ON FUNCTION approx_avg(regclass, text, timestamp, timestamp) IS
+    'Approximate average of a date, timestamp or timestamptz column over rows with lo <= col <= hi, as a timestamptz (timestamp bounds)';
+
+CREATE FUNCTION approx_count(tbl regclass, col1 text, lo1 timestamp, hi1 timestamp, col2 text, lo2 float8, hi2 float8)
+RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_count(tbl, col1, t.a, t.b, col2, lo2, hi2) FROM @extschema@._kde_time_bounds(tbl, col1, lo1, hi1) t $$;
+COMMENT ON FUNCTION approx_count(regclass, text, timestamp, timestamp, text, float8, float8) IS
+    'approx_count of a box whose first column is a date, timestamp or timestamptz column, timestamp bounds';
+
+CREATE FUNCTION approx_sum(tbl regclass, sum_col text, pred_col text, lo timestamp, hi timestamp) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_sum(tbl, sum_col, pred_col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, pred_col, lo, hi) t $$;
+COMMENT ON FUNCTION approx_sum(regclass, text, text, timestamp, timestamp) IS
+    'approx_sum of sum_col over a time range of pred_col (a date, timestamp or timestamptz column), timestamp bounds';
+
+CREATE FUNCTION approx_avg(tbl regclass, avg_col text, pred_col text, lo timestamp, hi timestamp) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_avg(tbl, avg_col, pred_col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, pred_col, lo, hi) t $$;
+COMMENT ON FUNCTION approx_avg(regclass, text, text, timestamp, timestamp) IS
+    'approx_avg of avg_col over a time range of pred_col (a date, timestamp or timestamptz column), timestamp bounds';
 
 CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
                             grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',

@@ -342,12 +342,44 @@ END
 $$;
 COMMENT ON FUNCTION _kde_text_bound(regclass, text, text) IS 'pg_kde internal: a text bound read as the column''s type';
 
+-- Timestamp bounds (0.13.0): passed to the timestamptz forms, a timestamp bound was cast to timestamptz in the
+-- session's TimeZone and back, which moves a wall-clock time in a daylight-saving gap by an hour. Here they are
+-- read as SQL compares them: a date or timestamp column's wall-clock time as it is, a timestamptz column's
+-- bound cast to timestamptz (in the session's TimeZone).
+CREATE FUNCTION _kde_time_bounds(tbl regclass, col text, lo timestamp, hi timestamp, OUT a float8, OUT b float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text := @extschema@._kde_coltype(tbl, col);
+BEGIN
+    IF t IS NULL OR t LIKE 'timestamp%with time zone' THEN  -- (no synopsis: the query itself says so)
+        a := extract(epoch FROM lo::timestamptz)::float8;
+        b := extract(epoch FROM hi::timestamptz)::float8;
+    ELSIF t = 'date' OR t LIKE 'timestamp%' THEN
+        a := extract(epoch FROM lo)::float8;
+        b := extract(epoch FROM hi)::float8;
+    ELSE
+        RAISE EXCEPTION 'pg_kde: column % of % has type %; give bounds of that type, not timestamps', col, tbl, t
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION _kde_time_bounds(regclass, text, timestamp, timestamp) IS 'pg_kde internal: timestamp bounds as the synopsis reads them';
+
 CREATE FUNCTION approx_count(tbl regclass, col text, lo timestamptz, hi timestamptz) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@.approx_count(tbl, col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t $$;
 COMMENT ON FUNCTION approx_count(regclass, text, timestamptz, timestamptz) IS
     'Approximate count of rows with lo <= col <= hi for a date, timestamp or timestamptz column (NULL bounds are open)';
+
+CREATE FUNCTION approx_count(tbl regclass, col text, lo timestamp, hi timestamp) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_count(tbl, col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t $$;
+COMMENT ON FUNCTION approx_count(regclass, text, timestamp, timestamp) IS
+    'Approximate count of rows with lo <= col <= hi for a date, timestamp or timestamptz column (NULL bounds are open), timestamp bounds';
 
 CREATE FUNCTION approx_count(tbl regclass, col text, lo text, hi text) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -365,6 +397,15 @@ AS $$ SELECT i.* FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t,
 COMMENT ON FUNCTION approx_count_ci(regclass, text, timestamptz, timestamptz, float8) IS
     'approx_count_ci for a date, timestamp or timestamptz column';
 
+CREATE FUNCTION approx_count_ci(tbl regclass, col text, lo timestamp, hi timestamp, confidence float8 DEFAULT 0.95,
+                                OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT i.* FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t,
+                     @extschema@._kde_interval(tbl, col, t.a, t.b, confidence, 0) i $$;
+COMMENT ON FUNCTION approx_count_ci(regclass, text, timestamp, timestamp, float8) IS
+    'approx_count_ci for a date, timestamp or timestamptz column, timestamp bounds';
+
 -- The average of a time column over a time range, as a timestamptz (a date or timestamp column's average is
 -- its wall-clock time in the session's TimeZone: cast it back to the column's type).
 CREATE FUNCTION approx_avg(tbl regclass, col text, lo timestamptz, hi timestamptz) RETURNS timestamptz
@@ -378,3 +419,15 @@ AS $$
 $$;
 COMMENT ON FUNCTION approx_avg(regclass, text, timestamptz, timestamptz) IS
     'Approximate average of a date, timestamp or timestamptz column over rows with lo <= col <= hi, as a timestamptz';
+
+CREATE FUNCTION approx_avg(tbl regclass, col text, lo timestamp, hi timestamp) RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN t LIKE 'timestamp%with time zone' THEN to_timestamp(a)
+                ELSE (to_timestamp(a) AT TIME ZONE 'UTC')::timestamptz END
+    FROM (SELECT @extschema@.approx_avg(tbl, col, b.a, b.b) AS a, @extschema@._kde_coltype(tbl, col) AS t
+          FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) b) q
+$$;
+COMMENT ON FUNCTION approx_avg(regclass, text, timestamp, timestamp) IS
+    'Approximate average of a date, timestamp or timestamptz column over rows with lo <= col <= hi, as a timestamptz (timestamp bounds)';

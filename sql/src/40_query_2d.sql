@@ -193,6 +193,14 @@ AS $$ SELECT @extschema@.approx_count(tbl, col1, t.a, t.b, col2, lo2, hi2) FROM 
 COMMENT ON FUNCTION approx_count(regclass, text, timestamptz, timestamptz, text, float8, float8) IS
     'approx_count of a box whose first column is a date, timestamp or timestamptz column';
 
+CREATE FUNCTION approx_count(tbl regclass, col1 text, lo1 timestamp, hi1 timestamp, col2 text, lo2 float8, hi2 float8)
+RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_count(tbl, col1, t.a, t.b, col2, lo2, hi2) FROM @extschema@._kde_time_bounds(tbl, col1, lo1, hi1) t $$;
+COMMENT ON FUNCTION approx_count(regclass, text, timestamp, timestamp, text, float8, float8) IS
+    'approx_count of a box whose first column is a date, timestamp or timestamptz column, timestamp bounds';
+
 CREATE FUNCTION approx_count(tbl regclass, col1 text, lo1 text, hi1 text, col2 text, lo2 text, hi2 text) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -211,6 +219,13 @@ AS $$ SELECT @extschema@.approx_sum(tbl, sum_col, pred_col, t.a, t.b) FROM @exts
 COMMENT ON FUNCTION approx_sum(regclass, text, text, timestamptz, timestamptz) IS
     'approx_sum of sum_col over a time range of pred_col (a date, timestamp or timestamptz column)';
 
+CREATE FUNCTION approx_sum(tbl regclass, sum_col text, pred_col text, lo timestamp, hi timestamp) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_sum(tbl, sum_col, pred_col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, pred_col, lo, hi) t $$;
+COMMENT ON FUNCTION approx_sum(regclass, text, text, timestamp, timestamp) IS
+    'approx_sum of sum_col over a time range of pred_col (a date, timestamp or timestamptz column), timestamp bounds';
+
 CREATE FUNCTION approx_sum(tbl regclass, sum_col text, pred_col text, lo text, hi text) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -227,6 +242,13 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@.approx_avg(tbl, avg_col, pred_col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, pred_col, lo, hi) t $$;
 COMMENT ON FUNCTION approx_avg(regclass, text, text, timestamptz, timestamptz) IS
     'approx_avg of avg_col over a time range of pred_col (a date, timestamp or timestamptz column)';
+
+CREATE FUNCTION approx_avg(tbl regclass, avg_col text, pred_col text, lo timestamp, hi timestamp) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_avg(tbl, avg_col, pred_col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, pred_col, lo, hi) t $$;
+COMMENT ON FUNCTION approx_avg(regclass, text, text, timestamp, timestamp) IS
+    'approx_avg of avg_col over a time range of pred_col (a date, timestamp or timestamptz column), timestamp bounds';
 
 CREATE FUNCTION approx_avg(tbl regclass, avg_col text, pred_col text, lo text, hi text) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE

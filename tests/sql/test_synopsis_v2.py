@@ -459,6 +459,45 @@ def test_time_columns(db, table):
         db.execute("RESET TimeZone")
 
 
+
+def test_timestamp_bounds_in_a_daylight_saving_gap(db, table):
+    """Found by a red team: a timestamp bound reached the timestamptz forms, cast to timestamptz in the
+    session's TimeZone and back, and a wall-clock time in the spring gap (02:30 on 2024-03-10 in New York)
+    came back as 03:30: a timestamp column's range read [208, 213] for 151 rows. Timestamp bounds have forms
+    of their own (0.13.0), read as SQL compares them, for every time column type and every function."""
+    db.execute(sql.SQL("CREATE TABLE {} (w timestamp, t timestamptz, d date, amount float8)").format(ident(table)))
+    db.execute("SET TimeZone = 'America/New_York'")
+    try:
+        db.execute(sql.SQL("INSERT INTO {} SELECT g, g, g::date, extract(minute FROM g) FROM generate_series("
+                           "'2024-03-09'::timestamp, '2024-03-11', '1 minute') g").format(ident(table)))
+        for col in ("w", "t", "d"):
+            refresh(db, table, col, budget=65536)
+        db.execute("SELECT kde_refresh(%s, ARRAY['w', 'amount'])", (table,))
+        bounds = [("2024-03-10 00:00", "2024-03-10 02:30"), ("2024-03-10 02:10", "2024-03-10 02:50"),
+                  ("2024-03-10 02:30", "2024-03-10 05:00"), ("2024-03-09 12:00", "2024-03-10 03:00")]
+        for col in ("w", "t", "d"):
+            for lo, hi in bounds:
+                exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE {} BETWEEN %s::timestamp AND %s::timestamp")
+                                   .format(ident(table), ident(col)), (lo, hi)).fetchone()[0]
+                est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, %s, %s::timestamp, %s::timestamp)",
+                                            (table, col, lo, hi)).fetchone()
+                assert low <= exact <= high, (col, lo, hi, exact, low, high)
+                assert db.execute("SELECT approx_count(%s, %s, %s::timestamp, %s::timestamp)",
+                                  (table, col, lo, hi)).fetchone()[0] == est
+        lo, hi = bounds[0]
+        exact = db.execute(sql.SQL("SELECT count(*), sum(amount) FROM {} WHERE w BETWEEN %s::timestamp AND "
+                                   "%s::timestamp").format(ident(table)), (lo, hi)).fetchone()
+        assert db.execute("SELECT approx_count(%s, 'w', %s::timestamp, %s::timestamp, 'amount', NULL, NULL)",
+                          (table, lo, hi)).fetchone()[0] == pytest.approx(exact[0], rel=0.02)
+        assert db.execute("SELECT approx_sum(%s, 'amount', 'w', %s::timestamp, %s::timestamp)",
+                          (table, lo, hi)).fetchone()[0] == pytest.approx(exact[1], rel=0.05)
+        assert db.execute("SELECT approx_avg(%s, 'amount', 'w', %s::timestamp, %s::timestamp)",
+                          (table, lo, hi)).fetchone()[0] == pytest.approx(exact[1] / exact[0], rel=0.05)
+        got = db.execute("SELECT approx_avg(%s, 'w', %s::timestamp, %s::timestamp)", (table, lo, hi)).fetchone()[0]
+        assert got is not None
+    finally:
+        db.execute("RESET TimeZone")
+
 def daily(rng, n, days=366):
     """Whole seconds over ``days`` days from 2024-01-01 UTC: 75% of each day's rows around 13:00 (sd 3.5 h), 25%
     uniform over the day."""
