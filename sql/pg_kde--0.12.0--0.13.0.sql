@@ -129,15 +129,11 @@ AS $$
 DECLARE
     t text := @extschema@._kde_coltype(tbl, col);
 BEGIN
-    IF t IS NULL OR t LIKE 'timestamp%with time zone' THEN  -- (no synopsis: the query itself says so)
-        a := extract(epoch FROM lo::timestamptz)::float8;
-        b := extract(epoch FROM hi::timestamptz)::float8;
-    ELSIF t = 'date' OR t LIKE 'timestamp%' THEN
+    IF t = 'date' OR (t LIKE 'timestamp%' AND t NOT LIKE '%with time zone') THEN
         a := extract(epoch FROM lo)::float8;
         b := extract(epoch FROM hi)::float8;
-    ELSE
-        RAISE EXCEPTION 'pg_kde: column % of % has type %; give bounds of that type, not timestamps', col, tbl, t
-            USING ERRCODE = 'datatype_mismatch';
+    ELSE  -- a timestamptz column (or another type, refused there)
+        SELECT q.a, q.b INTO a, b FROM @extschema@._kde_time_bounds(tbl, col, lo::timestamptz, hi::timestamptz) q;
     END IF;
 END
 $$;

@@ -495,6 +495,9 @@ def test_timestamp_bounds_in_a_daylight_saving_gap(db, table):
                           (table, lo, hi)).fetchone()[0] == pytest.approx(exact[1] / exact[0], rel=0.05)
         got = db.execute("SELECT approx_avg(%s, 'w', %s::timestamp, %s::timestamp)", (table, lo, hi)).fetchone()[0]
         assert got is not None
+        # timestamp bounds on a numeric column are refused, as timestamptz ones are
+        with pytest.raises(psycopg.errors.DatatypeMismatch, match="give bounds of that type"):
+            db.execute("SELECT approx_count(%s, 'amount', localtimestamp, localtimestamp)", (table,))
     finally:
         db.execute("RESET TimeZone")
 
