@@ -240,7 +240,7 @@ moment_of(const Shape *s, double t)
 }
 
 /* Python's math.ulp of |x|: the gap to the next float8 (to the one below at the largest), infinity for
- * infinities and NaN (query._ulp) */
+ * infinities and NaN (maths.ulp) */
 static double
 ulp_of(double x)
 {

@@ -77,12 +77,18 @@ def cell_prefix(cells: np.ndarray) -> list:
     return np.concatenate([[0.0], np.cumsum(cells)]).tolist()
 
 
-def prefix_slack(sums, roundings: int = 0) -> float:
+def ulp(x: float) -> float:
+    """The gap from |x| to the next float8, ∞ where x is ±∞ or NaN (C's nextafter(|x|, ∞) − |x|, as
+    extension/range.c's ulp_of computes it)."""
+    return math.ulp(abs(x)) if math.isfinite(x) else math.inf
+
+
+def prefix_slack(sums) -> float:
     """A bound on how far each float8 prefix sum of ``sums`` (each cell's sum rounded once from an exact one)
     lies from the exact prefix: one ulp of Σ|sums| (which bounds every partial sum) for each rounding, with
-    twice the margin (``kde_synopsis.sum_slack``, docs/math.md §7). ``roundings`` more for those a merge adds."""
+    twice the margin (``kde_synopsis.sum_slack``, docs/math.md §7)."""
     total = float(np.sum(np.abs(np.asarray(sums, dtype=np.float64)))) if len(sums) else 0.0
-    return 2.0 * (2 * len(sums) + roundings + 2) * (math.ulp(total) if math.isfinite(total) else math.inf)
+    return 2.0 * (2 * len(sums) + 2) * ulp(total)
 
 
 def scale_bandwidth(h_sample: float, sample_rows: int, rows: int, method: str, d: int = 1) -> float:

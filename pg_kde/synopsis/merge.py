@@ -12,7 +12,6 @@ approximate: the shape inside a merged cell, from the parts' KDE densities at it
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy as np
 from .catalog import Built1D, Built2D
 from .cells import ATOM_BYTES, BOUNDARY_BYTES, ROW_BYTES_1D, cells_for_budget, on_lattice, profile_bytes, stored_density
 from .packing import pack_atoms
-from .maths import Atoms
+from .maths import Atoms, ulp
 
 
 def merged_step(steps: Sequence[float]) -> float:
@@ -171,8 +170,7 @@ def _merged_slack(parts: Sequence[Built1D], celled: Sequence[Built1D], demoted: 
     magnitude = sum(max(np.max(np.abs(np.asarray(a, dtype=np.float64)), initial=0.0)
                         for a in (p.cell_cum_sum, p.atom_cum_sum)) for p in parts)
     roundings = 2 * len(celled) + 3 * demoted + 4
-    ulp = math.ulp(magnitude) if math.isfinite(magnitude) else math.inf
-    return sum(p.sum_slack for p in celled) + 4.0 * roundings * ulp
+    return sum(p.sum_slack for p in celled) + 4.0 * roundings * ulp(magnitude)
 
 
 def merge_2d(parts: Sequence[Built2D], seconds: float = 0.0) -> Built2D:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .cells import linear, mass, moment, profile_cut, shape_of
-from .maths import is_tie_cell
+from .maths import is_tie_cell, ulp
 from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_pairs
 
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard
@@ -202,11 +202,6 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
     return out
 
 
-def _ulp(x: float) -> float:
-    """The gap from |x| to the next float8 (∞ for ±∞ and NaN): C's nextafter(|x|, ∞) − |x|."""
-    return math.ulp(abs(x)) if math.isfinite(x) else math.inf
-
-
 def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: float, t0: float, t1: float,
                 step: float, slack: Optional[float], rounding: Optional[float]) -> tuple:
     """(fewest, most) of a cut cell's n rows that lie in the range, as the cell's exact count and sum allow
@@ -220,8 +215,8 @@ def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: flo
     total = cum1 - cum0
     mean = ((total / n) / 2 - g0 / 2) / w  # as cells.shape_of, unclamped
     # the sum's error: two prefixes, the subtraction, and each row's rounding (half a quantum, twice)
-    error = 2 * slack + _ulp(total) + n * rounding
-    doubt = (error / n / 2 + 4 * _ulp(max(abs(g0), abs(g1), abs(total / n)))) / w + MEAN_BOUNDS_FLOOR
+    error = 2 * slack + ulp(total) + n * rounding
+    doubt = (error / n / 2 + 4 * ulp(max(abs(g0), abs(g1), abs(total / n)))) / w + MEAN_BOUNDS_FLOOR
     if not (math.isfinite(mean) and doubt <= MEAN_BOUNDS_SLACK):
         return 0.0, n
     # On a lattice the snapped bounds sit half a step from the rows on either side of them.
