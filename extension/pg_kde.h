@@ -68,14 +68,18 @@ extern Datum kde_row_field_optional(HeapTupleHeader row, const char *name, bool 
 /* a float8[] of n values */
 extern ArrayType *kde_float8_array(const double *v, int n);
 
-/* whether v is a lattice point of step: exactly the float8 of its index k (cells.on_lattice): k q, or
- * k / (1/q) for steps below 1 (k q again below 2^-53, a power-of-two quantum); near 0 only 0 itself */
+/* how many steps from 0 a lattice reaches (cells.STEP_RANGE): past it a half-step bound rounds onto a value */
+#define KDE_STEP_RANGE 0x1p40
+
+/* whether v is a lattice point of step: exactly the float8 of its index k, within KDE_STEP_RANGE steps of 0
+ * (cells.on_lattice): k q, or k / (1/q) for steps below 1 (k q again below 2^-53, a power-of-two quantum);
+ * near 0 only 0 itself */
 static inline bool
 kde_on_lattice(double v, double step)
 {
 	double		k = rint(v / step);
 
-	return isfinite(k) && (step < 0x1p-53 ? k * step : kde_lattice_value(k, step)) == v;
+	return fabs(k) <= KDE_STEP_RANGE && (step < 0x1p-53 ? k * step : kde_lattice_value(k, step)) == v;
 }
 
 /* the heavy values of a pack (atoms.c; pg_kde.synopsis.packing): their number, and palloc'd arrays of the

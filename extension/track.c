@@ -152,9 +152,8 @@ kde_track_delta(PG_FUNCTION_ARGS)
 			continue;
 		if (!isfinite(v))
 			problem = "NaN or infinite values written";
-		else if (step > 0 && (!kde_on_lattice(v, step) || fabs(v / step) > 0x1p40))
-			problem = psprintf("values off the lattice (step %g) written", step);	/* (or past 2^40 steps,
-																					 * cells.STEP_RANGE) */
+		else if (step > 0 && !kde_on_lattice(v, step))
+			problem = psprintf("values off the lattice (step %g) written", step);
 		else if (find(atoms, k, v) < 0)
 		{
 			if (m < 2)

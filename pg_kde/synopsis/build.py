@@ -464,10 +464,9 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         # hold them all
         extra = _overflowed_quanta(scan, plan.points, plan.quantum) if scan.overflow else {}
         if plan.step > 0 and (scan.off_lattice or extra is None or not np.all(
-                on_lattice(plan.candidates[scan.candidate_rows > 0], plan.step))
-                or (scan.all_lo is not None and max(abs(scan.all_lo), abs(scan.all_hi)) / plan.step > STEP_RANGE)):
-            # the sample showed a lattice the table does not keep, or values beyond the lattice's reach that the
-            # sample missed (past 2^40 steps a half-step bound rounds onto a value): a continuous column
+                on_lattice(plan.candidates[scan.candidate_rows > 0], plan.step))):
+            # the sample showed a lattice the table does not keep (values off it, or past its reach that the
+            # sample missed: on_lattice): a continuous column
             continuous = True
             continue
         if extra is None:  # the quantum of the scanned range
