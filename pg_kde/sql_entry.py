@@ -23,18 +23,21 @@ import math
 import time
 import warnings
 
+from typing import Optional
+
 import numpy as np
 
 from . import __version__, bandwidth
 from ._errors import NoValuesError, UserError
 from .synopsis import Requested, build_1d, build_2d, multi
-from .synopsis.build import Layout2D, check_pair, counts_method, plan_2d, plan_grid, select_bandwidth
+from .synopsis.build import Layout2D, Pinned1D, check_pair, counts_method, plan_2d, plan_grid, select_bandwidth
 from .synopsis.catalog import Built1D, Built2D, split_row
 from .synopsis.merge import merge_1d, merge_2d
 from .synopsis.packing import PackError
 from .synopsis.query import heavy_values
 from .synopsis.cells import DAY_PROFILE, MAX_BUDGET, MIN_BUDGET, WEEK_PROFILE
 from .synopsis.reader import TableStats
+from .synopsis.shards import ShardedReader, ShardParts, is_hash_distributed
 from .synopsis.sql_reader import SqlTableReader
 
 __all__ = ["UserError", "choose_bandwidth", "refresh"]
@@ -260,7 +263,13 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
     state = _refresh_start(plpy, schema, relid, cols, method, sample_size, grid_size, budget,
                            (8, 1024) if pair else (16, 65536))
     requested = Requested(method, sample_size, grid_size, backend, budget)
-    reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
+    parts = None
+    if kind == "r" and is_hash_distributed(plpy, relid):  # read shard by shard, each shard's answer kept
+        parts = ShardParts.load(plpy, schema, relid, cols, _same_stored_request(plpy, schema, relid, cols, requested,
+                                                                                attnums))
+        reader = ShardedReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema, parts=parts)
+    else:
+        reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
     if kind == "p":
         built, facts = (_build_partitioned_2d if pair else _build_partitioned)(plpy, schema, relid, rel, cols,
                                                                                requested, started)
@@ -271,12 +280,73 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
         extra = {"layout": _ancestor_layout(plpy, schema, relid, cols, requested)}
     else:
         extra = {"grid_hint": _ancestor_grid(plpy, schema, relid, cols, requested), "period": _period(coltypes)}
+    kept_plan = parts.plan(state["mod_count"]) if parts is not None else None
+    if parts is not None and pair:
+        extra["check_blocks"] = True
+    kept_pair = _pair_plan(kept_plan) if pair and kept_plan is not None else None
+    if kept_pair is not None and extra["layout"] is None:  # the cells and the sample's share of the last scan
+        extra.update(layout=kept_pair[0], share=kept_pair[1], pinned=True)
+    elif kept_plan is not None and not pair and extra["grid_hint"] is None:
+        extra["pinned"] = Pinned1D.from_json(kept_plan)
     built = (build_2d if pair else build_1d)(
         reader, requested, functools.partial(_select_bandwidth, plpy), interrupt=interrupt_check(plpy),
         started=started, **extra)
     _upsert(plpy, schema, built.TABLE, built.catalog_row(relid, cols, _identity(state, attnums, coltypes), requested),
             built.catalog_types())
-    return json.dumps(built.summary(rel, cols if pair else cols[0]))
+    facts = {}
+    if parts is not None:
+        facts = _keep_parts(parts, built, extra, state["mod_count"], pair)
+    return json.dumps({**built.summary(rel, cols if pair else cols[0]), **facts})
+
+
+def _same_stored_request(plpy, schema: str, relid, cols, requested: Requested, attnums) -> bool:
+    """Whether the relation's columns have a synopsis built with this request, on these columns."""
+    rows = plpy.execute(plpy.prepare(
+        f"SELECT requested::text AS requested_text, attnums FROM {schema}.kde_catalog "
+        "WHERE relid = $1::oid::regclass AND cols = $2", ["oid", "text[]"]), [relid, list(cols)])
+    return bool(rows) and _same_request(rows[0]["requested_text"], requested) and list(rows[0]["attnums"]) == list(attnums)
+
+
+def _pair_plan_json(scan_plan) -> Optional[str]:
+    """A pair's last scan (cells, share; :attr:`~pg_kde.synopsis.catalog.Built2D.scan_plan`) as kde_parts.plan
+    keeps it; None for cells on a discretised axis (their values are checked only when planned)."""
+    if scan_plan is None or any(scan_plan[0].lattices):
+        return None
+    layout, share = scan_plan
+    return json.dumps({"grids": [[float(v) for v in g] for g in layout.grids],
+                       "integral": [bool(i) for i in layout.integral], "share": share})
+
+
+def _pair_plan(plan: str):
+    """The (cells, share) kde_parts.plan keeps for a pair (:func:`_pair_plan_json`), or None."""
+    try:
+        d = json.loads(plan)
+        grids = tuple(tuple(float(v) for v in g) for g in d["grids"])
+        integral = tuple(bool(i) for i in d["integral"])
+        share = None if d["share"] is None else float(d["share"])
+    except (TypeError, ValueError, KeyError):
+        return None
+    ok = (len(grids) == 2 and len(integral) == 2 and all(len(g) >= 2 and all(map(math.isfinite, g)) and
+                                                         all(b > a for a, b in zip(g, g[1:])) for g in grids)
+          and (share is None or (math.isfinite(share) and share > 0)))
+    return (Layout2D(grids, ((), ()), integral), share) if ok else None
+
+
+def _keep_parts(parts: ShardParts, built, extra: dict, mod_count: int, pair: bool) -> dict:
+    """Keep a Citus table's shards' answers and the plan of the scan they answered
+    (:meth:`~pg_kde.synopsis.shards.ShardParts.save`); the plan keeps the rows and counters it was made for
+    while the build kept it. Returns the summary's facts about the shards."""
+    if pair:
+        kept = extra.get("pinned", False) and built.scan_plan == (extra["layout"], extra["share"])
+        plan, rows = _pair_plan_json(built.scan_plan), built.n_rows
+    else:
+        kept = built.pinned is not None and built.pinned is extra.get("pinned")
+        plan, rows = (built.pinned.to_json(), built.pinned.rows) if built.pinned is not None else (None, built.n_rows)
+    if kept:
+        rows, mod_count = parts.plan_rows, parts.plan_mod_count
+    saved = parts.save(plan, max(int(rows), 1), mod_count)
+    return {"shards": len(parts.identities), "shards_read": parts.scanned, "shards_reused": parts.reused,
+            "shards_kept": saved}
 
 
 def _refresh_nd(plpy, started, relid, rel, kind, schema, cols, method, sample_size, grid_size, backend,

@@ -7,6 +7,7 @@ between slices of the smoothing. Errors the user can fix raise :class:`~pg_kde._
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import warnings
@@ -150,6 +151,58 @@ class _Plan1D:
     most_cells: int  # cells the budget holds with no heavy value: a cell's share of rows is 1 / most_cells
     flagged: np.ndarray  # the values the sample showed as heavy (counted apart, given cells, or not in the budget)
     heavy_bytes: int  # the bytes the plan leaves the heavy values (a frequency table: its pack's estimate)
+
+
+@dataclass(frozen=True)
+class Pinned1D:
+    """The plan of a 1-D build's first scan, kept by a Citus table's synopsis (``kde_parts.plan``) so that
+    the next refresh scans its shards with the same arguments and reuses the answers of those that did not
+    change: the plan, the scale and quantum the scan ran at, whether the column was found continuous, the
+    periodic profile tried, whether a frequency table is allowed, the row sample's share, and the non-NULL
+    rows it was planned for (the build plans anew from its row sample where they differ by more than a
+    quarter)."""
+
+    plan: _Plan1D
+    scale: float
+    continuous: bool
+    quantum: Optional[float]
+    period: Optional[Tuple[float, int]]
+    table: bool
+    share: float
+    rows: int
+
+    def to_json(self) -> str:
+        p = self.plan
+        return json.dumps({
+            "points": [float(v) for v in p.points], "candidates": [float(v) for v in p.candidates],
+            "plan_quantum": float(p.quantum), "step": float(p.step), "few": bool(p.few),
+            "atoms_room": int(p.atoms_room), "most_cells": int(p.most_cells),
+            "flagged": [float(v) for v in p.flagged], "heavy_bytes": int(p.heavy_bytes),
+            "scale": float(self.scale), "continuous": bool(self.continuous),
+            "quantum": None if self.quantum is None else float(self.quantum),
+            "period": None if self.period is None else [float(self.period[0]), int(self.period[1])],
+            "table": bool(self.table), "share": float(self.share), "rows": int(self.rows)})
+
+    @staticmethod
+    def from_json(text: str) -> Optional["Pinned1D"]:
+        """The plan stored as :meth:`to_json` wrote it; None for anything else (a plan of another kind, or
+        of another version)."""
+        try:
+            d = json.loads(text)
+            array = lambda k: np.asarray(d[k], dtype=np.float64)  # noqa: E731
+            plan = _Plan1D(array("points"), array("candidates"), float(d["plan_quantum"]), float(d["step"]),
+                           bool(d["few"]), int(d["atoms_room"]), int(d["most_cells"]), array("flagged"),
+                           int(d["heavy_bytes"]))
+            period = None if d["period"] is None else (float(d["period"][0]), int(d["period"][1]))
+            pinned = Pinned1D(plan, float(d["scale"]), bool(d["continuous"]),
+                              None if d["quantum"] is None else float(d["quantum"]), period, bool(d["table"]),
+                              float(d["share"]), int(d["rows"]))
+        except (TypeError, ValueError, KeyError, IndexError):
+            return None
+        ok = (len(plan.points) >= 2 and np.all(np.isfinite(plan.points)) and np.all(np.diff(plan.points) > 0)
+              and math.isfinite(plan.quantum) and plan.quantum > 0 and 0 < pinned.share and pinned.rows > 0
+              and math.isfinite(pinned.scale) and pinned.scale > 0)
+        return pinned if ok else None
 
 
 def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, step: float, cells: int,
@@ -394,7 +447,8 @@ def _overflowed_quanta(scan, points: np.ndarray, quantum: float) -> Optional[dic
 
 def build_1d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
              interrupt: Interrupt = None, started: Optional[float] = None,
-             grid_hint: Optional[np.ndarray] = None, period: Optional[Tuple[float, int]] = None) -> Built1D:
+             grid_hint: Optional[np.ndarray] = None, period: Optional[Tuple[float, int]] = None,
+             pinned: Optional[Pinned1D] = None) -> Built1D:
     """A 1-D synopsis of the reader's column within ``requested.budget`` bytes: exact heavy values (all
     values when they fit), and the other rows' exact cells, on the column's value lattice when it has one,
     with the KDE's density at the cell boundaries (docs/math.md §7, :mod:`.cells`).
@@ -415,36 +469,50 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     (:data:`.cells.DAY_PROFILE`, :data:`.cells.WEEK_PROFILE`); where the sample's rows are spread unevenly
     over it (:func:`.cells.periodic`) and the budget leaves room for :data:`PROFILE_MIN_CELLS` cells beside
     it, its bytes are kept out of the cells' budget, and the profile replaces the KDE's shape when it fits
-    the sample better (docs/math.md §7)."""
+    the sample better (docs/math.md §7). ``pinned``: the plan of the first scan (a Citus table's, whose
+    shards' answers to the same scan are kept, :mod:`.shards`), instead of a sample of blocks; the build
+    plans anew, as it would have, where the scan contradicts it or finds the non-NULL rows more than a
+    quarter away from those it was planned for. The built synopsis' ``pinned`` is the plan of its last scan."""
     started = time.perf_counter() if started is None else started
     chosen = counts_method(requested.method, 1)
     rel, (col,) = reader.relation, reader.columns
     budget = requested.budget_1d
     size = requested.sample_size
-    first = reader.plan_sample_1d(size)
-    if not first.whole and len(first.values) == 0:  # the sampled blocks held no value: every row, first
-        first = reader.sample_1d(size, first.rows)
-    if first.whole:
-        _scan_errors(first, rel, col)  # empty, all NULL, NaN or infinite: before the scan
-        if len(first.values) == 0:  # the non-NULL values too sparse for the sample's share: a share of those
-            first = reader.sample_1d(size, first.non_null)
-    sample, span = first.values, (first.lo, first.hi)
-    # A sample of blocks placed the grid: the scan takes the row sample the rest of the build uses.
-    taking = None if first.whole else (size, sample_share(size, max(first.non_null, 1)))
-    wanted, period = period, _usable_period(sample, requested, period)
+    wanted = period
+    if pinned is not None:  # the scan takes the row sample; its range and facts follow from it
+        sample, span, taking = np.empty(0), (0.0, 0.0), (size, pinned.share)
+        period, table, rows = pinned.period, pinned.table, pinned.rows
+        scale, continuous, quantum = pinned.scale, pinned.continuous, pinned.quantum
+    else:
+        first = reader.plan_sample_1d(size)
+        if not first.whole and len(first.values) == 0:  # the sampled blocks held no value: every row, first
+            first = reader.sample_1d(size, first.rows)
+        if first.whole:
+            _scan_errors(first, rel, col)  # empty, all NULL, NaN or infinite: before the scan
+            if len(first.values) == 0:  # the non-NULL values too sparse for the sample's share: a share of those
+                first = reader.sample_1d(size, first.non_null)
+        sample, span = first.values, (first.lo, first.hi)
+        # A sample of blocks placed the grid: the scan takes the row sample the rest of the build uses.
+        taking = None if first.whole else (size, sample_share(size, max(first.non_null, 1)))
+        period = _usable_period(sample, requested, period)
+        # Values near the ends of float8: scan a power-of-two multiple (exact) so the grid's widths and the
+        # KDE stay finite; everything is stored in the column's units again at the end. (No lattice then.)
+        scale, continuous, quantum = _scan_scale(*span), False, None
+        rows, table = max(first.non_null, len(sample)), True
     cells_budget = _cells_budget(requested, period)
-    # Values near the ends of float8: scan a power-of-two multiple (exact) so the grid's widths and the
-    # KDE stay finite; everything is stored in the column's units again at the end. (No lattice then.)
-    scale, continuous, quantum = _scan_scale(*span), False, None
-    rows, table = max(first.non_null, len(sample)), True
-    for _ in range(4):
+    for attempt in range(4):
         scanned = sample * scale
-        plan = _plan_1d(scanned, requested, cells_budget, continuous or scale != 1.0, quantum,
-                        grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale), rows, table)
+        scanned_with = taking
+        if attempt == 0 and pinned is not None:
+            plan = pinned.plan
+        else:
+            plan = _plan_1d(scanned, requested, cells_budget, continuous or scale != 1.0, quantum,
+                            grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale), rows, table)
         scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum, taking)
         _scan_errors(scan, rel, col)
         rows = scan.non_null
-        replan = False  # (another scan below plans from the row sample too)
+        # (another scan below plans from the row sample too; so does a pinned plan made for far fewer or more rows)
+        replan = attempt == 0 and pinned is not None and 4 * abs(scan.non_null - pinned.rows) > pinned.rows
         if taking:  # from here on, the row sample and the column's true range
             sample, span, taking = scan.sample / scale, (scan.all_lo / scale, scan.all_hi / scale), None
             if len(sample) < min(size, scan.non_null) // 2:  # far fewer rows than the blocks promised
@@ -454,7 +522,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             # the sample missed, or a rhythm made up by clusters of neighbouring rows. Then plan again from
             # it, and scan again.
             checked = _usable_period(sample, requested, wanted)
-            replan = checked != period or _misses_heavy(plan, scanned)
+            replan = replan or checked != period or _misses_heavy(plan, scanned)
             period, cells_budget = checked, _cells_budget(requested, checked)
         true_scale = _scan_scale(scan.all_lo / scale, scan.all_hi / scale)
         if true_scale != scale:  # a value far beyond the sample's range
@@ -484,6 +552,11 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         raise UserError(f"pg_kde: the scans of column {col} of {rel} kept disagreeing with its sample; "
                         "is the table being written to?", sqlstate="40001")
     n_all, n = scan.rows, scan.non_null
+    if pinned is not None and plan is pinned.plan:
+        pin = pinned  # (the rows it was planned for stay: how far the table moved since counts from there)
+    else:
+        pin = Pinned1D(plan, scale, continuous, quantum, period, table,
+                       scanned_with[1] if scanned_with else sample_share(size, max(n, 1)), max(n, 1))
     step, points, candidates = plan.step, plan.points, plan.candidates
     rows_in, quanta = scan.cell_rows.copy(), list(scan.cell_quanta)
     for c, q in extra.items():
@@ -589,7 +662,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         atom_cum_count=atom_count, atom_cum_sum=atom_sum, heavy_rows=heavy_rows, kde_rows=kde_rows, grid=grid,
         grid_size=len(grid), cell_cum_count=cell_count, cell_cum_sum=cell_sum, density=density, shape_var=float(tau2),
         budget=budget, seconds=time.perf_counter() - started, period=used_period, profile=used_profile,
-        sum_slack=slack, sum_quantum=rounding,
+        sum_slack=slack, sum_quantum=rounding, pinned=pin,
     )
 
 
@@ -675,6 +748,29 @@ def _on_lattice_2d(lattice: np.ndarray, grid: np.ndarray, low: np.ndarray, high:
         if not (np.isin(low[c], inside) and np.isin(high[c], inside)) or (len(inside) == 1 and low[c] != high[c]):
             return False
     return True
+
+
+#: How many times the rows a sample of blocks showed in a cell of a 2-D grid the scan may find there before
+#: the build plans again from its row sample (an equal-depth cell's share of the rows at least).
+BLOCKS_MISSED = 4.0
+
+
+def _blocks_missed(layout: Layout2D, blocks: np.ndarray, rows: np.ndarray) -> bool:
+    """Whether the exact rows of some cell of either axis (``rows``: the scan's counts, axis 0 by axis 1) are
+    more than :data:`BLOCKS_MISSED` times the share the sample of blocks that placed the grid held there
+    (or an equal-depth cell's share, whichever is more)."""
+    total = float(np.sum(rows))
+    if total <= 0 or len(blocks) == 0:
+        return False
+    for k in (0, 1):
+        edges = np.asarray(layout.grids[k], dtype=np.float64)
+        if len(edges) < 3:
+            continue
+        seen = np.histogram(np.clip(blocks[:, k], edges[0], edges[-1]), edges)[0] / len(blocks)
+        exact = np.asarray(rows, dtype=np.float64).sum(axis=1 - k) / total
+        if np.any(exact > BLOCKS_MISSED * np.maximum(seen, 1.0 / (len(edges) - 1))):
+            return True
+    return False
 
 
 def _widen_2d(layout: Layout2D, grids: list, scales: list, stats: TableStats, scan):
@@ -772,7 +868,8 @@ def _pair_table(reader: TableReader, layout: Layout2D, stats: TableStats, sample
 def build_2d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
              interrupt: Interrupt = None, started: Optional[float] = None,
              layout: Optional[Layout2D] = None, stats: Optional[TableStats] = None,
-             shared: bool = False) -> Built2D:
+             shared: bool = False, pinned: bool = False, share: Optional[float] = None,
+             check_blocks: bool = False) -> Built2D:
     """A 2-D synopsis of the reader's pair of columns on an equal-depth grid: exact summed-area tables of
     the grid cells' counts and sums (one scan), and a KDE in grid-index coordinates with a bandwidth matrix
     (LSCV_H by default) shaping the cells a box cuts. ``started`` as in :func:`build_1d`. ``layout``: the
@@ -780,7 +877,13 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
     a part may then hold a constant column. Where the part's rows do not fit them (:meth:`Layout2D.holds`)
     it gets cells of its own, unless ``shared``: the caller planned them for the whole table this part
     belongs to (:func:`plan_2d` over all its parts), discretised axes included. ``stats``: the reader's
-    :meth:`~.reader.TableReader.stats`, when the caller has read them already."""
+    :meth:`~.reader.TableReader.stats`, when the caller has read them already. ``pinned``: ``layout`` and
+    ``share`` are the cells and the row sample's share (None: none) of the last scan of this table's last
+    build (a Citus table's, whose shards' answers to that scan are kept, :mod:`.shards`): the first scan is
+    that one, and the table's facts come from it; the built synopsis' ``scan_plan`` is its last scan's
+    (cells, share). ``check_blocks``: plan again from the scan's row sample where the sample of blocks that
+    placed the cells missed many of the rows of a cell (:func:`_blocks_missed`; a Citus table's shards draw
+    the same block numbers, so a few positions stand for the whole table)."""
     started = time.perf_counter() if started is None else started
     chosen = counts_method(requested.method, 2)
     rel = reader.relation
@@ -789,7 +892,8 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         stats, sample, whole = reader.plan_sample_2d(requested.sample_size)
     else:
         sample = None
-    if layout is not None and not shared and not layout.holds(stats):
+    pinned = pinned and layout is not None and not any(layout.lattices)  # (the scan checks whole numbers)
+    if layout is not None and not shared and not pinned and not layout.holds(stats):
         layout = None
     n_all, n = stats.rows, stats.non_null
     names = ", ".join(reader.columns)
@@ -800,6 +904,9 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         sample = reader.sample(requested.sample_size, n_all)
     size = requested.sample_size
     taking = None if whole or not planned else (size, sample_share(size, max(stats.non_null, 1)))
+    if pinned:
+        taking = (size, share) if share else None
+    exact = whole or taking is not None  # the table's facts: those the scan counts, unless every row was read
     discrete, values = [True, True], [None, None]
     base = reader
     for _ in range(4):
@@ -810,7 +917,21 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         reader = base.scaled(scales)
         grids = [np.asarray(layout.grids[k], dtype=np.float64) * scales[k] for k in (0, 1)]
         scan = reader.cells_2d(grids[0], grids[1], sample=taking)
+        scan_plan = (layout, taking[1] if taking else None)
         replan = False
+        if check_blocks and planned and taking and not whole:
+            # A sample of blocks placed the cells. Where the rows are stored in the order of a column (loaded
+            # in time order), a few blocks can miss a large share of that column's range, and a distributed
+            # table's shards draw the same block numbers, so a few positions stand for all: a cell then holds
+            # many times the rows the blocks showed. Plan again from the scan's row sample, and scan again.
+            replan = _blocks_missed(layout, sample, scan.rows)
+        if pinned and not taking and not exact:  # the table's facts from the scan (or a read)
+            stats = scan.stats if scan.stats is not None else base.stats()
+            check_pair(stats, rel, names, reader.columns, constant=False)
+            n_all, n, exact = stats.rows, stats.non_null, True
+        if pinned and not planned and scan.non_integral is not None and any(
+                layout.integral[k] and scan.non_integral[k] > 0 for k in (0, 1)):
+            planned = True  # a whole-number axis the table no longer keeps: the cells are planned anew below
         if taking:  # from here on the table's facts (from the scan, or where it did not count them, a read)
             stats, taking = scan.stats if scan.stats is not None else base.stats(), None
             check_pair(stats, rel, names, reader.columns, constant=True)
@@ -820,7 +941,7 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
             else:  # far fewer pairs than the blocks promised
                 sample = base.sample(size, n_all)
             # rows beyond the sampled range move the grids' outer lines (below), unless their scale changes
-            replan = [_scan_scale(stats.lo[k], stats.hi[k]) for k in (0, 1)] != scales
+            replan = replan or [_scan_scale(stats.lo[k], stats.hi[k]) for k in (0, 1)] != scales
         if planned:
             # An axis planned as whole numbers, or on the sample's lattice of values, that the table breaks:
             # plan it as it is and scan again.
@@ -843,7 +964,7 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
     if planned:  # (a part of a partitioned table or a shard keeps the shared cells, which merge)
         table = _pair_table(base, layout, stats, sample, whole and len(sample) >= n, requested, started)
         if table is not None:
-            return table
+            return replace(table, scan_plan=scan_plan)
     if not whole:  # the grids were placed on the blocks' range: their outer lines go to the table's
         layout, grids, scan = _widen_2d(layout, grids, scales, stats, scan)
     sample = sample * np.array(scales)
@@ -873,4 +994,5 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         n_rows=n, n_null=n_all - n, integer_valued=list(layout.integral), grid1=list(layout.grids[0]),
         grid2=list(layout.grids[1]), lattice1=list(layout.lattices[0]), lattice2=list(layout.lattices[1]),
         grid_size=[m1, m2], sat_count=sat(rows_in), sat_sum=sums, kde_sat=sat(cell_masses(masses)), seconds=seconds,
+        scan_plan=scan_plan,
     )

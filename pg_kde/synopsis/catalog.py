@@ -105,6 +105,9 @@ class Built1D:
     #: not known, a synopsis stored before 0.13.0 (docs/math.md §7).
     sum_slack: Optional[float] = None
     sum_quantum: Optional[float] = None
+    #: The plan of the build's last scan (:class:`.build.Pinned1D`; None for a merge or a stored synopsis):
+    #: a Citus table's next refresh scans its shards with it (:mod:`.shards`). Not stored with the synopsis.
+    pinned: Optional[object] = field(default=None, compare=False, repr=False)
 
     def payload(self) -> dict:
         """The payload columns the query maths read (:func:`pg_kde.synopsis.query.range_1d`). Heavy values on
@@ -176,6 +179,9 @@ class Built2D:
     #: The pair's exact frequency table (:func:`.packing.pack_pairs`), where it fits the budget: the grid is
     #: then one cell over the pair's range, and queries read the table (docs/math.md §8).
     pair_pack: bytes = b""
+    #: The cells and the row sample's share (None: none) of the build's last scan (:func:`.build.build_2d`),
+    #: which a Citus table's next refresh scans its shards with (:mod:`.shards`). Not stored with the synopsis.
+    scan_plan: Optional[tuple] = field(default=None, compare=False, repr=False)
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
         """The row of this synopsis, header and payload columns together (see :meth:`Built1D.catalog_row`)."""

@@ -353,11 +353,13 @@ class SqlTableReader:
         grid = float8_array(points)
         heavy = float8_array(candidates)
         row_id = self._row_id() if sample else None
-        also = (f", {self.schema}._kde_sample({self._scan_value()}, {row_id}, {sample[1]!r}::float8, "
-                f"{SAMPLE_SEED}) AS r" if row_id else "")
-        row = self.plpy.execute(
-            f"SELECT count(*) AS n, {self.schema}._kde_cells({self._scan_value()}, {grid}, {heavy}, "
-            f"{float(quantum)!r}::float8) AS s{also} FROM {self.relation}")[0]
+        select = {"n": ("count(*)", "sum"),
+                  "s": (f"{self.schema}._kde_cells({self._scan_value()}, {grid}, {heavy}, {float(quantum)!r}::float8)",
+                        f"{self.schema}._kde_cells_union")}
+        if row_id:
+            select["r"] = (f"{self.schema}._kde_sample({self._scan_value()}, {row_id}, {sample[1]!r}::float8, "
+                           f"{SAMPLE_SEED})", f"{self.schema}._kde_sample_union")
+        row = self._aggregate(select)
         scan = decode_cells(int(row["n"]), row["s"], len(points), len(candidates), quantum)
         if not sample:
             return scan
@@ -366,6 +368,14 @@ class SqlTableReader:
         else:
             values = self.sample(sample[0], scan.non_null)[:, 0]
         return replace(scan, sample=values[np.isfinite(values)])
+
+    def _aggregate(self, select: dict) -> dict:
+        """One pass of aggregates over the relation: ``select`` maps an alias to (the aggregate, the
+        aggregate that combines its states of parts of the table); returns the row of their values. Run on
+        the query's text: a prepared plan never runs in parallel. (:class:`~.shards.ShardedReader` runs it on
+        each shard of a Citus table instead.)"""
+        items = ", ".join(f"{expr} AS {alias}" for alias, (expr, _) in select.items())
+        return self.plpy.execute(f"SELECT {items} FROM {self.relation}")[0]
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray, sample: Optional[Tuple[int, float]] = None):
         """One parallel pass of the aggregate ``_kde_cells2`` (run on the query's text: a prepared plan never
@@ -381,10 +391,10 @@ class SqlTableReader:
             row_id = self._row_id() if sample else None
             keep = f"{row_id}, {sample[1]!r}::float8, {SAMPLE_SEED}" if row_id else "NULL::tid, NULL::oid, NULL::float8, NULL::int8"
             for _ in range(2):
-                state = self.plpy.execute(
-                    f"SELECT {self.schema}._kde_cells2({values[0]}, {values[1]}, {float8_array(grid1)}, "
-                    f"{float8_array(grid2)}, {quanta[0]!r}::float8, {quanta[1]!r}::float8, {keep}) AS s "
-                    f"FROM {self.relation}")[0]["s"]
+                state = self._aggregate({"s": (
+                    f"{self.schema}._kde_cells2({values[0]}, {values[1]}, {float8_array(grid1)}, "
+                    f"{float8_array(grid2)}, {quanta[0]!r}::float8, {quanta[1]!r}::float8, {keep})",
+                    f"{self.schema}._kde_cells2_union")})["s"]
                 cells = decode_cells2(state, m1, m2, self.scales)
                 if cells is not None:
                     break

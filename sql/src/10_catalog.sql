@@ -153,6 +153,35 @@ COMMENT ON TABLE kde_synopsis_nd IS 'pg_kde multi-column synopsis payloads: a sa
 SELECT pg_catalog.pg_extension_config_dump('kde_catalog', '');
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis_nd', '');  -- (0.11.0's update adds it last)
 
+-- The parts of a synopsis of a Citus table distributed by hash (0.14.0): each shard's answer to the refresh's
+-- scan, kept so that the next refresh scans again only the shards that changed and combines the others'
+-- stored states with theirs (docs/math.md §11, "Citus tables"). One row a synopsis, none for any other:
+--   plan: the scan's plan the answers were read with (JSON text; 1-D: grid, candidate heavy values, quanta,
+--     the row sample's share; 2-D: none, the stored synopsis' cells are the plan), kept while the request is
+--     the same and fewer than a quarter of plan_rows rows have changed since plan_mod_count;
+--   command: the md5 of the command each shard answered (its aggregates and their arguments);
+--   shards, identities, answers: per shard, in shardid order, its id, its identity read before its scan
+--     (rows changed | node | storage file | bytes, as _kde_table_state reads them) and its answer (rows,
+--     then each aggregate's state in base64).
+-- It is a cache: not dumped (a restored cluster has other shards), rebuilt by the next refresh, and written
+-- only by roles granted INSERT, UPDATE, DELETE on it (without them the refresh scans every shard).
+CREATE TABLE kde_parts (
+    relid           regclass    NOT NULL,
+    cols            text[]      NOT NULL,
+    plan            text,
+    plan_rows       bigint      NOT NULL,
+    plan_mod_count  bigint      NOT NULL,
+    command         text        NOT NULL,
+    shards          bigint[]    NOT NULL,
+    identities      text[]      NOT NULL,
+    answers         text[]      NOT NULL,
+    PRIMARY KEY (relid, cols),
+    FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE,
+    CHECK (cardinality(shards) = cardinality(identities) AND cardinality(shards) = cardinality(answers))
+);
+ALTER TABLE kde_parts ALTER COLUMN answers SET STORAGE EXTENDED;
+COMMENT ON TABLE kde_parts IS 'pg_kde: the shards'' scan states of a Citus table''s synopsis, reused where a shard has not changed';
+
 -- ---------------------------------------------------------------------------------------------- security
 -- A synopsis is an aggregate of every row of its columns: it is served, and may be written, only where the
 -- role could compute that aggregate itself (docs: README, Security).
@@ -292,7 +321,7 @@ COMMENT ON FUNCTION _kde_can_read(regclass, text[], int2[], oid) IS 'pg_kde inte
 -- Row-level security on the catalog: a role sees, and may write, only synopses it could compute itself; a
 -- payload row is visible and writable exactly when its header row is. PUBLIC may read; writing (kde_refresh)
 -- needs an explicit GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d (and
--- kde_synopsis_nd for synopses of 3 to 16 columns).
+-- kde_synopsis_nd for synopses of 3 to 16 columns; kde_parts, optional, for a Citus table's shards' states).
 ALTER TABLE kde_catalog ENABLE ROW LEVEL SECURITY;
 CREATE POLICY kde_catalog_column_privilege ON kde_catalog
     USING (@extschema@._kde_can_read(relid, cols, attnums, built_relid))
@@ -313,6 +342,11 @@ CREATE POLICY kde_synopsis_nd_header ON kde_synopsis_nd
     USING (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_nd.relid AND h.cols = kde_synopsis_nd.cols))
     WITH CHECK (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_synopsis_nd.relid AND h.cols = kde_synopsis_nd.cols));
 GRANT SELECT ON kde_synopsis_nd TO PUBLIC;
+ALTER TABLE kde_parts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY kde_parts_header ON kde_parts
+    USING (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_parts.relid AND h.cols = kde_parts.cols))
+    WITH CHECK (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_parts.relid AND h.cols = kde_parts.cols));
+GRANT SELECT ON kde_parts TO PUBLIC;
 
 -- A header's relation and columns are its identity: only pg_kde itself changes them (renames that follow
 -- the columns, run by the event triggers as the extension's owner). A writer re-pointing a header would
@@ -409,15 +443,42 @@ $$;
 COMMENT ON FUNCTION _kde_check_identity(regclass, text[], oid, int2[], text[], int2[], text[]) IS
     'pg_kde internal: does a synopsis still describe its columns';
 
+-- Each shard of a Citus table, in shardid order, with its identity: rows changed (inserted + updated +
+-- deleted) | node | storage file | bytes, as the worker reports them now (NULL for a shard that did not
+-- answer). One command a shard, one after another (a connection a worker, not one a shard), as the calling
+-- role, written with schema-qualified functions only: it runs on the workers under their search_path, where
+-- a role that may create objects in public could otherwise put an operator of its own in the way. A result
+-- that is not those four fields counts as a shard that did not answer.
+CREATE FUNCTION _kde_shard_identities(tbl regclass, OUT shardid bigint, OUT identity text) RETURNS SETOF record
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY EXECUTE $q$
+        SELECT r.shardid, CASE WHEN r.success AND r.result ~ '^[0-9]+[|][^|]*[|][0-9]+[|][0-9]+$' THEN r.result END
+        FROM run_command_on_shards($1, $c$SELECT pg_catalog.concat_ws('|',
+            pg_catalog.int8pl(pg_catalog.int8pl(pg_catalog.pg_stat_get_tuples_inserted(%1$L::pg_catalog.regclass),
+                pg_catalog.pg_stat_get_tuples_updated(%1$L::pg_catalog.regclass)),
+                pg_catalog.pg_stat_get_tuples_deleted(%1$L::pg_catalog.regclass)),
+            pg_catalog.concat_ws(' ', coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'socket'),
+                pg_catalog.inet_server_port()),
+            coalesce(pg_catalog.pg_relation_filenode(%1$L::pg_catalog.regclass), 0),
+            pg_catalog.pg_relation_size(%1$L::pg_catalog.regclass))$c$, false) r
+        ORDER BY r.shardid
+    $q$ USING tbl;
+END
+$$;
+COMMENT ON FUNCTION _kde_shard_identities(regclass) IS 'pg_kde internal: a Citus table''s shards and what staleness compares of each';
+
 -- What staleness compares: the relation's modification counters (inserted + updated + deleted rows over its
 -- leaf partitions, this backend's counts not yet reported included), its storage files (a TRUNCATE, a
 -- rewrite or a change of partitions gives new ones) and its size in pages. A leaf that is a Citus table
 -- (listed in pg_dist_partition) keeps its rows in shards on the workers, and the coordinator's relation is an
 -- empty shell whose counters never move: its shards' counters, storage files, sizes and nodes are read there
--- (run_command_on_shards, as the calling role; what a worker has not reported yet, within about 10 s of
--- the change, is not seen). A shard that does not answer is marked '?' in storage_id (the synopsis reads as
--- stale, for that reason, until it answers again). A leaf without storage (a foreign table) counts as 'none',
--- so attaching or detaching one changes the storage.
+-- (_kde_shard_identities; what a worker has not reported yet, within about 10 s of the change, is not
+-- seen). A shard that does not answer is marked '?' in storage_id (the synopsis reads as stale, for that
+-- reason, until it answers again). A leaf without storage (a foreign table) counts as 'none', so attaching
+-- or detaching one changes the storage.
 CREATE FUNCTION _kde_table_state(tbl regclass, OUT mod_count bigint, OUT storage_id text, OUT pages bigint)
 LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
@@ -448,30 +509,13 @@ BEGIN
                 'SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_partition_tree($1))) '
                 'ORDER BY d.logicalrelid::oid' USING tbl
     LOOP
-        -- One command a shard, one after another (a connection a worker, not one a shard), written with
-        -- schema-qualified functions only: it runs on the workers under their search_path, where a role that
-        -- may create objects in public could otherwise put an operator of its own in the way. Fields: rows
-        -- changed | node | storage file | bytes; a result that is not that counts as a shard that did not answer.
-        EXECUTE $q$
-            WITH answers AS (
-                SELECT r.shardid, r.success AND r.result ~ '^[0-9]+[|][^|]*[|][0-9]+[|][0-9]+$' AS ok, r.result
-                FROM run_command_on_shards($1, $c$SELECT pg_catalog.concat_ws('|',
-                    pg_catalog.int8pl(pg_catalog.int8pl(pg_catalog.pg_stat_get_tuples_inserted(%1$L::pg_catalog.regclass),
-                        pg_catalog.pg_stat_get_tuples_updated(%1$L::pg_catalog.regclass)),
-                        pg_catalog.pg_stat_get_tuples_deleted(%1$L::pg_catalog.regclass)),
-                    pg_catalog.concat_ws(' ', coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'socket'),
-                        pg_catalog.inet_server_port()),
-                    coalesce(pg_catalog.pg_relation_filenode(%1$L::pg_catalog.regclass), 0),
-                    pg_catalog.pg_relation_size(%1$L::pg_catalog.regclass))$c$, false) r
-            )
-            SELECT coalesce(sum(split_part(a.result, '|', 1)::bigint) FILTER (WHERE a.ok), 0) AS changes,
-                   string_agg(a.shardid::text || CASE WHEN a.ok THEN '@' || split_part(a.result, '|', 2) || '/'
-                                                          || split_part(a.result, '|', 3) ELSE '?' END,
-                              ',' ORDER BY a.shardid) AS files,
-                   coalesce(sum(split_part(a.result, '|', 4)::bigint / current_setting('block_size')::bigint)
-                            FILTER (WHERE a.ok), 0) AS blocks
-            FROM answers a
-        $q$ INTO shards USING leaf;
+        SELECT coalesce(sum(split_part(a.identity, '|', 1)::bigint), 0) AS changes,
+               string_agg(a.shardid::text || CASE WHEN a.identity IS NOT NULL THEN '@' || split_part(a.identity, '|', 2)
+                                                       || '/' || split_part(a.identity, '|', 3) ELSE '?' END,
+                          ',' ORDER BY a.shardid) AS files,
+               coalesce(sum(split_part(a.identity, '|', 4)::bigint / current_setting('block_size')::bigint), 0) AS blocks
+        INTO shards
+        FROM @extschema@._kde_shard_identities(leaf) a;
         mod_count := mod_count + shards.changes;
         storage_id := storage_id || ';' || leaf::oid::text || '=' || coalesce(shards.files, '');
         pages := pages + shards.blocks;

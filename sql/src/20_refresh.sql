@@ -136,6 +136,16 @@ REVOKE EXECUTE ON FUNCTION _kde_cells2_step(bytea, float8, float8, float8[], flo
     _kde_cells2_combine(bytea, bytea) FROM PUBLIC;
 COMMENT ON AGGREGATE _kde_cells2(float8, float8, float8[], float8[], float8, float8, tid, oid, float8, int8) IS 'pg_kde internal: the refresh''s scan of a pair of columns';
 
+-- The shards' states of a Citus table's scan, combined on the coordinator in the order given (0.14.0;
+-- kde_parts): the aggregates' own combine functions, each of which checks every state it takes (its header,
+-- sizes and version) and refuses states of different grids, candidates or quanta.
+CREATE AGGREGATE _kde_cells_union(bytea) (SFUNC = _kde_cells_combine, STYPE = bytea);
+CREATE AGGREGATE _kde_sample_union(bytea) (SFUNC = _kde_sample_combine, STYPE = bytea);
+CREATE AGGREGATE _kde_cells2_union(bytea) (SFUNC = _kde_cells2_combine, STYPE = bytea);
+COMMENT ON AGGREGATE _kde_cells_union(bytea) IS 'pg_kde internal: the shards'' _kde_cells states, combined';
+COMMENT ON AGGREGATE _kde_sample_union(bytea) IS 'pg_kde internal: the shards'' _kde_sample states, combined';
+COMMENT ON AGGREGATE _kde_cells2_union(bytea) IS 'pg_kde internal: the shards'' _kde_cells2 states, combined';
+
 CREATE FUNCTION _kde_refresh(relid oid, cols text[], method text, sample_size integer, grid_size integer,
                              backend text, budget integer, extversion text) RETURNS jsonb
 LANGUAGE plpython3u VOLATILE SECURITY INVOKER

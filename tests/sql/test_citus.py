@@ -293,6 +293,8 @@ def test_a_large_distributed_table_is_read_once(citus):
         # (each shard draws the same block numbers of a repeatable SYSTEM sample: 64 of the ~800 blocks, about 8
         # of each shard's ~100; a sample that finds no row is followed by a row sample, a second read)
         for blocks, fewest, most in (("64", 8, 8), ("0", 16, None)):
+            # a first build each time: a refresh with a kept plan reads only the shards that changed
+            citus.execute(f"DELETE FROM kde_catalog WHERE relid = '{table}'::regclass")
             before = scans()
             citus.execute(f"SET pg_kde.sample_blocks = {blocks}")
             try:
@@ -398,3 +400,87 @@ def test_where_the_design_is_exact_a_distributed_synopsis_equals_the_local_copy_
     finally:
         citus.execute(f"DROP TABLE IF EXISTS {dist}")
         citus.execute(f"DROP TABLE IF EXISTS {local}")
+
+
+def test_a_refresh_reads_again_only_the_shards_that_changed(citus):
+    """A table distributed by hash keeps each shard's answer to the refresh's scan (kde_parts): a refresh after
+    rows of one shard changed reads that shard only (the others' scan counters stay still), reuses the others'
+    answers, and gives the synopsis a scan of every shard gives with the same plan, bit for bit; its cells are
+    exact and its total is the table's. The same for a pair. A role that may not write kde_parts refreshes
+    too, and keeps nothing there."""
+    import time
+    table = f"kde_citus_{uuid.uuid4().hex[:8]}"
+    citus.execute(f"CREATE TABLE {table} (id bigint, amount numeric(12,2), score float8)")
+    role = f"kde_citus_role_{uuid.uuid4().hex[:8]}"
+    try:
+        citus.execute(f"SELECT create_distributed_table('{table}', 'id', shard_count => 8)")
+        citus.execute("SELECT setseed(0.6)")
+        citus.execute(f"INSERT INTO {table} SELECT g, round(exp(3 + sqrt(-2 * ln(1 - random())) "
+                      f"* cos(2 * pi() * random()))::numeric, 2), sqrt(g) FROM generate_series(1, 150000) g")
+        citus.execute("SET pg_kde.sample_blocks = 64")  # a sample of blocks places the grid: the scan takes the rows
+        targets = (("'amount'", "kde_synopsis", "'{amount}'"), ("ARRAY['amount', 'score']", "kde_synopsis_2d",
+                                                                "'{amount,score}'"))
+        for target, _, _ in targets:
+            first = citus.execute(f"SELECT kde_refresh('{table}', {target})").fetchone()[0]
+            # (8 a scan: the pair's second scan is planned from its first one's row sample, which shows that
+            # the blocks, drawn at the same places in every shard, missed most of score's range)
+            assert (first["shards"], first["shards_read"], first["shards_kept"]) == (8, 8 if "[" not in target else 16, True)
+        time.sleep(11)  # the load's counters reach the workers' statistics
+        for target, _, _ in targets:  # the kept plan's scan, once on every shard
+            citus.execute(f"SELECT kde_refresh('{table}', {target})")
+        for target, _, _ in targets:
+            again = citus.execute(f"SELECT kde_refresh('{table}', {target})").fetchone()[0]
+            assert (again["shards_read"], again["shards_reused"]) == (0, 8), again
+        shard = citus.execute(f"SELECT get_shard_id_for_distribution_column('{table}', 7)").fetchone()[0]
+
+        def scans():
+            time.sleep(11)  # the workers report their counters
+            return {int(r[0]): int(r[1]) for r in citus.execute(
+                f"SELECT shardid, result FROM run_command_on_shards('{table}', "
+                "$$SELECT pg_stat_get_numscans(%1$L::regclass)$$)")}
+
+        citus.execute(f"UPDATE {table} SET amount = amount + 1 WHERE id = 7")
+        citus.execute(f"INSERT INTO {table} SELECT 7, 12.34, s FROM generate_series(1, 50) s")
+        before = scans()
+        payloads = {}
+        for target, payload, cols in targets:
+            after = citus.execute(f"SELECT kde_refresh('{table}', {target})").fetchone()[0]
+            assert (after["rows"], after["shards_read"], after["shards_reused"]) == (150050, 1, 7), after
+            payloads[payload] = citus.execute(f"SELECT md5((to_jsonb(p) - 'relid')::text) FROM {payload} p "
+                                              f"WHERE relid = '{table}'::regclass AND cols = {cols}").fetchone()[0]
+        made = {s: n - before[s] for s, n in scans().items()}
+        assert made[shard] >= 2 and all(n == 0 for s, n in made.items() if s != shard), made
+        x = np.array([r[0] for r in citus.execute(f"SELECT amount::float8 FROM {table}")], dtype=float)
+        with citus.cursor(row_factory=dict_row) as cur:
+            row = cur.execute("SELECT * FROM kde_synopsis WHERE relid = %s::regclass", (table,)).fetchone()
+        assert_exact_cells(row, x)
+        assert citus.execute(f"SELECT approx_count('{table}', 'amount', NULL::float8, NULL::float8)").fetchone()[0] == 150050
+        box = (f"SELECT approx_count('{table}', 'amount', 10, 20, 'score', 100, 300), "
+               f"(SELECT count(*) FROM {table} WHERE amount BETWEEN 10 AND 20 AND score BETWEEN 100 AND 300)")
+        est, truth = citus.execute(box).fetchone()
+        assert abs(est - truth) / truth < 0.02
+        # The same plan's scan of every shard (the kept identities forgotten) gives the same synopsis
+        citus.execute(f"UPDATE kde_parts SET identities = array_fill('moved'::text, ARRAY[cardinality(shards)]) "
+                      f"WHERE relid = '{table}'::regclass")
+        for target, payload, cols in targets:
+            full = citus.execute(f"SELECT kde_refresh('{table}', {target})").fetchone()[0]
+            assert (full["shards_read"], full["shards_reused"]) == (8, 0)
+            assert citus.execute(f"SELECT md5((to_jsonb(p) - 'relid')::text) FROM {payload} p "
+                                 f"WHERE relid = '{table}'::regclass AND cols = {cols}").fetchone()[0] == payloads[payload]
+        # A role that may write the synopses but not kde_parts: every shard read, nothing kept
+        citus.execute(f"CREATE ROLE {role} LOGIN")
+        citus.execute(f"GRANT SELECT ON {table} TO {role}")
+        citus.execute(f"GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d TO {role}")
+        citus.execute(f"SET ROLE {role}")
+        try:
+            mine = citus.execute(f"SELECT kde_refresh('{table}', 'amount')").fetchone()[0]
+        finally:
+            citus.execute("RESET ROLE")
+        # (it may read the kept answers, of columns it may read, and reuse them; it cannot keep its own)
+        assert (mine["shards_read"] + mine["shards_reused"], mine["shards_kept"], mine["rows"]) == (8, False, 150050)
+    finally:
+        citus.execute("RESET pg_kde.sample_blocks")
+        citus.execute(f"DROP TABLE IF EXISTS {table}")
+        citus.execute(f"DROP OWNED BY {role}") if citus.execute(
+            "SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() else None
+        citus.execute(f"DROP ROLE IF EXISTS {role}")

@@ -1,0 +1,199 @@
+-- pg_kde 0.13.0 -> 0.14.0: a Citus table distributed by hash keeps its shards' answers to the refresh's scan
+-- (kde_parts), and the next refresh reads again only the shards that changed; the shards' states combine on
+-- the coordinator with the scan aggregates' own combine functions (_kde_cells_union, _kde_sample_union,
+-- _kde_cells2_union). _kde_table_state reads the shards through _kde_shard_identities. Every function that
+-- names the version is replaced.
+\echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.14.0'" to load this file. \quit
+
+-- The parts of a synopsis of a Citus table distributed by hash (0.14.0): each shard's answer to the refresh's
+-- scan, kept so that the next refresh scans again only the shards that changed and combines the others'
+-- stored states with theirs (docs/math.md §11, "Citus tables"). One row a synopsis, none for any other:
+--   plan: the scan's plan the answers were read with (JSON text; 1-D: grid, candidate heavy values, quanta,
+--     the row sample's share; 2-D: none, the stored synopsis' cells are the plan), kept while the request is
+--     the same and fewer than a quarter of plan_rows rows have changed since plan_mod_count;
+--   command: the md5 of the command each shard answered (its aggregates and their arguments);
+--   shards, identities, answers: per shard, in shardid order, its id, its identity read before its scan
+--     (rows changed | node | storage file | bytes, as _kde_table_state reads them) and its answer (rows,
+--     then each aggregate's state in base64).
+-- It is a cache: not dumped (a restored cluster has other shards), rebuilt by the next refresh, and written
+-- only by roles granted INSERT, UPDATE, DELETE on it (without them the refresh scans every shard).
+CREATE TABLE kde_parts (
+    relid           regclass    NOT NULL,
+    cols            text[]      NOT NULL,
+    plan            text,
+    plan_rows       bigint      NOT NULL,
+    plan_mod_count  bigint      NOT NULL,
+    command         text        NOT NULL,
+    shards          bigint[]    NOT NULL,
+    identities      text[]      NOT NULL,
+    answers         text[]      NOT NULL,
+    PRIMARY KEY (relid, cols),
+    FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE,
+    CHECK (cardinality(shards) = cardinality(identities) AND cardinality(shards) = cardinality(answers))
+);
+ALTER TABLE kde_parts ALTER COLUMN answers SET STORAGE EXTENDED;
+COMMENT ON TABLE kde_parts IS 'pg_kde: the shards'' scan states of a Citus table''s synopsis, reused where a shard has not changed';
+
+ALTER TABLE kde_parts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY kde_parts_header ON kde_parts
+    USING (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_parts.relid AND h.cols = kde_parts.cols))
+    WITH CHECK (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_parts.relid AND h.cols = kde_parts.cols));
+GRANT SELECT ON kde_parts TO PUBLIC;
+
+-- Each shard of a Citus table, in shardid order, with its identity: rows changed (inserted + updated +
+-- deleted) | node | storage file | bytes, as the worker reports them now (NULL for a shard that did not
+-- answer). One command a shard, one after another (a connection a worker, not one a shard), as the calling
+-- role, written with schema-qualified functions only: it runs on the workers under their search_path, where
+-- a role that may create objects in public could otherwise put an operator of its own in the way. A result
+-- that is not those four fields counts as a shard that did not answer.
+CREATE FUNCTION _kde_shard_identities(tbl regclass, OUT shardid bigint, OUT identity text) RETURNS SETOF record
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY EXECUTE $q$
+        SELECT r.shardid, CASE WHEN r.success AND r.result ~ '^[0-9]+[|][^|]*[|][0-9]+[|][0-9]+$' THEN r.result END
+        FROM run_command_on_shards($1, $c$SELECT pg_catalog.concat_ws('|',
+            pg_catalog.int8pl(pg_catalog.int8pl(pg_catalog.pg_stat_get_tuples_inserted(%1$L::pg_catalog.regclass),
+                pg_catalog.pg_stat_get_tuples_updated(%1$L::pg_catalog.regclass)),
+                pg_catalog.pg_stat_get_tuples_deleted(%1$L::pg_catalog.regclass)),
+            pg_catalog.concat_ws(' ', coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'socket'),
+                pg_catalog.inet_server_port()),
+            coalesce(pg_catalog.pg_relation_filenode(%1$L::pg_catalog.regclass), 0),
+            pg_catalog.pg_relation_size(%1$L::pg_catalog.regclass))$c$, false) r
+        ORDER BY r.shardid
+    $q$ USING tbl;
+END
+$$;
+COMMENT ON FUNCTION _kde_shard_identities(regclass) IS 'pg_kde internal: a Citus table''s shards and what staleness compares of each';
+
+CREATE OR REPLACE FUNCTION _kde_table_state(tbl regclass, OUT mod_count bigint, OUT storage_id text, OUT pages bigint)
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    leaf regclass;
+    shards record;
+BEGIN
+    WITH leaves AS (
+        SELECT p.relid FROM pg_partition_tree(tbl) p WHERE p.isleaf
+        UNION ALL
+        SELECT tbl WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree(tbl))
+    )
+    SELECT coalesce(sum(pg_stat_get_tuples_inserted(l.relid) + pg_stat_get_tuples_updated(l.relid)
+                        + pg_stat_get_tuples_deleted(l.relid) + pg_stat_get_xact_tuples_inserted(l.relid)
+                        + pg_stat_get_xact_tuples_updated(l.relid) + pg_stat_get_xact_tuples_deleted(l.relid)), 0)::bigint,
+           string_agg(l.relid::oid::text || ':' || coalesce(pg_relation_filenode(l.relid)::text, 'none'), ','
+                      ORDER BY l.relid::oid),
+           coalesce(sum(pg_relation_size(l.relid) / current_setting('block_size')::bigint), 0)::bigint
+    INTO mod_count, storage_id, pages
+    FROM leaves l;
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN;
+    END IF;
+    FOR leaf IN
+        EXECUTE 'SELECT d.logicalrelid FROM pg_catalog.pg_dist_partition d WHERE d.logicalrelid IN ('
+                'SELECT p.relid FROM pg_catalog.pg_partition_tree($1) p WHERE p.isleaf UNION ALL '
+                'SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_partition_tree($1))) '
+                'ORDER BY d.logicalrelid::oid' USING tbl
+    LOOP
+        SELECT coalesce(sum(split_part(a.identity, '|', 1)::bigint), 0) AS changes,
+               string_agg(a.shardid::text || CASE WHEN a.identity IS NOT NULL THEN '@' || split_part(a.identity, '|', 2)
+                                                       || '/' || split_part(a.identity, '|', 3) ELSE '?' END,
+                          ',' ORDER BY a.shardid) AS files,
+               coalesce(sum(split_part(a.identity, '|', 4)::bigint / current_setting('block_size')::bigint), 0) AS blocks
+        INTO shards
+        FROM @extschema@._kde_shard_identities(leaf) a;
+        mod_count := mod_count + shards.changes;
+        storage_id := storage_id || ';' || leaf::oid::text || '=' || coalesce(shards.files, '');
+        pages := pages + shards.blocks;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION _kde_table_state(regclass) IS 'pg_kde internal: what staleness compares';
+
+-- The shards' states of a Citus table's scan, combined on the coordinator in the order given (0.14.0;
+-- kde_parts): the aggregates' own combine functions, each of which checks every state it takes (its header,
+-- sizes and version) and refuses states of different grids, candidates or quanta.
+CREATE AGGREGATE _kde_cells_union(bytea) (SFUNC = _kde_cells_combine, STYPE = bytea);
+CREATE AGGREGATE _kde_sample_union(bytea) (SFUNC = _kde_sample_combine, STYPE = bytea);
+CREATE AGGREGATE _kde_cells2_union(bytea) (SFUNC = _kde_cells2_combine, STYPE = bytea);
+COMMENT ON AGGREGATE _kde_cells_union(bytea) IS 'pg_kde internal: the shards'' _kde_cells states, combined';
+COMMENT ON AGGREGATE _kde_sample_union(bytea) IS 'pg_kde internal: the shards'' _kde_sample states, combined';
+COMMENT ON AGGREGATE _kde_cells2_union(bytea) IS 'pg_kde internal: the shards'' _kde_cells2 states, combined';
+
+CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
+                            grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',
+                            budget integer DEFAULT NULL) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_raise_if_error(
+        @extschema@._kde_refresh(tbl::oid, ARRAY[col], method, sample_size, grid_size, backend, budget, '0.14.0'))
+$$;
+COMMENT ON FUNCTION kde_refresh(regclass, text, text, integer, integer, text, integer) IS
+    'Build or rebuild the synopsis of one numeric, date or timestamp column within budget bytes (default 8192; method: auto = plugin_cdf | plugin | lscv_h | lscv_H | normal_reference); returns a summary';
+
+CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, cols text[], method text DEFAULT 'auto', sample_size integer DEFAULT 5000,
+                            grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',
+                            budget integer DEFAULT NULL) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_raise_if_error(
+        @extschema@._kde_refresh(tbl::oid, cols, method, sample_size, grid_size, backend, budget, '0.14.0'))
+$$;
+COMMENT ON FUNCTION kde_refresh(regclass, text[], text, integer, integer, text, integer) IS
+    'Build or rebuild the synopsis of one column or, with two, of a pair within budget bytes (default 8192 and 65536; method: auto = lscv_H for a pair); returns a summary';
+
+CREATE OR REPLACE FUNCTION kde_bandwidth(tbl regclass, cols text[], method text DEFAULT 'auto', backend text DEFAULT 'auto',
+                              sample_size integer DEFAULT 10000) RETURNS float8[]
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT ARRAY(SELECT jsonb_array_elements_text(@extschema@._kde_raise_if_error(
+        @extschema@._kde_bandwidth(tbl::oid, cols, method, backend, sample_size, '0.14.0')) -> 'bandwidth')::float8)
+$$;
+COMMENT ON FUNCTION kde_bandwidth(regclass, text[], text, text, integer) IS
+    'Bandwidth of a sample of rows with all columns non-NULL: {h} for one column (data units), else H row-major';
+
+CREATE OR REPLACE FUNCTION kde_refresh_stale() RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    n integer := 0;
+BEGIN
+    FOR r IN SELECT k.relid, k.cols, k.requested, c.relkind, c.relowner = current_user::regrole AS owned
+             FROM @extschema@.kde_synopses v
+             JOIN @extschema@.kde_catalog k USING (relid, cols)
+             JOIN pg_class c ON c.oid = k.relid
+             WHERE v.stale
+             ORDER BY k.relid::oid, k.cols
+    LOOP
+        -- Reading a view or a foreign table runs code its owner wrote, with the reader's privileges: a
+        -- routine refresh must not run another role's code as the caller (a superuser, say).
+        IF (r.relkind NOT IN ('r', 'p', 'm') AND NOT r.owned)
+           OR (r.relkind = 'p' AND EXISTS (
+               SELECT 1 FROM pg_partition_tree(r.relid) t JOIN pg_class c ON c.oid = t.relid
+               WHERE t.isleaf AND c.relkind NOT IN ('r', 'm') AND c.relowner <> current_user::regrole)) THEN
+            RAISE WARNING 'pg_kde: skipped the synopsis of % of %: reading it runs code of its owner, not yours',
+                          array_to_string(r.cols, ', '), r.relid
+                USING HINT = 'Refresh it as its owner, or with kde_refresh once you trust that code.';
+            CONTINUE;
+        END IF;
+        BEGIN
+            -- The same request as the last refresh (requested holds its arguments, not what was built).
+            PERFORM @extschema@._kde_raise_if_error(@extschema@._kde_refresh(
+                r.relid::oid, r.cols, r.requested ->> 'method', (r.requested ->> 'sample_size')::integer,
+                (r.requested ->> 'grid_size')::integer, r.requested ->> 'backend', (r.requested ->> 'budget')::integer,
+                '0.14.0'));
+            n := n + 1;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'pg_kde: could not refresh the synopsis of % of %: %', array_to_string(r.cols, ', '), r.relid, SQLERRM;
+        END;
+    END LOOP;
+    RETURN n;
+END
+$$;
