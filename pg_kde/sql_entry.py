@@ -309,11 +309,12 @@ def _same_stored_request(plpy, schema: str, relid, cols, requested: Requested, a
 
 def _pair_plan_json(scan_plan) -> Optional[str]:
     """A pair's last scan (cells, share; :attr:`~pg_kde.synopsis.catalog.Built2D.scan_plan`) as kde_parts.plan
-    keeps it; None for cells on a discretised axis (their values are checked only when planned)."""
-    if scan_plan is None or any(scan_plan[0].lattices):
+    keeps it (None: none)."""
+    if scan_plan is None:
         return None
     layout, share = scan_plan
     return json.dumps({"grids": [[float(v) for v in g] for g in layout.grids],
+                       "lattices": [[float(v) for v in g] for g in layout.lattices],
                        "integral": [bool(i) for i in layout.integral], "share": share})
 
 
@@ -322,14 +323,16 @@ def _pair_plan(plan: str):
     try:
         d = json.loads(plan)
         grids = tuple(tuple(float(v) for v in g) for g in d["grids"])
+        lattices = tuple(tuple(float(v) for v in g) for g in d["lattices"])
         integral = tuple(bool(i) for i in d["integral"])
         share = None if d["share"] is None else float(d["share"])
     except (TypeError, ValueError, KeyError):
         return None
-    ok = (len(grids) == 2 and len(integral) == 2 and all(len(g) >= 2 and all(map(math.isfinite, g)) and
-                                                         all(b > a for a, b in zip(g, g[1:])) for g in grids)
+    ok = (len(grids) == 2 and len(integral) == 2 and len(lattices) == 2
+          and all(len(g) >= 2 and all(map(math.isfinite, g)) and all(b > a for a, b in zip(g, g[1:])) for g in grids)
+          and all(all(map(math.isfinite, g)) and all(b > a for a, b in zip(g, g[1:])) for g in lattices)
           and (share is None or (math.isfinite(share) and share > 0)))
-    return (Layout2D(grids, ((), ()), integral), share) if ok else None
+    return (Layout2D(grids, lattices, integral), share) if ok else None
 
 
 def _keep_parts(parts: ShardParts, built, extra: dict, mod_count: int, pair: bool) -> dict:

@@ -892,7 +892,7 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         stats, sample, whole = reader.plan_sample_2d(requested.sample_size)
     else:
         sample = None
-    pinned = pinned and layout is not None and not any(layout.lattices)  # (the scan checks whole numbers)
+    pinned = pinned and layout is not None  # (its scan checks the lattices and whole numbers, below)
     if layout is not None and not shared and not pinned and not layout.holds(stats):
         layout = None
     n_all, n = stats.rows, stats.non_null
@@ -929,9 +929,6 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
             stats = scan.stats if scan.stats is not None else base.stats()
             check_pair(stats, rel, names, reader.columns, constant=False)
             n_all, n, exact = stats.rows, stats.non_null, True
-        if pinned and not planned and scan.non_integral is not None and any(
-                layout.integral[k] and scan.non_integral[k] > 0 for k in (0, 1)):
-            planned = True  # a whole-number axis the table no longer keeps: the cells are planned anew below
         if taking:  # from here on the table's facts (from the scan, or where it did not count them, a read)
             stats, taking = scan.stats if scan.stats is not None else base.stats(), None
             check_pair(stats, rel, names, reader.columns, constant=True)
@@ -942,9 +939,9 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
                 sample = base.sample(size, n_all)
             # rows beyond the sampled range move the grids' outer lines (below), unless their scale changes
             replan = replan or [_scan_scale(stats.lo[k], stats.hi[k]) for k in (0, 1)] != scales
-        if planned:
+        if planned or pinned:
             # An axis planned as whole numbers, or on the sample's lattice of values, that the table breaks:
-            # plan it as it is and scan again.
+            # plan it as it is and scan again (kept cells too: they are planned anew).
             off_lattice = [bool(layout.lattices[k]) and not _on_lattice_2d(
                 np.asarray(layout.lattices[k]) * scales[k], grids[k], *scan.ends[2 * k:2 * k + 2])
                 for k in (0, 1)] if scan.ends is not None else [False, False]
@@ -955,7 +952,7 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
                     values[k] = None if values[k] is not None else base.distinct_values(k, lattice_limit(requested))
                     discrete[k] = values[k] is not None
                 stats = replace(stats, integral=tuple(i and not b for i, b in zip(stats.integral, not_whole)))
-                replan = True
+                replan, planned = True, True
         if not replan:
             break
     else:
@@ -964,7 +961,7 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
     if planned:  # (a part of a partitioned table or a shard keeps the shared cells, which merge)
         table = _pair_table(base, layout, stats, sample, whole and len(sample) >= n, requested, started)
         if table is not None:
-            return replace(table, scan_plan=scan_plan)
+            return table  # (read again at each refresh: no scan to keep)
     if not whole:  # the grids were placed on the blocks' range: their outer lines go to the table's
         layout, grids, scan = _widen_2d(layout, grids, scales, stats, scan)
     sample = sample * np.array(scales)
