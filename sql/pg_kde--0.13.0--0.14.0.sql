@@ -1,8 +1,8 @@
 -- pg_kde 0.13.0 -> 0.14.0: a Citus table distributed by hash keeps its shards' answers to the refresh's scan
 -- (kde_parts), and the next refresh reads again only the shards that changed; the shards' states combine on
 -- the coordinator with the scan aggregates' own combine functions (_kde_cells_union, _kde_sample_union,
--- _kde_cells2_union). _kde_table_state reads the shards through _kde_shard_identities. Every function that
--- names the version is replaced.
+-- _kde_cells2_union). _kde_table_state reads the shards through _kde_shard_identities. Roles that could
+-- write kde_synopsis may write kde_parts. Every function that names the version is replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.14.0'" to load this file. \quit
 
 -- The parts of a synopsis of a Citus table distributed by hash (0.14.0): each shard's answer to the refresh's
@@ -39,6 +39,24 @@ CREATE POLICY kde_parts_header ON kde_parts
     USING (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_parts.relid AND h.cols = kde_parts.cols))
     WITH CHECK (EXISTS (SELECT 1 FROM @extschema@.kde_catalog h WHERE h.relid = kde_parts.relid AND h.cols = kde_parts.cols));
 GRANT SELECT ON kde_parts TO PUBLIC;
+
+-- Roles that could write the 1-D payload table may keep shards' answers too, with the privileges they held
+-- there (INSERT, UPDATE, DELETE), no more.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee,
+               a.privilege_type  -- regrole's text is quoted as needed
+        FROM pg_class c, aclexplode(c.relacl) a
+        WHERE c.oid = '@extschema@.kde_synopsis'::regclass
+          AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE') AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE format('GRANT %s ON @extschema@.kde_parts TO %s', r.privilege_type, r.grantee);
+    END LOOP;
+END
+$$;
 
 -- Each shard of a Citus table, in shardid order, with its identity: rows changed (inserted + updated +
 -- deleted) | node | storage file | bytes, as the worker reports them now (NULL for a shard that did not

@@ -244,3 +244,28 @@ def test_the_update_to_0_3_0_carries_writers_grants_to_the_header_table(scratch_
             conn.execute("DROP EXTENSION IF EXISTS pg_kde CASCADE")
             for role in (writer, reader, cleaner):
                 conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+def test_the_update_to_0_14_0_carries_writers_grants_to_the_shards_answers(scratch_db):
+    """Roles that could write 0.13.0's 1-D payload table may keep a Citus table's shards' answers (kde_parts)
+    with the same privileges, whatever their names need in quoting; others get nothing new."""
+    writer, reader = f"Writer {uuid.uuid4().hex[:6]}", f"reader_{uuid.uuid4().hex[:6]}"
+    cleaner = f"cleaner_{uuid.uuid4().hex[:6]}"
+    with scratch_db() as conn:
+        try:
+            for role in (writer, reader, cleaner):
+                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
+            conn.execute("CREATE EXTENSION pg_kde VERSION '0.13.0' CASCADE")
+            conn.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(sql.Identifier(writer)))
+            conn.execute(sql.SQL("GRANT DELETE ON kde_synopsis TO {}").format(sql.Identifier(cleaner)))
+            conn.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{pg_kde.__version__}'")
+            check = "SELECT has_table_privilege(%s, 'kde_parts', %s)"
+            for privilege in ("INSERT", "UPDATE", "DELETE"):
+                assert conn.execute(check, (writer, privilege)).fetchone()[0] is True
+                assert conn.execute(check, (reader, privilege)).fetchone()[0] is False
+                assert conn.execute(check, (cleaner, privilege)).fetchone()[0] is (privilege == "DELETE")
+            assert conn.execute(check, (reader, "SELECT")).fetchone()[0] is True  # as every synopsis table
+        finally:
+            conn.execute("DROP EXTENSION IF EXISTS pg_kde CASCADE")
+            for role in (writer, reader, cleaner):
+                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
