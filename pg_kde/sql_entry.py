@@ -265,8 +265,7 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
     requested = Requested(method, sample_size, grid_size, backend, budget)
     parts = None
     if kind == "r" and is_hash_distributed(plpy, relid):  # read shard by shard, each shard's answer kept
-        parts = ShardParts.load(plpy, schema, relid, cols, _same_stored_request(plpy, schema, relid, cols, requested,
-                                                                                attnums))
+        parts = ShardParts.load(plpy, schema, relid, cols)
         reader = ShardedReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema, parts=parts)
     else:
         reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
@@ -280,12 +279,12 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
         extra = {"layout": _ancestor_layout(plpy, schema, relid, cols, requested)}
     else:
         extra = {"grid_hint": _ancestor_grid(plpy, schema, relid, cols, requested), "period": _period(coltypes)}
-    kept_plan = parts.plan(state["mod_count"]) if parts is not None else None
-    if parts is not None and pair:
+    kept_plan = _unwrap_plan(parts.plan(state["mod_count"]), requested, attnums) if parts is not None else None
+    if parts is not None:  # the shards draw the same block numbers: a few positions stand for the table
         extra["check_blocks"] = True
     kept_pair = _pair_plan(kept_plan) if pair and kept_plan is not None else None
     if kept_pair is not None and extra["layout"] is None:  # the cells and the sample's share of the last scan
-        extra.update(layout=kept_pair[0], share=kept_pair[1], pinned=True)
+        extra.update(layout=kept_pair[0], share=kept_pair[1], shares=kept_pair[2], pinned=True)
     elif kept_plan is not None and not pair and extra["grid_hint"] is None:
         extra["pinned"] = Pinned1D.from_json(kept_plan)
     built = (build_2d if pair else build_1d)(
@@ -295,59 +294,74 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
             built.catalog_types())
     facts = {}
     if parts is not None:
-        facts = _keep_parts(parts, built, extra, state["mod_count"], pair)
+        facts = _keep_parts(parts, built, extra, state["mod_count"], pair, requested, attnums, kept_plan)
     return json.dumps({**built.summary(rel, cols if pair else cols[0]), **facts})
 
 
-def _same_stored_request(plpy, schema: str, relid, cols, requested: Requested, attnums) -> bool:
-    """Whether the relation's columns have a synopsis built with this request, on these columns."""
-    rows = plpy.execute(plpy.prepare(
-        f"SELECT requested::text AS requested_text, attnums FROM {schema}.kde_catalog "
-        "WHERE relid = $1::oid::regclass AND cols = $2", ["oid", "text[]"]), [relid, list(cols)])
-    return bool(rows) and _same_request(rows[0]["requested_text"], requested) and list(rows[0]["attnums"]) == list(attnums)
+def _wrap_plan(plan: Optional[str], requested: Requested, attnums) -> Optional[str]:
+    """A scan's plan as kde_parts.plan keeps it: with the request and the columns' numbers it was made for."""
+    return None if plan is None else json.dumps({"requested": json.loads(requested.json()),
+                                                 "attnums": [int(a) for a in attnums], "plan": plan})
+
+
+def _unwrap_plan(text: Optional[str], requested: Requested, attnums) -> Optional[str]:
+    """The plan kde_parts.plan keeps (:func:`_wrap_plan`), if it was made for this request on these columns."""
+    try:
+        d = json.loads(text) if text is not None else None
+        if not isinstance(d, dict) or d.get("requested") != json.loads(requested.json()) \
+                or d.get("attnums") != [int(a) for a in attnums] or not isinstance(d.get("plan"), str):
+            return None
+    except (TypeError, ValueError):
+        return None
+    return d["plan"]
 
 
 def _pair_plan_json(scan_plan) -> Optional[str]:
-    """A pair's last scan (cells, share; :attr:`~pg_kde.synopsis.catalog.Built2D.scan_plan`) as kde_parts.plan
-    keeps it (None: none)."""
+    """A pair's last scan (cells, share, each axis's cells' shares of the rows;
+    :attr:`~pg_kde.synopsis.catalog.Built2D.scan_plan`) as kde_parts.plan keeps it (None: none)."""
     if scan_plan is None:
         return None
-    layout, share = scan_plan
+    layout, share, shares = scan_plan
     return json.dumps({"grids": [[float(v) for v in g] for g in layout.grids],
                        "lattices": [[float(v) for v in g] for g in layout.lattices],
-                       "integral": [bool(i) for i in layout.integral], "share": share})
+                       "integral": [bool(i) for i in layout.integral], "share": share,
+                       "shares": [[float(v) for v in a] for a in shares]})
 
 
 def _pair_plan(plan: str):
-    """The (cells, share) kde_parts.plan keeps for a pair (:func:`_pair_plan_json`), or None."""
+    """The (cells, share, shares) kde_parts.plan keeps for a pair (:func:`_pair_plan_json`), or None."""
     try:
         d = json.loads(plan)
         grids = tuple(tuple(float(v) for v in g) for g in d["grids"])
         lattices = tuple(tuple(float(v) for v in g) for g in d["lattices"])
         integral = tuple(bool(i) for i in d["integral"])
         share = None if d["share"] is None else float(d["share"])
+        shares = tuple(tuple(float(v) for v in a) for a in d["shares"])
     except (TypeError, ValueError, KeyError):
         return None
     ok = (len(grids) == 2 and len(integral) == 2 and len(lattices) == 2
           and all(len(g) >= 2 and all(map(math.isfinite, g)) and all(b > a for a, b in zip(g, g[1:])) for g in grids)
           and all(all(map(math.isfinite, g)) and all(b > a for a, b in zip(g, g[1:])) for g in lattices)
-          and (share is None or (math.isfinite(share) and share > 0)))
-    return (Layout2D(grids, lattices, integral), share) if ok else None
+          and (share is None or (math.isfinite(share) and share > 0))
+          and len(shares) == 2 and all(len(a) == len(g) - 1 for a, g in zip(shares, grids)))
+    return (Layout2D(grids, lattices, integral), share, shares) if ok else None
 
 
-def _keep_parts(parts: ShardParts, built, extra: dict, mod_count: int, pair: bool) -> dict:
+def _keep_parts(parts: ShardParts, built, extra: dict, mod_count: int, pair: bool, requested: Requested, attnums,
+                kept_plan: Optional[str]) -> dict:
     """Keep a Citus table's shards' answers and the plan of the scan they answered
     (:meth:`~pg_kde.synopsis.shards.ShardParts.save`); the plan keeps the rows and counters it was made for
     while the build kept it. Returns the summary's facts about the shards."""
     if pair:
-        kept = extra.get("pinned", False) and built.scan_plan == (extra["layout"], extra["share"])
-        plan, rows = _pair_plan_json(built.scan_plan), built.n_rows
+        kept = (extra.get("pinned", False) and built.scan_plan is not None
+                and built.scan_plan[:2] == (extra["layout"], extra["share"]))
+        plan, rows = (kept_plan if kept else _pair_plan_json(built.scan_plan)), built.n_rows
     else:
         kept = built.pinned is not None and built.pinned is extra.get("pinned")
         plan, rows = (built.pinned.to_json(), built.pinned.rows) if built.pinned is not None else (None, built.n_rows)
     if kept:
         rows, mod_count = parts.plan_rows, parts.plan_mod_count
-    saved = parts.save(plan, max(int(rows), 1), mod_count)
+    saved = parts.save(_wrap_plan(plan, requested, attnums), max(int(rows), 1), mod_count)
     return {"shards": len(parts.identities), "shards_read": parts.scanned, "shards_reused": parts.reused,
             "shards_kept": saved}
 

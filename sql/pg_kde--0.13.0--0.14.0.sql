@@ -2,7 +2,8 @@
 -- (kde_parts), and the next refresh reads again only the shards that changed; the shards' states combine on
 -- the coordinator with the scan aggregates' own combine functions (_kde_cells_union, _kde_sample_union,
 -- _kde_cells2_union). _kde_table_state reads the shards through _kde_shard_identities. Roles that could
--- write kde_synopsis may write kde_parts. Every function that names the version is replaced.
+-- write kde_synopsis may write kde_parts. The scan aggregates' support functions are executable by every
+-- role again (Citus runs them as the caller). Every function that names the version is replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.14.0'" to load this file. \quit
 
 -- The parts of a synopsis of a Citus table distributed by hash (0.14.0): each shard's answer to the refresh's
@@ -13,8 +14,9 @@
 --     the same and fewer than a quarter of plan_rows rows have changed since plan_mod_count;
 --   command: the md5 of the command each shard answered (its aggregates and their arguments);
 --   shards, identities, answers: per shard, in shardid order, its id, its identity read before its scan
---     (rows changed | node | storage file | bytes, as _kde_table_state reads them) and its answer (rows,
---     then each aggregate's state in base64).
+--     (_kde_shard_identities) and its answer (rows, then each aggregate's state in base64);
+--   written_by: the role that wrote the row (set by a trigger): a refresh reuses only what its own role
+--     kept, so answers another writer put there are read again.
 -- It is a cache: not dumped (a restored cluster has other shards), rebuilt by the next refresh, and written
 -- only by roles granted INSERT, UPDATE, DELETE on it (without them the refresh scans every shard).
 CREATE TABLE kde_parts (
@@ -27,12 +29,24 @@ CREATE TABLE kde_parts (
     shards          bigint[]    NOT NULL,
     identities      text[]      NOT NULL,
     answers         text[]      NOT NULL,
+    written_by      name        NOT NULL DEFAULT current_user,
     PRIMARY KEY (relid, cols),
     FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE,
     CHECK (cardinality(shards) = cardinality(identities) AND cardinality(shards) = cardinality(answers))
 );
 ALTER TABLE kde_parts ALTER COLUMN answers SET STORAGE EXTENDED;
 COMMENT ON TABLE kde_parts IS 'pg_kde: the shards'' scan states of a Citus table''s synopsis, reused where a shard has not changed';
+CREATE FUNCTION _kde_parts_writer() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.written_by := current_user;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION _kde_parts_writer() IS 'pg_kde internal: who wrote a kde_parts row';
+CREATE TRIGGER kde_parts_writer BEFORE INSERT OR UPDATE ON kde_parts FOR EACH ROW EXECUTE FUNCTION _kde_parts_writer();
 
 ALTER TABLE kde_parts ENABLE ROW LEVEL SECURITY;
 CREATE POLICY kde_parts_header ON kde_parts
@@ -59,8 +73,9 @@ END
 $$;
 
 -- Each shard of a Citus table, in shardid order, with its identity: rows changed (inserted + updated +
--- deleted) | node | storage file | bytes, as the worker reports them now (NULL for a shard that did not
--- answer). One command a shard, one after another (a connection a worker, not one a shard), as the calling
+-- deleted) | node | storage file | bytes | when the worker's statistics of the database were last reset (a
+-- reset, or crash recovery, can bring the counters back to values they had before), as the worker reports
+-- them now (NULL for a shard that did not answer). One command a shard, one after another (a connection a worker, not one a shard), as the calling
 -- role, written with schema-qualified functions only: it runs on the workers under their search_path, where
 -- a role that may create objects in public could otherwise put an operator of its own in the way. A result
 -- that is not those four fields counts as a shard that did not answer.
@@ -70,7 +85,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN QUERY EXECUTE $q$
-        SELECT r.shardid, CASE WHEN r.success AND r.result ~ '^[0-9]+[|][^|]*[|][0-9]+[|][0-9]+$' THEN r.result END
+        SELECT r.shardid, CASE WHEN r.success AND r.result ~ '^[0-9]+[|][^|]*[|][0-9]+[|][0-9]+[|][^|]*$' THEN r.result END
         FROM run_command_on_shards($1, $c$SELECT pg_catalog.concat_ws('|',
             pg_catalog.int8pl(pg_catalog.int8pl(pg_catalog.pg_stat_get_tuples_inserted(%1$L::pg_catalog.regclass),
                 pg_catalog.pg_stat_get_tuples_updated(%1$L::pg_catalog.regclass)),
@@ -78,7 +93,9 @@ BEGIN
             pg_catalog.concat_ws(' ', coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'socket'),
                 pg_catalog.inet_server_port()),
             coalesce(pg_catalog.pg_relation_filenode(%1$L::pg_catalog.regclass), 0),
-            pg_catalog.pg_relation_size(%1$L::pg_catalog.regclass))$c$, false) r
+            pg_catalog.pg_relation_size(%1$L::pg_catalog.regclass),
+            coalesce(pg_catalog.pg_stat_get_db_stat_reset_time((SELECT d.oid FROM pg_catalog.pg_database d
+                WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()))::pg_catalog.text, ''))$c$, false) r
         ORDER BY r.shardid
     $q$ USING tbl;
 END
@@ -139,6 +156,21 @@ CREATE AGGREGATE _kde_cells2_union(bytea) (SFUNC = _kde_cells2_combine, STYPE = 
 COMMENT ON AGGREGATE _kde_cells_union(bytea) IS 'pg_kde internal: the shards'' _kde_cells states, combined';
 COMMENT ON AGGREGATE _kde_sample_union(bytea) IS 'pg_kde internal: the shards'' _kde_sample states, combined';
 COMMENT ON AGGREGATE _kde_cells2_union(bytea) IS 'pg_kde internal: the shards'' _kde_cells2 states, combined';
+
+-- The support functions above are executable by every role again (0.14.0): Citus's pushed-down aggregates
+-- (worker_partial_agg on the workers) call them as the role that runs the query, not as the aggregate's
+-- owner, so a role that was not a superuser could not refresh a Citus table. Each refuses to run outside an
+-- aggregate and checks every state it takes (header, sizes, version) before reading it; a red team sent
+-- 33,000 crafted states through the union aggregates above and got only clean errors.
+GRANT EXECUTE ON FUNCTION _kde_sample_step(bytea, float8, tid, oid, float8, int8), _kde_sample_step(bytea, numeric, tid, oid, float8, int8),
+    _kde_sample_step(bytea, timestamptz, tid, oid, float8, int8), _kde_sample_step(bytea, timestamp, tid, oid, float8, int8),
+    _kde_sample_step(bytea, date, tid, oid, float8, int8), _kde_sample_combine(bytea, bytea),
+    _kde_cells_step(bytea, float8, float8[], float8[], float8),
+    _kde_cells_step(bytea, numeric, float8[], float8[], float8), _kde_cells_step(bytea, timestamptz, float8[], float8[], float8),
+    _kde_cells_step(bytea, timestamp, float8[], float8[], float8), _kde_cells_step(bytea, date, float8[], float8[], float8),
+    _kde_cells_combine(bytea, bytea),
+    _kde_cells2_step(bytea, float8, float8, float8[], float8[], float8, float8, tid, oid, float8, int8),
+    _kde_cells2_combine(bytea, bytea) TO PUBLIC;
 
 CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
                             grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',

@@ -170,6 +170,7 @@ class Pinned1D:
     table: bool
     share: float
     rows: int
+    shares: Tuple[float, ...] = ()  # each cell's share of the cells' rows when it was planned (its scan)
 
     def to_json(self) -> str:
         p = self.plan
@@ -181,7 +182,8 @@ class Pinned1D:
             "scale": float(self.scale), "continuous": bool(self.continuous),
             "quantum": None if self.quantum is None else float(self.quantum),
             "period": None if self.period is None else [float(self.period[0]), int(self.period[1])],
-            "table": bool(self.table), "share": float(self.share), "rows": int(self.rows)})
+            "table": bool(self.table), "share": float(self.share), "rows": int(self.rows),
+            "shares": [float(v) for v in self.shares]})
 
     @staticmethod
     def from_json(text: str) -> Optional["Pinned1D"]:
@@ -196,12 +198,13 @@ class Pinned1D:
             period = None if d["period"] is None else (float(d["period"][0]), int(d["period"][1]))
             pinned = Pinned1D(plan, float(d["scale"]), bool(d["continuous"]),
                               None if d["quantum"] is None else float(d["quantum"]), period, bool(d["table"]),
-                              float(d["share"]), int(d["rows"]))
+                              float(d["share"]), int(d["rows"]), tuple(float(v) for v in d["shares"]))
         except (TypeError, ValueError, KeyError, IndexError):
             return None
         ok = (len(plan.points) >= 2 and np.all(np.isfinite(plan.points)) and np.all(np.diff(plan.points) > 0)
               and math.isfinite(plan.quantum) and plan.quantum > 0 and 0 < pinned.share and pinned.rows > 0
-              and math.isfinite(pinned.scale) and pinned.scale > 0)
+              and math.isfinite(pinned.scale) and pinned.scale > 0 and len(pinned.shares) == len(plan.points) - 1
+              and all(math.isfinite(v) and v >= 0 for v in pinned.shares))
         return pinned if ok else None
 
 
@@ -448,7 +451,7 @@ def _overflowed_quanta(scan, points: np.ndarray, quantum: float) -> Optional[dic
 def build_1d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
              interrupt: Interrupt = None, started: Optional[float] = None,
              grid_hint: Optional[np.ndarray] = None, period: Optional[Tuple[float, int]] = None,
-             pinned: Optional[Pinned1D] = None) -> Built1D:
+             pinned: Optional[Pinned1D] = None, check_blocks: bool = False) -> Built1D:
     """A 1-D synopsis of the reader's column within ``requested.budget`` bytes: exact heavy values (all
     values when they fit), and the other rows' exact cells, on the column's value lattice when it has one,
     with the KDE's density at the cell boundaries (docs/math.md §7, :mod:`.cells`).
@@ -472,7 +475,9 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     the sample better (docs/math.md §7). ``pinned``: the plan of the first scan (a Citus table's, whose
     shards' answers to the same scan are kept, :mod:`.shards`), instead of a sample of blocks; the build
     plans anew, as it would have, where the scan contradicts it or finds the non-NULL rows more than a
-    quarter away from those it was planned for. The built synopsis' ``pinned`` is the plan of its last scan."""
+    quarter away from those it was planned for, or values beyond its grid's ends. The built synopsis'
+    ``pinned`` is the plan of its last scan. ``check_blocks``: plan again from the scan's row sample where a
+    cell holds many times the rows the sample of blocks showed there (:func:`_missed_by_blocks`)."""
     started = time.perf_counter() if started is None else started
     chosen = counts_method(requested.method, 1)
     rel, (col,) = reader.relation, reader.columns
@@ -512,7 +517,12 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         _scan_errors(scan, rel, col)
         rows = scan.non_null
         # (another scan below plans from the row sample too; so does a pinned plan made for far fewer or more rows)
-        replan = attempt == 0 and pinned is not None and 4 * abs(scan.non_null - pinned.rows) > pinned.rows
+        # (a kept plan made for far fewer or more rows, or whose cells the rows have outgrown, is made again)
+        kept = attempt == 0 and pinned is not None
+        replan = kept and (4 * abs(scan.non_null - pinned.rows) > pinned.rows
+                           or _cells_outgrown(np.asarray(pinned.shares), scan.cell_rows))
+        if check_blocks and taking and not kept:
+            replan = replan or _missed_by_blocks(plan.points, scanned, scan.cell_rows)
         if taking:  # from here on, the row sample and the column's true range
             sample, span, taking = scan.sample / scale, (scan.all_lo / scale, scan.all_hi / scale), None
             if len(sample) < min(size, scan.non_null) // 2:  # far fewer rows than the blocks promised
@@ -555,8 +565,10 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     if pinned is not None and plan is pinned.plan:
         pin = pinned  # (the rows it was planned for stay: how far the table moved since counts from there)
     else:
+        total = float(np.sum(scan.cell_rows))
         pin = Pinned1D(plan, scale, continuous, quantum, period, table,
-                       scanned_with[1] if scanned_with else sample_share(size, max(n, 1)), max(n, 1))
+                       scanned_with[1] if scanned_with else sample_share(size, max(n, 1)), max(n, 1),
+                       tuple((np.asarray(scan.cell_rows, dtype=np.float64) / max(total, 1.0)).tolist()))
     step, points, candidates = plan.step, plan.points, plan.candidates
     rows_in, quanta = scan.cell_rows.copy(), list(scan.cell_quanta)
     for c, q in extra.items():
@@ -755,22 +767,29 @@ def _on_lattice_2d(lattice: np.ndarray, grid: np.ndarray, low: np.ndarray, high:
 BLOCKS_MISSED = 4.0
 
 
-def _blocks_missed(layout: Layout2D, blocks: np.ndarray, rows: np.ndarray) -> bool:
-    """Whether the exact rows of some cell of either axis (``rows``: the scan's counts, axis 0 by axis 1) are
-    more than :data:`BLOCKS_MISSED` times the share the sample of blocks that placed the grid held there
-    (or an equal-depth cell's share, whichever is more)."""
-    total = float(np.sum(rows))
-    if total <= 0 or len(blocks) == 0:
+def _cells_outgrown(shares: np.ndarray, rows) -> bool:
+    """Whether some cell's share of ``rows`` (one count a cell) is more than :data:`BLOCKS_MISSED` times
+    ``shares`` (what the plan expected there) or an equal-depth cell's share, whichever is more."""
+    rows = np.asarray(rows, dtype=np.float64)
+    total = float(rows.sum())
+    if total <= 0 or len(rows) < 2 or len(shares) != len(rows):
         return False
-    for k in (0, 1):
-        edges = np.asarray(layout.grids[k], dtype=np.float64)
-        if len(edges) < 3:
-            continue
-        seen = np.histogram(np.clip(blocks[:, k], edges[0], edges[-1]), edges)[0] / len(blocks)
-        exact = np.asarray(rows, dtype=np.float64).sum(axis=1 - k) / total
-        if np.any(exact > BLOCKS_MISSED * np.maximum(seen, 1.0 / (len(edges) - 1))):
-            return True
-    return False
+    return bool(np.any(rows / total > BLOCKS_MISSED * np.maximum(shares, 1.0 / len(rows))))
+
+
+def _missed_by_blocks(edges, blocks: np.ndarray, rows) -> bool:
+    """:func:`_cells_outgrown` against the shares of ``blocks`` (the values of the sample of blocks that
+    placed the grid) between ``edges``."""
+    edges = np.asarray(edges, dtype=np.float64)
+    if len(blocks) == 0 or len(edges) < 3:
+        return False
+    return _cells_outgrown(np.histogram(np.clip(blocks, edges[0], edges[-1]), edges)[0] / len(blocks), rows)
+
+
+def _blocks_missed(layout: Layout2D, blocks: np.ndarray, rows: np.ndarray) -> bool:
+    """:func:`_missed_by_blocks` on either axis of a pair (``rows``: the scan's counts, axis 0 by axis 1)."""
+    rows = np.asarray(rows, dtype=np.float64)
+    return any(_missed_by_blocks(layout.grids[k], blocks[:, k], rows.sum(axis=1 - k)) for k in (0, 1))
 
 
 def _widen_2d(layout: Layout2D, grids: list, scales: list, stats: TableStats, scan):
@@ -869,6 +888,7 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
              interrupt: Interrupt = None, started: Optional[float] = None,
              layout: Optional[Layout2D] = None, stats: Optional[TableStats] = None,
              shared: bool = False, pinned: bool = False, share: Optional[float] = None,
+             shares: Optional[Tuple[Tuple[float, ...], Tuple[float, ...]]] = None,
              check_blocks: bool = False) -> Built2D:
     """A 2-D synopsis of the reader's pair of columns on an equal-depth grid: exact summed-area tables of
     the grid cells' counts and sums (one scan), and a KDE in grid-index coordinates with a bandwidth matrix
@@ -907,6 +927,7 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
     if pinned:
         taking = (size, share) if share else None
     exact = whole or taking is not None  # the table's facts: those the scan counts, unless every row was read
+    of_rows = whole  # whether ``sample`` is a sample of rows (not of blocks)
     discrete, values = [True, True], [None, None]
     base = reader
     for _ in range(4):
@@ -917,7 +938,9 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         reader = base.scaled(scales)
         grids = [np.asarray(layout.grids[k], dtype=np.float64) * scales[k] for k in (0, 1)]
         scan = reader.cells_2d(grids[0], grids[1], sample=taking)
-        scan_plan = (layout, taking[1] if taking else None)
+        scan_plan = (layout, taking[1] if taking else None, tuple(
+            tuple((np.asarray(scan.rows, dtype=np.float64).sum(axis=1 - k) / max(float(np.sum(scan.rows)), 1.0)).tolist())
+            for k in (0, 1)))
         replan = False
         if check_blocks and planned and taking and not whole:
             # A sample of blocks placed the cells. Where the rows are stored in the order of a column (loaded
@@ -937,8 +960,13 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
                 sample = scan.sample
             else:  # far fewer pairs than the blocks promised
                 sample = base.sample(size, n_all)
+            of_rows = True
             # rows beyond the sampled range move the grids' outer lines (below), unless their scale changes
             replan = replan or [_scan_scale(stats.lo[k], stats.hi[k]) for k in (0, 1)] != scales
+        if pinned and not planned and shares is not None and any(
+                _cells_outgrown(np.asarray(shares[k]), np.asarray(scan.rows, dtype=np.float64).sum(axis=1 - k))
+                for k in (0, 1)):
+            planned = replan = True  # kept cells the rows have outgrown: planned anew (the facts are the scan's)
         if planned or pinned:
             # An axis planned as whole numbers, or on the sample's lattice of values, that the table breaks:
             # plan it as it is and scan again (kept cells too: they are planned anew).
@@ -953,6 +981,8 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
                     discrete[k] = values[k] is not None
                 stats = replace(stats, integral=tuple(i and not b for i, b in zip(stats.integral, not_whole)))
                 replan, planned = True, True
+        if pinned and planned and replan and not of_rows:  # kept cells given up: planned from a sample of rows
+            sample, of_rows = base.sample(size, n_all), True
         if not replan:
             break
     else:
@@ -962,7 +992,7 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         table = _pair_table(base, layout, stats, sample, whole and len(sample) >= n, requested, started)
         if table is not None:
             return table  # (read again at each refresh: no scan to keep)
-    if not whole:  # the grids were placed on the blocks' range: their outer lines go to the table's
+    if not whole or pinned:  # grids placed on the blocks' range, or kept: their outer lines go to the table's
         layout, grids, scan = _widen_2d(layout, grids, scales, stats, scan)
     sample = sample * np.array(scales)
     m1, m2 = len(grids[0]), len(grids[1])

@@ -63,16 +63,17 @@ class ShardParts:
     scanned: int = 0
 
     @staticmethod
-    def load(plpy, schema: str, relid, cols, same_request: bool) -> "ShardParts":
-        """The shards' identities now, and the stored answers of the last refresh with the same request."""
+    def load(plpy, schema: str, relid, cols) -> "ShardParts":
+        """The shards' identities now, and the answers (and plan) the current role kept at its last refresh
+        of these columns: a role reuses only what it kept itself (kde_parts.written_by), so answers another
+        writer planted there are read again."""
         identities = {int(r["shardid"]): r["identity"] for r in plpy.execute(plpy.prepare(
             f"SELECT shardid, identity FROM {schema}._kde_shard_identities($1::oid::regclass)", ["oid"]), [relid])}
         parts = ShardParts(plpy, schema, int(relid), tuple(cols), identities)
-        if not same_request:
-            return parts
         rows = plpy.execute(plpy.prepare(
             f"SELECT plan, plan_rows, plan_mod_count, command, shards, identities, answers FROM {schema}.kde_parts "
-            "WHERE relid = $1::oid::regclass AND cols = $2", ["oid", "text[]"]), [relid, list(cols)])
+            "WHERE relid = $1::oid::regclass AND cols = $2 AND written_by = current_user", ["oid", "text[]"]),
+            [relid, list(cols)])
         if rows:
             r = rows[0]
             parts.stored_command, parts.stored_plan = r["command"], r["plan"]

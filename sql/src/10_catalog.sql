@@ -161,8 +161,9 @@ SELECT pg_catalog.pg_extension_config_dump('kde_synopsis_nd', '');  -- (0.11.0's
 --     the same and fewer than a quarter of plan_rows rows have changed since plan_mod_count;
 --   command: the md5 of the command each shard answered (its aggregates and their arguments);
 --   shards, identities, answers: per shard, in shardid order, its id, its identity read before its scan
---     (rows changed | node | storage file | bytes, as _kde_table_state reads them) and its answer (rows,
---     then each aggregate's state in base64).
+--     (_kde_shard_identities) and its answer (rows, then each aggregate's state in base64);
+--   written_by: the role that wrote the row (set by a trigger): a refresh reuses only what its own role
+--     kept, so answers another writer put there are read again.
 -- It is a cache: not dumped (a restored cluster has other shards), rebuilt by the next refresh, and written
 -- only by roles granted INSERT, UPDATE, DELETE on it (without them the refresh scans every shard).
 CREATE TABLE kde_parts (
@@ -175,12 +176,24 @@ CREATE TABLE kde_parts (
     shards          bigint[]    NOT NULL,
     identities      text[]      NOT NULL,
     answers         text[]      NOT NULL,
+    written_by      name        NOT NULL DEFAULT current_user,
     PRIMARY KEY (relid, cols),
     FOREIGN KEY (relid, cols) REFERENCES kde_catalog (relid, cols) ON UPDATE CASCADE ON DELETE CASCADE,
     CHECK (cardinality(shards) = cardinality(identities) AND cardinality(shards) = cardinality(answers))
 );
 ALTER TABLE kde_parts ALTER COLUMN answers SET STORAGE EXTENDED;
 COMMENT ON TABLE kde_parts IS 'pg_kde: the shards'' scan states of a Citus table''s synopsis, reused where a shard has not changed';
+CREATE FUNCTION _kde_parts_writer() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.written_by := current_user;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION _kde_parts_writer() IS 'pg_kde internal: who wrote a kde_parts row';
+CREATE TRIGGER kde_parts_writer BEFORE INSERT OR UPDATE ON kde_parts FOR EACH ROW EXECUTE FUNCTION _kde_parts_writer();
 
 -- ---------------------------------------------------------------------------------------------- security
 -- A synopsis is an aggregate of every row of its columns: it is served, and may be written, only where the
@@ -444,8 +457,9 @@ COMMENT ON FUNCTION _kde_check_identity(regclass, text[], oid, int2[], text[], i
     'pg_kde internal: does a synopsis still describe its columns';
 
 -- Each shard of a Citus table, in shardid order, with its identity: rows changed (inserted + updated +
--- deleted) | node | storage file | bytes, as the worker reports them now (NULL for a shard that did not
--- answer). One command a shard, one after another (a connection a worker, not one a shard), as the calling
+-- deleted) | node | storage file | bytes | when the worker's statistics of the database were last reset (a
+-- reset, or crash recovery, can bring the counters back to values they had before), as the worker reports
+-- them now (NULL for a shard that did not answer). One command a shard, one after another (a connection a worker, not one a shard), as the calling
 -- role, written with schema-qualified functions only: it runs on the workers under their search_path, where
 -- a role that may create objects in public could otherwise put an operator of its own in the way. A result
 -- that is not those four fields counts as a shard that did not answer.
@@ -455,7 +469,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN QUERY EXECUTE $q$
-        SELECT r.shardid, CASE WHEN r.success AND r.result ~ '^[0-9]+[|][^|]*[|][0-9]+[|][0-9]+$' THEN r.result END
+        SELECT r.shardid, CASE WHEN r.success AND r.result ~ '^[0-9]+[|][^|]*[|][0-9]+[|][0-9]+[|][^|]*$' THEN r.result END
         FROM run_command_on_shards($1, $c$SELECT pg_catalog.concat_ws('|',
             pg_catalog.int8pl(pg_catalog.int8pl(pg_catalog.pg_stat_get_tuples_inserted(%1$L::pg_catalog.regclass),
                 pg_catalog.pg_stat_get_tuples_updated(%1$L::pg_catalog.regclass)),
@@ -463,7 +477,9 @@ BEGIN
             pg_catalog.concat_ws(' ', coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'socket'),
                 pg_catalog.inet_server_port()),
             coalesce(pg_catalog.pg_relation_filenode(%1$L::pg_catalog.regclass), 0),
-            pg_catalog.pg_relation_size(%1$L::pg_catalog.regclass))$c$, false) r
+            pg_catalog.pg_relation_size(%1$L::pg_catalog.regclass),
+            coalesce(pg_catalog.pg_stat_get_db_stat_reset_time((SELECT d.oid FROM pg_catalog.pg_database d
+                WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()))::pg_catalog.text, ''))$c$, false) r
         ORDER BY r.shardid
     $q$ USING tbl;
 END

@@ -146,6 +146,21 @@ COMMENT ON AGGREGATE _kde_cells_union(bytea) IS 'pg_kde internal: the shards'' _
 COMMENT ON AGGREGATE _kde_sample_union(bytea) IS 'pg_kde internal: the shards'' _kde_sample states, combined';
 COMMENT ON AGGREGATE _kde_cells2_union(bytea) IS 'pg_kde internal: the shards'' _kde_cells2 states, combined';
 
+-- The support functions above are executable by every role again (0.14.0): Citus's pushed-down aggregates
+-- (worker_partial_agg on the workers) call them as the role that runs the query, not as the aggregate's
+-- owner, so a role that was not a superuser could not refresh a Citus table. Each refuses to run outside an
+-- aggregate and checks every state it takes (header, sizes, version) before reading it; a red team sent
+-- 33,000 crafted states through the union aggregates above and got only clean errors.
+GRANT EXECUTE ON FUNCTION _kde_sample_step(bytea, float8, tid, oid, float8, int8), _kde_sample_step(bytea, numeric, tid, oid, float8, int8),
+    _kde_sample_step(bytea, timestamptz, tid, oid, float8, int8), _kde_sample_step(bytea, timestamp, tid, oid, float8, int8),
+    _kde_sample_step(bytea, date, tid, oid, float8, int8), _kde_sample_combine(bytea, bytea),
+    _kde_cells_step(bytea, float8, float8[], float8[], float8),
+    _kde_cells_step(bytea, numeric, float8[], float8[], float8), _kde_cells_step(bytea, timestamptz, float8[], float8[], float8),
+    _kde_cells_step(bytea, timestamp, float8[], float8[], float8), _kde_cells_step(bytea, date, float8[], float8[], float8),
+    _kde_cells_combine(bytea, bytea),
+    _kde_cells2_step(bytea, float8, float8, float8[], float8[], float8, float8, tid, oid, float8, int8),
+    _kde_cells2_combine(bytea, bytea) TO PUBLIC;
+
 CREATE FUNCTION _kde_refresh(relid oid, cols text[], method text, sample_size integer, grid_size integer,
                              backend text, budget integer, extversion text) RETURNS jsonb
 LANGUAGE plpython3u VOLATILE SECURITY INVOKER

@@ -469,17 +469,34 @@ def test_a_refresh_reads_again_only_the_shards_that_changed(citus):
             assert (full["shards_read"], full["shards_reused"]) == (8, 0)
             assert citus.execute(f"SELECT md5((to_jsonb(p) - 'relid')::text) FROM {payload} p "
                                  f"WHERE relid = '{table}'::regclass AND cols = {cols}").fetchone()[0] == payloads[cols], cols
-        # A role that may write the synopses but not kde_parts: every shard read, nothing kept
+        # A role that is not a superuser and may write the synopses but not kde_parts: it plans (Citus runs the
+        # sample's aggregate as the caller), reads every shard (it reuses only answers it kept itself), and
+        # keeps nothing
         citus.execute(f"CREATE ROLE {role} LOGIN")
         citus.execute(f"GRANT SELECT ON {table} TO {role}")
         citus.execute(f"GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d TO {role}")
         citus.execute(f"SET ROLE {role}")
         try:
+            mine = citus.execute(f"SELECT kde_refresh('{table}', 'amount', budget => 4096)").fetchone()[0]
+        finally:
+            citus.execute("RESET ROLE")
+        assert (mine["shards_reused"], mine["shards_kept"], mine["rows"]) == (0, False, 150050), mine
+        assert mine["shards_read"] >= 8
+        # Granted kde_parts too, it keeps its own answers; the owner's next refresh does not reuse them (a
+        # writer could have put anything there) and keeps its own again
+        citus.execute(f"GRANT INSERT, UPDATE, DELETE ON kde_parts TO {role}")
+        citus.execute(f"SET ROLE {role}")
+        try:
             mine = citus.execute(f"SELECT kde_refresh('{table}', 'amount')").fetchone()[0]
         finally:
             citus.execute("RESET ROLE")
-        # (it may read the kept answers, of columns it may read, and reuse them; it cannot keep its own)
-        assert (mine["shards_read"] + mine["shards_reused"], mine["shards_kept"], mine["rows"]) == (8, False, 150050)
+        assert mine["shards_kept"] is True
+        assert citus.execute(f"SELECT written_by::text FROM kde_parts WHERE relid = '{table}'::regclass "
+                             "AND cols = '{amount}'").fetchone()[0] == role
+        again = citus.execute(f"SELECT kde_refresh('{table}', 'amount')").fetchone()[0]
+        assert (again["shards_reused"], again["shards_kept"]) == (0, True) and again["shards_read"] >= 8
+        assert citus.execute(f"SELECT written_by::text FROM kde_parts WHERE relid = '{table}'::regclass "
+                             "AND cols = '{amount}'").fetchone()[0] == citus.execute("SELECT current_user").fetchone()[0]
     finally:
         citus.execute("RESET pg_kde.sample_blocks")
         citus.execute(f"DROP TABLE IF EXISTS {table}")
