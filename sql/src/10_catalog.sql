@@ -462,12 +462,21 @@ COMMENT ON FUNCTION _kde_check_identity(regclass, text[], oid, int2[], text[], i
 -- them now (NULL for a shard that did not answer). One command a shard, one after another (a connection a worker, not one a shard), as the calling
 -- role, written with schema-qualified functions only: it runs on the workers under their search_path, where
 -- a role that may create objects in public could otherwise put an operator of its own in the way. A result
--- that is not those four fields counts as a shard that did not answer.
+-- that is not those fields counts as a shard that did not answer. In a transaction that holds the table's
+-- ACCESS EXCLUSIVE lock (it truncated or altered the table) the workers' connections would wait for it until
+-- the transaction ends: no shard is asked, and none answers.
 CREATE FUNCTION _kde_shard_identities(tbl regclass, OUT shardid bigint, OUT identity text) RETURNS SETOF record
 LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation'
+               AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+               AND l.relation = tbl AND l.mode = 'AccessExclusiveLock' AND l.granted) THEN
+        RETURN QUERY EXECUTE 'SELECT s.shardid, NULL::text FROM pg_catalog.pg_dist_shard s '
+                             'WHERE s.logicalrelid = $1 ORDER BY s.shardid' USING tbl;
+        RETURN;
+    END IF;
     RETURN QUERY EXECUTE $q$
         SELECT r.shardid, CASE WHEN r.success AND r.result ~ '^[0-9]+[|][^|]*[|][0-9]+[|][0-9]+[|][^|]*$' THEN r.result END
         FROM run_command_on_shards($1, $c$SELECT pg_catalog.concat_ws('|',

@@ -503,3 +503,28 @@ def test_a_refresh_reads_again_only_the_shards_that_changed(citus):
         citus.execute(f"DROP OWNED BY {role}") if citus.execute(
             "SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() else None
         citus.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def test_in_the_transaction_that_truncated_a_distributed_table_its_shards_are_not_waited_for(citus):
+    """A transaction that truncated a distributed table holds its ACCESS EXCLUSIVE lock, which the workers'
+    connections that read the shards would wait for until the transaction ends: kde_refresh says so at once,
+    and kde_synopses reads the synopsis as stale (the shards did not answer) instead of waiting."""
+    table = f"kde_citus_{uuid.uuid4().hex[:8]}"
+    citus.execute(f"CREATE TABLE {table} (id bigint, amount numeric(12,2))")
+    try:
+        citus.execute(f"SELECT create_distributed_table('{table}', 'id', shard_count => 4)")
+        citus.execute(f"INSERT INTO {table} SELECT g, g % 1000 / 10.0 FROM generate_series(1, 4000) g")
+        citus.execute(f"SELECT kde_refresh('{table}', 'amount')")
+        citus.execute("BEGIN")
+        try:
+            citus.execute("SET LOCAL statement_timeout = '20s'")  # (a wait fails the test instead of hanging it)
+            citus.execute(f"TRUNCATE {table}")
+            assert citus.execute("SELECT stale, stale_reason FROM kde_synopses WHERE relid = %s::regclass",
+                                 (table,)).fetchone() == (True, "could not read 4 shard(s) of the Citus table on the workers")
+            with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="earlier in this transaction"):
+                citus.execute(f"SELECT kde_refresh('{table}', 'amount')")
+        finally:
+            citus.execute("ROLLBACK")
+        assert citus.execute(f"SELECT approx_count('{table}', 'amount', NULL::float8, NULL::float8)").fetchone()[0] == 4000
+    finally:
+        citus.execute(f"DROP TABLE IF EXISTS {table}")
