@@ -402,6 +402,15 @@ def test_where_the_design_is_exact_a_distributed_synopsis_equals_the_local_copy_
         citus.execute(f"DROP TABLE IF EXISTS {local}")
 
 
+def _as_role(citus, role: str, query: str):
+    """The first value of ``query`` run as ``role`` (SET ROLE, reset after)."""
+    citus.execute(f"SET ROLE {role}")
+    try:
+        return citus.execute(query).fetchone()[0]
+    finally:
+        citus.execute("RESET ROLE")
+
+
 def test_a_refresh_reads_again_only_the_shards_that_changed(citus):
     """A table distributed by hash keeps each shard's answer to the refresh's scan (kde_parts): a refresh after
     rows of one shard changed reads that shard only (the others' scan counters stay still), reuses the others'
@@ -475,21 +484,13 @@ def test_a_refresh_reads_again_only_the_shards_that_changed(citus):
         citus.execute(f"CREATE ROLE {role} LOGIN")
         citus.execute(f"GRANT SELECT ON {table} TO {role}")
         citus.execute(f"GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d TO {role}")
-        citus.execute(f"SET ROLE {role}")
-        try:
-            mine = citus.execute(f"SELECT kde_refresh('{table}', 'amount', budget => 4096)").fetchone()[0]
-        finally:
-            citus.execute("RESET ROLE")
+        mine = _as_role(citus, role, f"SELECT kde_refresh('{table}', 'amount', budget => 4096)")
         assert (mine["shards_reused"], mine["shards_kept"], mine["rows"]) == (0, False, 150050), mine
         assert mine["shards_read"] >= 8
         # Granted kde_parts too, it keeps its own answers; the owner's next refresh does not reuse them (a
         # writer could have put anything there) and keeps its own again
         citus.execute(f"GRANT INSERT, UPDATE, DELETE ON kde_parts TO {role}")
-        citus.execute(f"SET ROLE {role}")
-        try:
-            mine = citus.execute(f"SELECT kde_refresh('{table}', 'amount')").fetchone()[0]
-        finally:
-            citus.execute("RESET ROLE")
+        mine = _as_role(citus, role, f"SELECT kde_refresh('{table}', 'amount')")
         assert mine["shards_kept"] is True
         assert citus.execute(f"SELECT written_by::text FROM kde_parts WHERE relid = '{table}'::regclass "
                              "AND cols = '{amount}'").fetchone()[0] == role

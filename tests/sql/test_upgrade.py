@@ -221,50 +221,33 @@ def test_synopses_survive_the_update(scratch_db, old):
         assert legacy.execute(sql.SQL("SELECT count(*) FROM kde_synopses WHERE NOT stale")).fetchone()[0] >= 1
 
 
-def test_the_update_to_0_3_0_carries_writers_grants_to_the_header_table(scratch_db):
-    """Roles that could write 0.2.0's catalog tables may write 0.3.0's header table too, whatever their
-    names need in quoting; others get nothing new."""
+@pytest.mark.parametrize("old, writes, deletes, target", [
+    # 0.3.0's header table, to the roles that could write 0.2.0's catalog tables
+    ("0.2.0", "kde_synopsis_2d", "kde_synopsis", "kde_catalog"),
+    # 0.14.0's shards' answers of Citus tables, to the roles that could write the 1-D payload table
+    ("0.13.0", "kde_synopsis", "kde_synopsis", "kde_parts"),
+])
+def test_an_update_carries_writers_grants_to_a_new_catalog_table(scratch_db, old, writes, deletes, target):
+    """Roles that could write the old release's tables may write the new table with the same privileges,
+    whatever their names need in quoting; others get nothing new (but SELECT, as on every catalog table)."""
     writer, reader = f"Writer {uuid.uuid4().hex[:6]}", f"reader_{uuid.uuid4().hex[:6]}"
     cleaner = f"cleaner_{uuid.uuid4().hex[:6]}"
     with scratch_db() as conn:
         try:
             for role in (writer, reader, cleaner):
                 conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
-            conn.execute("CREATE EXTENSION pg_kde VERSION '0.2.0' CASCADE")
-            conn.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis_2d TO {}").format(sql.Identifier(writer)))
-            conn.execute(sql.SQL("GRANT DELETE ON kde_synopsis TO {}").format(sql.Identifier(cleaner)))
+            conn.execute(f"CREATE EXTENSION pg_kde VERSION '{old}' CASCADE")
+            conn.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON {} TO {}").format(sql.Identifier(writes),
+                                                                                  sql.Identifier(writer)))
+            conn.execute(sql.SQL("GRANT DELETE ON {} TO {}").format(sql.Identifier(deletes), sql.Identifier(cleaner)))
             conn.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{pg_kde.__version__}'")
-            check = "SELECT has_table_privilege(%s, 'kde_catalog', %s)"
+            check = "SELECT has_table_privilege(%s, %s, %s)"
             for privilege in ("INSERT", "UPDATE", "DELETE"):
-                assert conn.execute(check, (writer, privilege)).fetchone()[0] is True
-                assert conn.execute(check, (reader, privilege)).fetchone()[0] is False
+                assert conn.execute(check, (writer, target, privilege)).fetchone()[0] is True
+                assert conn.execute(check, (reader, target, privilege)).fetchone()[0] is False
                 # a role that could only delete synopses may still only delete them
-                assert conn.execute(check, (cleaner, privilege)).fetchone()[0] is (privilege == "DELETE")
-        finally:
-            conn.execute("DROP EXTENSION IF EXISTS pg_kde CASCADE")
-            for role in (writer, reader, cleaner):
-                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
-
-
-def test_the_update_to_0_14_0_carries_writers_grants_to_the_shards_answers(scratch_db):
-    """Roles that could write 0.13.0's 1-D payload table may keep a Citus table's shards' answers (kde_parts)
-    with the same privileges, whatever their names need in quoting; others get nothing new."""
-    writer, reader = f"Writer {uuid.uuid4().hex[:6]}", f"reader_{uuid.uuid4().hex[:6]}"
-    cleaner = f"cleaner_{uuid.uuid4().hex[:6]}"
-    with scratch_db() as conn:
-        try:
-            for role in (writer, reader, cleaner):
-                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
-            conn.execute("CREATE EXTENSION pg_kde VERSION '0.13.0' CASCADE")
-            conn.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_synopsis TO {}").format(sql.Identifier(writer)))
-            conn.execute(sql.SQL("GRANT DELETE ON kde_synopsis TO {}").format(sql.Identifier(cleaner)))
-            conn.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{pg_kde.__version__}'")
-            check = "SELECT has_table_privilege(%s, 'kde_parts', %s)"
-            for privilege in ("INSERT", "UPDATE", "DELETE"):
-                assert conn.execute(check, (writer, privilege)).fetchone()[0] is True
-                assert conn.execute(check, (reader, privilege)).fetchone()[0] is False
-                assert conn.execute(check, (cleaner, privilege)).fetchone()[0] is (privilege == "DELETE")
-            assert conn.execute(check, (reader, "SELECT")).fetchone()[0] is True  # as every synopsis table
+                assert conn.execute(check, (cleaner, target, privilege)).fetchone()[0] is (privilege == "DELETE")
+            assert conn.execute(check, (reader, target, "SELECT")).fetchone()[0] is True
         finally:
             conn.execute("DROP EXTENSION IF EXISTS pg_kde CASCADE")
             for role in (writer, reader, cleaner):
