@@ -30,7 +30,7 @@ import numpy as np
 from . import __version__, bandwidth
 from ._errors import NoValuesError, UserError
 from .synopsis import Requested, build_1d, build_2d, multi
-from .synopsis.build import Layout2D, Pinned1D, check_pair, counts_method, plan_2d, plan_grid, select_bandwidth
+from .synopsis.build import Layout2D, Pinned1D, Pinned2D, check_pair, counts_method, plan_2d, plan_grid, select_bandwidth
 from .synopsis.catalog import Built1D, Built2D, split_row
 from .synopsis.merge import merge_1d, merge_2d
 from .synopsis.packing import PackError
@@ -265,7 +265,7 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
     requested = Requested(method, sample_size, grid_size, backend, budget)
     parts = None
     if kind == "r" and is_hash_distributed(plpy, relid):  # read shard by shard, each shard's answer kept
-        parts = ShardParts.load(plpy, schema, relid, cols)
+        parts = ShardParts.load(plpy, schema, relid, cols, rel)
         reader = ShardedReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema, parts=parts)
     else:
         reader = SqlTableReader(plpy, rel, kind, names, exprs=exprs, scans=scans, schema=schema)
@@ -282,11 +282,8 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
     kept_plan = _unwrap_plan(parts.plan(state["mod_count"]), requested, attnums) if parts is not None else None
     if parts is not None:  # the shards draw the same block numbers: a few positions stand for the table
         extra["check_blocks"] = True
-    kept_pair = _pair_plan(kept_plan) if pair and kept_plan is not None else None
-    if kept_pair is not None and extra["layout"] is None:  # the cells and the sample's share of the last scan
-        extra.update(layout=kept_pair[0], share=kept_pair[1], shares=kept_pair[2], pinned=True)
-    elif kept_plan is not None and not pair and extra["grid_hint"] is None:
-        extra["pinned"] = Pinned1D.from_json(kept_plan)
+    if kept_plan is not None and extra["layout" if pair else "grid_hint"] is None:  # (a parent's cells come first)
+        extra["pinned"] = (Pinned2D if pair else Pinned1D).from_json(kept_plan)
     built = (build_2d if pair else build_1d)(
         reader, requested, functools.partial(_select_bandwidth, plpy), interrupt=interrupt_check(plpy),
         started=started, **extra)
@@ -294,7 +291,7 @@ def _refresh(plpy, GD, relid, cols, method, sample_size, grid_size, backend, bud
             built.catalog_types())
     facts = {}
     if parts is not None:
-        facts = _keep_parts(parts, built, extra, state["mod_count"], pair, requested, attnums, kept_plan)
+        facts = _keep_parts(parts, built, extra, state["mod_count"], requested, attnums)
     return json.dumps({**built.summary(rel, cols if pair else cols[0]), **facts})
 
 
@@ -316,51 +313,16 @@ def _unwrap_plan(text: Optional[str], requested: Requested, attnums) -> Optional
     return d["plan"]
 
 
-def _pair_plan_json(scan_plan) -> Optional[str]:
-    """A pair's last scan (cells, share, each axis's cells' shares of the rows;
-    :attr:`~pg_kde.synopsis.catalog.Built2D.scan_plan`) as kde_parts.plan keeps it (None: none)."""
-    if scan_plan is None:
-        return None
-    layout, share, shares = scan_plan
-    return json.dumps({"grids": [[float(v) for v in g] for g in layout.grids],
-                       "lattices": [[float(v) for v in g] for g in layout.lattices],
-                       "integral": [bool(i) for i in layout.integral], "share": share,
-                       "shares": [[float(v) for v in a] for a in shares]})
-
-
-def _pair_plan(plan: str):
-    """The (cells, share, shares) kde_parts.plan keeps for a pair (:func:`_pair_plan_json`), or None."""
-    try:
-        d = json.loads(plan)
-        grids = tuple(tuple(float(v) for v in g) for g in d["grids"])
-        lattices = tuple(tuple(float(v) for v in g) for g in d["lattices"])
-        integral = tuple(bool(i) for i in d["integral"])
-        share = None if d["share"] is None else float(d["share"])
-        shares = tuple(tuple(float(v) for v in a) for a in d["shares"])
-    except (TypeError, ValueError, KeyError):
-        return None
-    ok = (len(grids) == 2 and len(integral) == 2 and len(lattices) == 2
-          and all(len(g) >= 2 and all(map(math.isfinite, g)) and all(b > a for a, b in zip(g, g[1:])) for g in grids)
-          and all(all(map(math.isfinite, g)) and all(b > a for a, b in zip(g, g[1:])) for g in lattices)
-          and (share is None or (math.isfinite(share) and share > 0))
-          and len(shares) == 2 and all(len(a) == len(g) - 1 for a, g in zip(shares, grids)))
-    return (Layout2D(grids, lattices, integral), share, shares) if ok else None
-
-
-def _keep_parts(parts: ShardParts, built, extra: dict, mod_count: int, pair: bool, requested: Requested, attnums,
-                kept_plan: Optional[str]) -> dict:
-    """Keep a Citus table's shards' answers and the plan of the scan they answered
-    (:meth:`~pg_kde.synopsis.shards.ShardParts.save`); the plan keeps the rows and counters it was made for
-    while the build kept it. Returns the summary's facts about the shards."""
-    if pair:
-        kept = (extra.get("pinned", False) and built.scan_plan is not None
-                and built.scan_plan[:2] == (extra["layout"], extra["share"]))
-        plan, rows = (kept_plan if kept else _pair_plan_json(built.scan_plan)), built.n_rows
-    else:
-        kept = built.pinned is not None and built.pinned is extra.get("pinned")
-        plan, rows = (built.pinned.to_json(), built.pinned.rows) if built.pinned is not None else (None, built.n_rows)
-    if kept:
+def _keep_parts(parts: ShardParts, built, extra: dict, mod_count: int, requested: Requested, attnums) -> dict:
+    """Keep a Citus table's shards' answers and the plan of the scan they answered (the built synopsis'
+    ``pinned``; :meth:`~pg_kde.synopsis.shards.ShardParts.save`); the plan keeps the rows and counters it was
+    made for while the build kept it. Returns the summary's facts about the shards."""
+    pinned = built.pinned
+    if pinned is not None and pinned is extra.get("pinned"):
         rows, mod_count = parts.plan_rows, parts.plan_mod_count
+    else:
+        rows = built.n_rows
+    plan = None if pinned is None else pinned.to_json()
     saved = parts.save(_wrap_plan(plan, requested, attnums), max(int(rows), 1), mod_count)
     return {"shards": len(parts.identities), "shards_read": parts.scanned, "shards_reused": parts.reused,
             "shards_kept": saved}

@@ -698,6 +698,41 @@ class Layout2D:
                    and (stats.integral[k] or not self.integral[k]) for k in (0, 1))
 
 
+@dataclass(frozen=True)
+class Pinned2D:
+    """The last scan of a pair's build, kept by a Citus table's synopsis (``kde_parts.plan``) as
+    :class:`Pinned1D` is for a column: its cells, the row sample's share it took (None: none), and each axis's
+    cells' shares of the rows it counted (the build plans anew where a cell outgrows its share)."""
+
+    layout: Layout2D
+    share: Optional[float]
+    shares: Tuple[Tuple[float, ...], Tuple[float, ...]]
+
+    def to_json(self) -> str:
+        return json.dumps({"grids": [[float(v) for v in g] for g in self.layout.grids],
+                           "lattices": [[float(v) for v in g] for g in self.layout.lattices],
+                           "integral": [bool(i) for i in self.layout.integral], "share": self.share,
+                           "shares": [[float(v) for v in a] for a in self.shares]})
+
+    @staticmethod
+    def from_json(text: str) -> Optional["Pinned2D"]:
+        """The scan stored as :meth:`to_json` wrote it; None for anything else."""
+        try:
+            d = json.loads(text)
+            axes = lambda k: tuple(tuple(float(v) for v in a) for a in d[k])  # noqa: E731
+            grids, lattices, shares = axes("grids"), axes("lattices"), axes("shares")
+            integral = tuple(bool(i) for i in d["integral"])
+            share = None if d["share"] is None else float(d["share"])
+        except (TypeError, ValueError, KeyError):
+            return None
+        ascending = lambda a: all(map(math.isfinite, a)) and all(y > x for x, y in zip(a, a[1:]))  # noqa: E731
+        ok = (len(grids) == len(lattices) == len(integral) == len(shares) == 2
+              and all(len(g) >= 2 and ascending(g) for g in grids) and all(ascending(a) for a in lattices)
+              and all(len(a) == len(g) - 1 for a, g in zip(shares, grids))
+              and (share is None or (math.isfinite(share) and share > 0)))
+        return Pinned2D(Layout2D(grids, lattices, integral), share, shares) if ok else None
+
+
 def check_pair(stats: TableStats, rel: str, names: str, columns, constant: bool = True) -> None:
     """The errors a pair's facts show: no rows, NaN or infinite values, and (``constant``) a constant column."""
     if stats.non_null == 0:
@@ -762,8 +797,8 @@ def _on_lattice_2d(lattice: np.ndarray, grid: np.ndarray, low: np.ndarray, high:
     return True
 
 
-#: How many times the rows a sample of blocks showed in a cell of a 2-D grid the scan may find there before
-#: the build plans again from its row sample (an equal-depth cell's share of the rows at least).
+#: How many times its planned share of the rows (what a sample of blocks showed there, or what a kept plan's
+#: scan counted; an equal-depth cell's share at least) a cell may hold before the build plans again.
 BLOCKS_MISSED = 4.0
 
 
@@ -786,10 +821,10 @@ def _missed_by_blocks(edges, blocks: np.ndarray, rows) -> bool:
     return _cells_outgrown(np.histogram(np.clip(blocks, edges[0], edges[-1]), edges)[0] / len(blocks), rows)
 
 
-def _blocks_missed(layout: Layout2D, blocks: np.ndarray, rows: np.ndarray) -> bool:
-    """:func:`_missed_by_blocks` on either axis of a pair (``rows``: the scan's counts, axis 0 by axis 1)."""
+def _margins(rows) -> list:
+    """Each axis's cells' rows of a pair's scan (``rows``: its counts, axis 0 by axis 1)."""
     rows = np.asarray(rows, dtype=np.float64)
-    return any(_missed_by_blocks(layout.grids[k], blocks[:, k], rows.sum(axis=1 - k)) for k in (0, 1))
+    return [rows.sum(axis=1 - k) for k in (0, 1)]
 
 
 def _widen_2d(layout: Layout2D, grids: list, scales: list, stats: TableStats, scan):
@@ -887,9 +922,7 @@ def _pair_table(reader: TableReader, layout: Layout2D, stats: TableStats, sample
 def build_2d(reader: TableReader, requested: Requested, select_bandwidth: SelectBandwidth = select_bandwidth, *,
              interrupt: Interrupt = None, started: Optional[float] = None,
              layout: Optional[Layout2D] = None, stats: Optional[TableStats] = None,
-             shared: bool = False, pinned: bool = False, share: Optional[float] = None,
-             shares: Optional[Tuple[Tuple[float, ...], Tuple[float, ...]]] = None,
-             check_blocks: bool = False) -> Built2D:
+             shared: bool = False, pinned: Optional[Pinned2D] = None, check_blocks: bool = False) -> Built2D:
     """A 2-D synopsis of the reader's pair of columns on an equal-depth grid: exact summed-area tables of
     the grid cells' counts and sums (one scan), and a KDE in grid-index coordinates with a bandwidth matrix
     (LSCV_H by default) shaping the cells a box cuts. ``started`` as in :func:`build_1d`. ``layout``: the
@@ -897,13 +930,12 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
     a part may then hold a constant column. Where the part's rows do not fit them (:meth:`Layout2D.holds`)
     it gets cells of its own, unless ``shared``: the caller planned them for the whole table this part
     belongs to (:func:`plan_2d` over all its parts), discretised axes included. ``stats``: the reader's
-    :meth:`~.reader.TableReader.stats`, when the caller has read them already. ``pinned``: ``layout`` and
-    ``share`` are the cells and the row sample's share (None: none) of the last scan of this table's last
-    build (a Citus table's, whose shards' answers to that scan are kept, :mod:`.shards`): the first scan is
-    that one, and the table's facts come from it; the built synopsis' ``scan_plan`` is its last scan's
-    (cells, share). ``check_blocks``: plan again from the scan's row sample where the sample of blocks that
-    placed the cells missed many of the rows of a cell (:func:`_blocks_missed`; a Citus table's shards draw
-    the same block numbers, so a few positions stand for the whole table)."""
+    :meth:`~.reader.TableReader.stats`, when the caller has read them already. ``pinned``: the last scan of
+    this table's last build (a Citus table's, whose shards' answers to that scan are kept, :mod:`.shards`),
+    instead of ``layout``: the first scan is that one, and the table's facts come from it; the built
+    synopsis' ``pinned`` is its last scan. ``check_blocks``: plan again from the scan's row sample where the
+    sample of blocks that placed the cells missed many of the rows of a cell (:func:`_missed_by_blocks`; a
+    Citus table's shards draw the same block numbers, so a few positions stand for the whole table)."""
     started = time.perf_counter() if started is None else started
     chosen = counts_method(requested.method, 2)
     rel = reader.relation
@@ -912,8 +944,9 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         stats, sample, whole = reader.plan_sample_2d(requested.sample_size)
     else:
         sample = None
-    pinned = pinned and layout is not None  # (its scan checks the lattices and whole numbers, below)
-    if layout is not None and not shared and not pinned and not layout.holds(stats):
+    if pinned is not None:  # (its scan checks the lattices and whole numbers, below)
+        layout = pinned.layout
+    if layout is not None and not shared and pinned is None and not layout.holds(stats):
         layout = None
     n_all, n = stats.rows, stats.non_null
     names = ", ".join(reader.columns)
@@ -924,8 +957,8 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         sample = reader.sample(requested.sample_size, n_all)
     size = requested.sample_size
     taking = None if whole or not planned else (size, sample_share(size, max(stats.non_null, 1)))
-    if pinned:
-        taking = (size, share) if share else None
+    if pinned is not None:
+        taking = (size, pinned.share) if pinned.share else None
     exact = whole or taking is not None  # the table's facts: those the scan counts, unless every row was read
     of_rows = whole  # whether ``sample`` is a sample of rows (not of blocks)
     discrete, values = [True, True], [None, None]
@@ -938,17 +971,17 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         reader = base.scaled(scales)
         grids = [np.asarray(layout.grids[k], dtype=np.float64) * scales[k] for k in (0, 1)]
         scan = reader.cells_2d(grids[0], grids[1], sample=taking)
-        scan_plan = (layout, taking[1] if taking else None, tuple(
-            tuple((np.asarray(scan.rows, dtype=np.float64).sum(axis=1 - k) / max(float(np.sum(scan.rows)), 1.0)).tolist())
-            for k in (0, 1)))
+        margins = _margins(scan.rows)
+        scanned = Pinned2D(layout, taking[1] if taking else None,
+                           tuple(tuple((m / max(float(m.sum()), 1.0)).tolist()) for m in margins))
         replan = False
         if check_blocks and planned and taking and not whole:
             # A sample of blocks placed the cells. Where the rows are stored in the order of a column (loaded
             # in time order), a few blocks can miss a large share of that column's range, and a distributed
             # table's shards draw the same block numbers, so a few positions stand for all: a cell then holds
             # many times the rows the blocks showed. Plan again from the scan's row sample, and scan again.
-            replan = _blocks_missed(layout, sample, scan.rows)
-        if pinned and not taking and not exact:  # the table's facts from the scan (or a read)
+            replan = any(_missed_by_blocks(layout.grids[k], sample[:, k], margins[k]) for k in (0, 1))
+        if pinned is not None and not taking and not exact:  # the table's facts from the scan (or a read)
             stats = scan.stats if scan.stats is not None else base.stats()
             check_pair(stats, rel, names, reader.columns, constant=False)
             n_all, n, exact = stats.rows, stats.non_null, True
@@ -963,11 +996,10 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
             of_rows = True
             # rows beyond the sampled range move the grids' outer lines (below), unless their scale changes
             replan = replan or [_scan_scale(stats.lo[k], stats.hi[k]) for k in (0, 1)] != scales
-        if pinned and not planned and shares is not None and any(
-                _cells_outgrown(np.asarray(shares[k]), np.asarray(scan.rows, dtype=np.float64).sum(axis=1 - k))
-                for k in (0, 1)):
+        if pinned is not None and not planned and any(
+                _cells_outgrown(np.asarray(pinned.shares[k]), margins[k]) for k in (0, 1)):
             planned = replan = True  # kept cells the rows have outgrown: planned anew (the facts are the scan's)
-        if planned or pinned:
+        if planned or pinned is not None:
             # An axis planned as whole numbers, or on the sample's lattice of values, that the table breaks:
             # plan it as it is and scan again (kept cells too: they are planned anew).
             off_lattice = [bool(layout.lattices[k]) and not _on_lattice_2d(
@@ -981,7 +1013,7 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
                     discrete[k] = values[k] is not None
                 stats = replace(stats, integral=tuple(i and not b for i, b in zip(stats.integral, not_whole)))
                 replan, planned = True, True
-        if pinned and planned and replan and not of_rows:  # kept cells given up: planned from a sample of rows
+        if pinned is not None and planned and replan and not of_rows:  # kept cells given up: planned from a sample of rows
             sample, of_rows = base.sample(size, n_all), True
         if not replan:
             break
@@ -992,7 +1024,9 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         table = _pair_table(base, layout, stats, sample, whole and len(sample) >= n, requested, started)
         if table is not None:
             return table  # (read again at each refresh: no scan to keep)
-    if not whole or pinned:  # grids placed on the blocks' range, or kept: their outer lines go to the table's
+    if pinned is not None and scanned.layout is pinned.layout and scanned.share == pinned.share:
+        scanned = pinned  # (the shares it was planned with stay: how far the rows moved counts from there)
+    if not whole or pinned is not None:  # grids placed on the blocks' range, or kept: their outer lines go to the table's
         layout, grids, scan = _widen_2d(layout, grids, scales, stats, scan)
     sample = sample * np.array(scales)
     m1, m2 = len(grids[0]), len(grids[1])
@@ -1021,5 +1055,5 @@ def build_2d(reader: TableReader, requested: Requested, select_bandwidth: Select
         n_rows=n, n_null=n_all - n, integer_valued=list(layout.integral), grid1=list(layout.grids[0]),
         grid2=list(layout.grids[1]), lattice1=list(layout.lattices[0]), lattice2=list(layout.lattices[1]),
         grid_size=[m1, m2], sat_count=sat(rows_in), sat_sum=sums, kde_sat=sat(cell_masses(masses)), seconds=seconds,
-        scan_plan=scan_plan,
+        pinned=scanned,
     )

@@ -179,9 +179,10 @@ class Built2D:
     #: The pair's exact frequency table (:func:`.packing.pack_pairs`), where it fits the budget: the grid is
     #: then one cell over the pair's range, and queries read the table (docs/math.md §8).
     pair_pack: bytes = b""
-    #: The cells and the row sample's share (None: none) of the build's last scan (:func:`.build.build_2d`),
-    #: which a Citus table's next refresh scans its shards with (:mod:`.shards`). Not stored with the synopsis.
-    scan_plan: Optional[tuple] = field(default=None, compare=False, repr=False)
+    #: The build's last scan (:class:`.build.Pinned2D`; None for a merge, a stored synopsis or an exact
+    #: frequency table): a Citus table's next refresh scans its shards with it (:mod:`.shards`). Not stored
+    #: with the synopsis.
+    pinned: Optional[object] = field(default=None, compare=False, repr=False)
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
         """The row of this synopsis, header and payload columns together (see :meth:`Built1D.catalog_row`)."""

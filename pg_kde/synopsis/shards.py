@@ -31,11 +31,6 @@ from .sql_reader import SqlTableReader
 _ANSWER = re.compile(r"^[A-Za-z0-9+/=\n]*(\|[A-Za-z0-9+/=\n]*)*$")
 
 
-def relid_name(plpy, relid) -> str:
-    """A relation's name as regclass writes it."""
-    return plpy.execute(plpy.prepare("SELECT $1::oid::regclass::text AS n", ["oid"]), [relid])[0]["n"]
-
-
 def is_hash_distributed(plpy, relid) -> bool:
     """Whether a relation is a Citus table distributed by hash (listed in pg_dist_partition, method 'h')."""
     if plpy.execute("SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL AS c")[0]["c"] is not True:
@@ -68,17 +63,14 @@ class ShardParts:
     scanned: int = 0
 
     @staticmethod
-    def load(plpy, schema: str, relid, cols) -> "ShardParts":
+    def load(plpy, schema: str, relid, cols, relation: str) -> "ShardParts":
         """The shards' identities now, and the answers (and plan) the current role kept at its last refresh
         of these columns: a role reuses only what it kept itself (kde_parts.written_by), so answers another
         writer planted there are read again."""
-        if plpy.execute(plpy.prepare(
-                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l WHERE l.pid = pg_catalog.pg_backend_pid() "
-                "AND l.locktype = 'relation' AND l.relation = $1 AND l.mode = 'AccessExclusiveLock' AND l.granted "
-                "AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d "
-                "WHERE d.datname = pg_catalog.current_database())) AS held", ["oid"]), [relid])[0]["held"]:
+        if plpy.execute(plpy.prepare(f"SELECT {schema}._kde_locked_here($1::oid::regclass) AS held", ["oid"]),
+                        [relid])[0]["held"]:
             # (the workers' connections would wait for this transaction's own lock until it ends)
-            raise UserError(f"pg_kde: the Citus table {relid_name(plpy, relid)} was truncated or altered earlier in "
+            raise UserError(f"pg_kde: the Citus table {relation} was truncated or altered earlier in "
                             "this transaction: its shards cannot be read before it commits",
                             sqlstate="55000", hint="Refresh it after COMMIT.")
         identities = {int(r["shardid"]): r["identity"] for r in plpy.execute(plpy.prepare(

@@ -456,6 +456,18 @@ $$;
 COMMENT ON FUNCTION _kde_check_identity(regclass, text[], oid, int2[], text[], int2[], text[]) IS
     'pg_kde internal: does a synopsis still describe its columns';
 
+-- Whether this transaction holds the table's ACCESS EXCLUSIVE lock (it truncated or altered the table): other
+-- connections that read it, the workers' that read a Citus table's shards, would wait for it until it ends.
+CREATE FUNCTION _kde_locked_here(tbl regclass) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation'
+                   AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                   AND l.relation = tbl AND l.mode = 'AccessExclusiveLock' AND l.granted)
+$$;
+COMMENT ON FUNCTION _kde_locked_here(regclass) IS 'pg_kde internal: does this transaction hold the table''s exclusive lock';
+
 -- Each shard of a Citus table, in shardid order, with its identity: rows changed (inserted + updated +
 -- deleted) | node | storage file | bytes | when the worker's statistics of the database were last reset (a
 -- reset, or crash recovery, can bring the counters back to values they had before), as the worker reports
@@ -470,9 +482,7 @@ LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation'
-               AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-               AND l.relation = tbl AND l.mode = 'AccessExclusiveLock' AND l.granted) THEN
+    IF @extschema@._kde_locked_here(tbl) THEN
         RETURN QUERY EXECUTE 'SELECT s.shardid, NULL::text FROM pg_catalog.pg_dist_shard s '
                              'WHERE s.logicalrelid = $1 ORDER BY s.shardid' USING tbl;
         RETURN;
