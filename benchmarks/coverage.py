@@ -68,7 +68,7 @@ def coverage(payload: dict, loads: dict) -> dict:
             r = range_1d(payload, float(a), float(b), 0)
             if r.low == r.high:
                 continue
-            _, low, high = interval(r, 0.95, 0)
+            _, low, high = interval(r, 0.95, 0, point=a == b)
             inexact += 1
             covered += low - 1e-9 <= truth <= high + 1e-9
         out[workload] = (covered / inexact if inexact else float("nan"), inexact)
@@ -107,7 +107,8 @@ def main(argv=None) -> int:
              f"--queries {args.queries} --budgets {args.budgets} --seed {args.seed}`; "
              f"{(time.perf_counter() - started) / 60:.1f} min. Coverage of the inexact queries (their mean number in "
              f"brackets): the mean over the data sets, their standard deviation, and the lowest and highest; data sets "
-             f"with fewer than {MIN_INEXACT} inexact queries of a kind are left out of it (—: none had as many).", "",
+             f"with fewer than {MIN_INEXACT} inexact queries of a kind are left out of it (—: none had as many); "
+             f"'all': the share of every data set's inexact queries together.", "",
              "| column | budget | " + " | ".join(WORKLOADS) + " |", "|---|---:|" + "---|" * len(WORKLOADS)]
     for col in COLUMNS:
         for budget in budgets:
@@ -118,8 +119,11 @@ def main(argv=None) -> int:
                     cells.append("—")
                     continue
                 shares = np.array([c for c, _ in kept]) * 100
+                every = [(c, n) for c, n in found[(col, budget, workload)] if n > 0]
+                pooled = 100 * sum(c * n for c, n in every) / sum(n for _, n in every)
                 cells.append(f"{shares.mean():.1f}% ± {shares.std():.1f} ({shares.min():.1f}–{shares.max():.1f}; "
-                             f"{len(kept)} set{'s' if len(kept) > 1 else ''}, {np.mean([n for _, n in kept]):.0f})")
+                             f"{len(kept)} set{'s' if len(kept) > 1 else ''}, {np.mean([n for _, n in kept]):.0f}; "
+                             f"all {pooled:.1f}%)")
             lines.append(f"| {col} | {budget:,} B | " + " | ".join(cells) + " |")
     report = "\n".join(lines)
     args.out.mkdir(parents=True, exist_ok=True)

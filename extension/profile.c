@@ -109,6 +109,77 @@ moments(const Profile *p, double a, double b, double *m)
 	m[2] += n * c * c + c * n * (n - 1) + (n - 1) * n * (2 * n - 1) / 6 + 2 * mu1 * (n * c + n * (n - 1) / 2) + n * mu2;
 }
 
+/* How many times [a, b] (seconds, of x + h) covers the period's bins: *whole + (the rest of bin j, in [-1, 1]:
+ * rest(ra, rb, j)), *whole the period starts it passes; base (whole periods near a) keeps the fractions exact
+ * (cells._bin_cover). */
+static void
+bin_cover(const Profile *p, double base, double a, double b, double *whole, double *ra, double *rb)
+{
+	double		ua = a / p->period - base,
+				ub = b / p->period - base,
+				fa = floor(ua),
+				fb = floor(ub);
+
+	*whole = fb - fa;
+	*ra = p->bins * (ua - fa);
+	*rb = p->bins * (ub - fb);
+}
+
+static inline double
+rest(double ra, double rb, int j)
+{
+	return fmin(1.0, fmax(0.0, rb - j)) - fmin(1.0, fmax(0.0, ra - j));
+}
+
+/* The variance of the cell's share of [t0, t1] that the profile's own sample of k rows leaves, by the delta
+ * method: sum_j p_j (c_j - f C_j)² / (k M²) (cells.profile_share_variance, step for step). */
+static double
+share_variance(const Profile *p, double g1, double t0, double t1)
+{
+	double		k = (double) p->v[p->bins + 1],
+				w = g1 - p->g0,
+				base,
+				big_c,
+				big_r,
+				ca,
+				cb,
+				ra,
+				rb,
+				part_c = 0,
+				part_r = 0,
+				mass,
+				f,
+				lead,
+				total = 0;
+
+	if (!(k > 0) || !(g1 > p->g0))
+		return 0;
+	base = floor((p->g0 + p->h) / p->period);
+	bin_cover(p, base, p->g0 + p->h, g1 + p->h, &big_c, &ca, &cb);
+	bin_cover(p, base, p->g0 + t0 * w + p->h, p->g0 + t1 * w + p->h, &big_r, &ra, &rb);
+	for (int j = 0; j < p->bins; j++)
+	{
+		double		pj = (double) p->v[j + 1] - (double) p->v[j];
+
+		part_c += pj * rest(ca, cb, j);
+		part_r += pj * rest(ra, rb, j);
+	}
+	mass = big_c + part_c;
+	if (!(mass > 0))
+		return 0;
+	f = (big_r + part_r) / mass;
+	/* c_j - f C_j = (L_r - f L_c) + (r_j - f C_j's rest), the first without a difference of large numbers */
+	lead = (big_r * part_c - part_r * big_c) / mass;
+	for (int j = 0; j < p->bins; j++)
+	{
+		double		pj = (double) p->v[j + 1] - (double) p->v[j],
+					d = lead + rest(ra, rb, j) - f * rest(ca, cb, j);
+
+		total += pj * d * d;
+	}
+	return total / k / mass / mass;
+}
+
 /* The profile cut of a cell (pg_kde.h): what _kde_profile_cut returns, for _kde_range (range.c). */
 void
 kde_profile_share(const float4 *profile, int n, double period, double step, double g0, double g1, double t0,
@@ -151,7 +222,7 @@ kde_profile_share(const float4 *profile, int n, double period, double step, doub
 	pos = part > 0 ? (c[1] + beta * (c[2] - c[1] / 2)) / part : (t0 + t1) / 2;
 	*share_out = share;
 	*pos_out = fmin(t1, fmax(t0, pos));
-	*doubt_out = z[0] > 0 ? 1 / ((double) p.v[n - 1] * z[0] * fmax(z[0], 1)) : 0;
+	*doubt_out = share_variance(&p, g1, t0, t1);
 }
 
 /* _kde_profile_cut(profile, period, step, g0, g1, t0, t1, mean, OUT share, OUT pos, OUT doubt) */

@@ -746,10 +746,8 @@ def profile_cut(profile, period: float, g0: float, g1: float, t0: float, t1: flo
     x + step/2, :func:`make_profile`), tilted to the cell's exact mean position ``mean``: the density
     p(x) (1 + β (t − ½)), t = (x − g0)/w, |β| <= :data:`PROFILE_TILT`, whose mean is ``mean`` (β = 0
     without one). The share of the cell's mass in [t0, t1], the mean position of that mass (a fraction of
-    the cell; the middle of [t0, t1] where the share is 0), and the variance of the share's error from the
-    profile's own sample of k rows, per unit of share (1 − share): 1 / (k M max(M, 1)), M the cell's profile
-    mass in periods (a cell within one period sees k M of the sample's rows; one of many periods errs only
-    in its partial periods, by 1/M of the whole). As _kde_profile_cut in C."""
+    the cell; the middle of [t0, t1] where the share is 0), and the variance of the share that the profile's
+    own sample leaves (:func:`profile_share_variance`). As _kde_profile_cut in C."""
     w = g1 - g0
     b = period / w  # t = b d
 
@@ -768,8 +766,51 @@ def profile_cut(profile, period: float, g0: float, g1: float, t0: float, t1: flo
     part = c0 + beta * (c1 - c0 / 2)
     share = min(1.0, max(0.0, part / total)) if total > 0 else t1 - t0
     pos = (c1 + beta * (c2 - c1 / 2)) / part if part > 0 else (t0 + t1) / 2
-    doubt = 1 / (profile[-1] * z0 * max(z0, 1.0)) if z0 > 0 else 0.0
+    doubt = profile_share_variance(profile, period, step, g0, g1, t0, t1)
     return share, min(t1, max(t0, pos)), doubt
+
+
+def _c_floor(x: float) -> float:
+    """C's floor: a float, infinities and NaN as they are."""
+    return float(math.floor(x)) if math.isfinite(x) else x
+
+
+def _bin_cover(bins: int, period: float, base: float, a: float, b: float) -> Tuple[float, list]:
+    """How much of each of the period's bins [a, b] (seconds, of x + step/2) covers, in bins' widths: (L, r)
+    with bin j covered L + r_j times, L the periods whose starts [a, b] passes (a whole number) and r_j in
+    [−1, 1]. ``base`` (a whole number of periods near a) keeps the fractions exact."""
+    ua, ub = a / period - base, b / period - base
+    fa, fb = _c_floor(ua), _c_floor(ub)
+    ra, rb = bins * (ua - fa), bins * (ub - fb)
+    return fb - fa, [min(1.0, max(0.0, rb - j)) - min(1.0, max(0.0, ra - j)) for j in range(bins)]
+
+
+def profile_share_variance(profile, period: float, step: float, g0: float, g1: float, t0: float,
+                           t1: float) -> float:
+    """The variance of a cut cell's share of [t0, t1] under the profile that the profile's own sample of k
+    rows leaves (the delta method, docs/math.md §7): the share is f = Σ p_j c_j / M over the bins' shares p_j
+    of a period, c_j (C_j) how many times the range (the cell) covers bin j, M = Σ p_j C_j the cell's mass in
+    periods; the p_j are the shares of k rows, multinomial, so var f = Σ p_j (c_j − f C_j)² / (k M²). A range of
+    whole bins of a cell within one period gets f (1 − f)/(k M); a piece of one bin, far less (a second of a
+    half-hour bin: 1/1800² of it); whole periods of a cell of many, nothing. As kde_profile_share in C."""
+    bins, k = len(profile) - 2, float(profile[-1])
+    if not k > 0 or not g1 > g0:
+        return 0.0
+    h, w = step / 2, g1 - g0
+    base = _c_floor((g0 + h) / period)
+    big_c, rest_c = _bin_cover(bins, period, base, g0 + h, g1 + h)
+    big_r, rest_r = _bin_cover(bins, period, base, g0 + t0 * w + h, g0 + t1 * w + h)
+    p = [float(profile[j + 1]) - float(profile[j]) for j in range(bins)]
+    part_c = sum(pj * cj for pj, cj in zip(p, rest_c))
+    part_r = sum(pj * rj for pj, rj in zip(p, rest_r))
+    mass = big_c + part_c
+    if not mass > 0:
+        return 0.0
+    f = (big_r + part_r) / mass
+    # c_j − f C_j = (L_r − f L_c) + (r_j − f C_j's rest), the first without a difference of large numbers
+    lead = (big_r * part_c - part_r * big_c) / mass
+    total = sum(pj * (lead + rj - f * cj) ** 2 for pj, rj, cj in zip(p, rest_r, rest_c))
+    return total / k / mass / mass
 
 
 def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: np.ndarray, sample: np.ndarray,

@@ -221,8 +221,9 @@ $$;
 COMMENT ON FUNCTION _kde_z(float8) IS 'pg_kde internal: z of a two-sided interval at a confidence';
 
 -- An interval at the given confidence: estimate ± z sqrt(variance), never outside the hard bounds (which
--- always hold the answer of the table as of the build); a count's half-width has half a row more, the
--- continuity correction of a whole number's normal approximation (query.COUNT_CONTINUITY). docs/math.md §7.
+-- always hold the answer of the table as of the build); a point query's count (lo = hi) has half a row more
+-- each side, for the value's own rows (query.COUNT_CONTINUITY, 0.15.0; up to 0.14.0 every count's had).
+-- docs/math.md §7.
 CREATE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
                               OUT estimate float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -234,7 +235,7 @@ DECLARE
     half float8;
 BEGIN
     r := @extschema@._kde_range(@extschema@._kde_synopsis_for(tbl, ARRAY[col]), lo, hi, moment);
-    half := z * sqrt(r.variance) + CASE WHEN moment = 0 THEN 0.5 ELSE 0 END;
+    half := z * sqrt(r.variance) + CASE WHEN moment = 0 AND lo = hi THEN 0.5 ELSE 0 END;
     estimate := r.estimate;
     low := greatest(r.low, r.estimate - half);
     high := least(r.high, r.estimate + half);
@@ -273,7 +274,7 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM @extschema@._kde_interval(tbl, col, lo, hi, confidence, 0) $$;
 COMMENT ON FUNCTION approx_count_ci(regclass, text, float8, float8, float8) IS
-    'approx_count with an interval: heavy values and whole cells are exact; only the cells the range cuts are uncertain (estimate ± (z·sd + half a row) at the given confidence, within hard bounds that always hold the answer as of the build)';
+    'approx_count with an interval: heavy values and whole cells are exact; only the cells the range cuts are uncertain (estimate ± z·sd at the given confidence, half a row more for a point query lo = hi, within hard bounds that always hold the answer as of the build)';
 
 CREATE FUNCTION approx_sum_ci(tbl regclass, col text, lo float8, hi float8, confidence float8 DEFAULT 0.95,
                               OUT estimate float8, OUT low float8, OUT high float8)

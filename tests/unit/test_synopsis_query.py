@@ -24,6 +24,7 @@ from pg_kde.synopsis.cells import (
     mass,
     moment,
     profile_cut,
+    profile_share_variance,
     shape_of,
 )
 from pg_kde.synopsis.query import interval, lattice_value, mean_bounds, range_1d, snap
@@ -288,8 +289,11 @@ def test_a_range_inside_one_cell_adds_its_two_cuts_shape_errors(rng):
     ta, tb = ((a - 0.005) / 2 - g0 / 2) / w, ((b + 0.005) / 2 - g0 / 2) / w
     below, upto = mass(coef, ta), mass(coef, tb)
     f = upto - below
-    # (the rows between the shares `below` and `upto` of the cell, less what its exact mean pins down of them)
-    binomial = n * (f * (1 - f) - 3 * (f * (1 - below - upto)) ** 2)
+    # (the rows between the shares `below` and `upto` of the cell, less what its exact mean pins down of them:
+    # on the cent lattice the cell's m values' positions vary by (1 − 1/m²)/12, so 3 m²/(m² − 1))
+    m = round((g1 - g0) / 0.01)
+    known = 3 * m * m / (m * m - 1)
+    binomial = n * (f * (1 - f) - known * (f * (1 - below - upto)) ** 2)
     shape = 4 * n * n * s["shape_var"] * (below * (1 - below) + upto * (1 - upto))
     apart = n * abs(f - (mass(linear(mean), tb) - mass(linear(mean), ta)))  # the shape's doubt, squared below
     assert inside.variance == pytest.approx(binomial + shape + apart ** 2, rel=1e-9)
@@ -297,11 +301,11 @@ def test_a_range_inside_one_cell_adds_its_two_cuts_shape_errors(rng):
     # From the cell's start: one cut, the shape's error of its share alone.
     one = mass(coef, tb)
     assert from_start.variance == pytest.approx(
-        one * (1 - one) * n * (1 - 3 * one * (1 - one)) + 4 * n * n * s["shape_var"] * one * (1 - one)
+        one * (1 - one) * n * (1 - known * one * (1 - one)) + 4 * n * n * s["shape_var"] * one * (1 - one)
         + (n * abs(one - mass(linear(mean), tb))) ** 2, rel=1e-9)
     covered = total = 0
     for v in rng.choice(x, 300):
-        est, low, high = interval(range_1d(s, float(v), float(v), 0), 0.95)
+        est, low, high = interval(range_1d(s, float(v), float(v), 0), 0.95, point=True)
         truth = np.count_nonzero(x == v)
         if high > low:
             total += 1
@@ -344,18 +348,20 @@ def test_ranges_inside_one_cell_have_the_spread_of_their_errors():
     assert covered / len(z) >= 0.9, covered
 
 
-def test_a_count_interval_has_half_a_row_more_each_side():
-    """The continuity correction of a whole number's normal approximation: a second of a timestamp column
-    whose expected rows are 0.35 (sd 0.59) gets an interval that holds 2 rows (1.51 without), within the cut
-    cell's hard bounds; a sum's interval does not move."""
+def test_a_point_querys_count_interval_has_half_a_row_more_each_side():
+    """A point query (lo = hi) asks for a value the column mostly holds: its count interval has half a row
+    more each side. A second of a timestamp column whose expected rows are 0.35 (sd 0.59) gets an interval
+    that holds 2 rows (1.51 without), within the cut cell's hard bounds. A range's count interval, and a sum's,
+    are estimate ± z·sd (0.15.0: the half row had made ranges over sparse tails 97–99% covered)."""
     from pg_kde.synopsis.query import Range
 
     r = Range(estimate=0.35, variance=0.35, low=0.0, high=40.0)
-    est, low, high = interval(r, 0.95)
+    est, low, high = interval(r, 0.95, point=True)
     half = 1.959963984540054 * math.sqrt(r.variance)
     assert est == 0.35 and low == 0.0 and high == pytest.approx(0.35 + half + 0.5) and high > 2
-    assert interval(r, 0.95, 1)[2] == pytest.approx(0.35 + half)
-    assert interval(Range(5.0, 1.0, 4.0, 5.4), 0.95)[1:] == (4.0, 5.4)  # within the hard bounds
+    assert interval(r, 0.95)[2] == pytest.approx(0.35 + half) and 0.35 + half < 2  # a range
+    assert interval(r, 0.95, 1, point=True)[2] == pytest.approx(0.35 + half)  # a sum
+    assert interval(Range(5.0, 1.0, 4.0, 5.4), 0.95, point=True)[1:] == (4.0, 5.4)  # within the hard bounds
 
 
 #: A cell 1e300 wide whose 57 rows sit near its upper end (one value of -1e300 in the table, the rest in
@@ -400,10 +406,10 @@ def test_the_shape_variance_is_what_the_doubt_does_not_stand_for():
 
 
 def test_a_profiled_cut_keeps_the_bridge_share_of_the_profiles_error(rng):
-    """Under a periodic profile a cut cell's variance is n k + n² k δ, k = f (1 − f) − 3 f² (1 − a − b)²: the
-    profile's own sampling error δ (from k_p sampled rows) is an empirical process of those rows too, and the
-    tilt to the cell's exact mean conditions it as it does the cell's rows (0.9.0 kept δ's whole f (1 − f):
-    budget.py's time column covered 97–99.7% of its ranges from 4 KB on, where this keeps 93–98%)."""
+    """Under a periodic profile a cut cell's variance is n k + n² (k / (f (1 − f))) V, k = f (1 − f) −
+    3 f² (1 − a − b)²: V, the variance of the share that the profile's own sample of k_p rows leaves, is an
+    empirical process of those rows too, and the tilt to the cell's exact mean conditions it as it does the
+    cell's rows (0.9.0 kept all of it: budget.py's time column covered 97–99.7% of its ranges from 4 KB on)."""
     x = np.sort(daily_times(rng, 400_000))
     b = build_1d(ArrayTableReader((x,)), Requested("auto", 20000, None, "auto", 4096), quiet, period=DAY_PROFILE)
     s = b.payload()
@@ -422,7 +428,31 @@ def test_a_profiled_cut_keeps_the_bridge_share_of_the_profiles_error(rng):
         share, _, delta = profile_cut(s["profile"], s["period"], g0, g1, t0, t1, s["step"], mean)
         a = profile_cut(s["profile"], s["period"], g0, g1, 0.0, t0, s["step"], mean)[0] if t0 > 0 else 0.0
         keep = share * (1 - share) - 3 * (share * (1 - 2 * a - share)) ** 2
-        assert delta > 0 and r.variance == pytest.approx(n * keep + n * n * keep * delta, rel=1e-9)
+        assert delta > 0 and r.variance == pytest.approx(
+            n * keep + n * n * keep / (share * (1 - share)) * delta, rel=1e-9)
+
+
+@pytest.mark.parametrize("g0, g1, t0, t1", [
+    (1.7e9 + 1000, 1.7e9 + 41000, 0.0, 0.3),  # within one day, from the cell's start
+    (1.7e9, 1.7e9 + 11 * 86400 + 5000, 0.0, 0.37),  # eleven days and more: whole days err nothing
+    (1.7e9 + 300, 1.7e9 + 2000, 0.2, 0.21),  # a piece of one bin or two
+    (1.7e9, 1.7e9 + 3 * 86400, 0.1, 0.9),  # inside a cell of three days
+])
+def test_the_profiles_sampling_variance_is_that_of_its_share(g0, g1, t0, t1):
+    """profile_share_variance (the delta method over the profile's bins) against the spread of the untilted
+    share over 4,000 profiles drawn as the build draws them, k rows multinomial over the bins: within 10%.
+    (0.14.0 gave every range f (1 − f)/(k M max(M, 1)), M the cell's periods: a second of a half-hour bin got
+    its share's whole binomial variance, 1800 times its profile error's.)"""
+    rng = np.random.default_rng(3)
+    bins, k, period = 48, 5000, 86400.0
+    p = rng.dirichlet(np.full(bins, 3.0))
+
+    def profile(shares):
+        return np.concatenate([[0.0], np.cumsum(shares)[:-1], [1.0], [k]])
+
+    want = profile_share_variance(profile(p), period, 1.0, g0, g1, t0, t1)
+    drawn = [profile_cut(profile(rng.multinomial(k, p) / k), period, g0, g1, t0, t1, 1.0)[0] for _ in range(4000)]
+    assert want == pytest.approx(np.var(drawn), rel=0.1)
 
 
 def test_a_cut_cells_count_and_mean_bound_its_rows():
