@@ -177,7 +177,10 @@ share_variance(const Profile *p, double g1, double t0, double t1)
 
 		total += pj * d * d;
 	}
-	return total / k / mass / mass;
+	total = total / k / mass / mass;
+	/* (0 where the arithmetic left float8's range: a period far below the cell's values, which no build
+	 * stores) */
+	return isfinite(total) ? total : 0;
 }
 
 /* The profile cut of a cell (pg_kde.h): what _kde_profile_cut returns, for _kde_range (range.c). */

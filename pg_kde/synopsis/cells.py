@@ -809,8 +809,13 @@ def profile_share_variance(profile, period: float, step: float, g0: float, g1: f
     f = (big_r + part_r) / mass
     # c_j − f C_j = (L_r − f L_c) + (r_j − f C_j's rest), the first without a difference of large numbers
     lead = (big_r * part_c - part_r * big_c) / mass
-    total = sum(pj * (lead + rj - f * cj) ** 2 for pj, rj, cj in zip(p, rest_r, rest_c))
-    return total / k / mass / mass
+    total = 0.0
+    for pj, rj, cj in zip(p, rest_r, rest_c):
+        d = lead + rj - f * cj
+        total += pj * d * d  # (not ** 2: Python raises where IEEE 754 gives inf)
+    out = total / k / mass / mass
+    # (0 where the arithmetic left float8's range: a period far below the cell's values, which no build stores)
+    return out if math.isfinite(out) else 0.0
 
 
 def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: np.ndarray, sample: np.ndarray,

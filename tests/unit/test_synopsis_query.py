@@ -512,3 +512,13 @@ def test_far_values_past_the_scans_ends_turn_the_means_bounds_off(rng):
         r = range_1d(s, 0.0, float(hi), 0)
         assert r.low <= exact(xs, 0.0, hi, 0) <= r.high, (hi, r)
 
+
+
+def test_the_profiles_sampling_variance_stays_finite():
+    """A period far below the cell's values (no build stores one: a crafted row) leaves float8's range in the
+    periods' count: the variance is then 0, never NaN or an exception; a cell of 10³⁰⁰ days loses nothing to
+    a difference of large numbers either (whole days err nothing)."""
+    profile = [0.0, 0.25, 0.5, 0.75, 1.0, 1000.0]
+    assert profile_share_variance(profile, 1e-300, 0.0, 1e300, 1.5e300, 0.1, 0.5) == 0.0
+    assert profile_share_variance(profile, 86400.0, 1.0, -1e305, 1e305, 0.0, 0.5) == pytest.approx(0.0, abs=1e-300)
+    assert math.isfinite(profile_share_variance(profile, 86400.0, 1.0, 0.0, 86400.0 * 1e12, 0.0, 0.3))
