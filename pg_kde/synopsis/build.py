@@ -379,6 +379,10 @@ def _misses_heavy(plan: _Plan1D, sample: np.ndarray) -> bool:
 #: Cells a budget must leave beside a periodic profile for the profile to be tried (below, the cells' own
 #: resolution matters more than the shape inside them).
 PROFILE_MIN_CELLS = 16
+#: The fewest rows a time column's row sample holds (its periodic profile's own: 50,000 rows left the profile
+#: an error every query of the column shares, and one refresh's coverage moved by up to five points from the
+#: next's; docs/math.md §7).
+PROFILE_SAMPLE_ROWS = 200_000
 
 
 def _usable_period(sample: np.ndarray, requested: Requested,
@@ -476,7 +480,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     (:data:`.cells.DAY_PROFILE`, :data:`.cells.WEEK_PROFILE`); where the sample's rows are spread unevenly
     over it (:func:`.cells.periodic`) and the budget leaves room for :data:`PROFILE_MIN_CELLS` cells beside
     it, its bytes are kept out of the cells' budget, and the profile replaces the KDE's shape when it fits
-    the sample better (docs/math.md §7). ``pinned``: the plan of the first scan (a Citus table's, whose
+    the sample better (docs/math.md §7); the row sample then holds at least :data:`PROFILE_SAMPLE_ROWS`
+    rows. ``pinned``: the plan of the first scan (a Citus table's, whose
     shards' answers to the same scan are kept, :mod:`.shards`), instead of a sample of blocks; the build
     plans anew, as it would have, where the scan contradicts it or finds the non-NULL rows more than a
     quarter away from those it was planned for, or values beyond its grid's ends. The built synopsis'
@@ -486,7 +491,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     chosen = counts_method(requested.method, 1)
     rel, (col,) = reader.relation, reader.columns
     budget = requested.budget_1d
-    size = requested.sample_size
+    size = requested.sample_size if period is None else max(requested.sample_size, PROFILE_SAMPLE_ROWS)
     wanted = period
     if pinned is not None:  # the scan takes the row sample; its range and facts follow from it
         sample, span, taking = np.empty(0), (0.0, 0.0), (size, pinned.share)
