@@ -522,3 +522,16 @@ def test_the_profiles_sampling_variance_stays_finite():
     assert profile_share_variance(profile, 1e-300, 0.0, 1e300, 1.5e300, 0.1, 0.5) == 0.0
     assert profile_share_variance(profile, 86400.0, 1.0, -1e305, 1e305, 0.0, 0.5) == pytest.approx(0.0, abs=1e-300)
     assert math.isfinite(profile_share_variance(profile, 86400.0, 1.0, 0.0, 86400.0 * 1e12, 0.0, 0.3))
+
+
+def test_a_time_columns_profile_comes_from_200000_sampled_rows(rng):
+    """A time column's row sample holds at least 200,000 rows (build.PROFILE_SAMPLE_ROWS), four times the
+    default sample_size, and the profile records how many it was made from (its sampling variance uses them);
+    a larger sample_size is kept; a column without a period keeps the request's."""
+    x = daily_times(rng, 600_000)
+    for size, want in ((50000, 200_000), (300_000, 300_000)):
+        built = build_1d(ArrayTableReader((x,)), Requested("auto", size, None, "auto", 8192), quiet, period=DAY_PROFILE)
+        assert built.period == 86400.0 and 0.95 * want <= built.profile[-1] <= want, (size, built.profile[-1])
+    plain = build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 8192), quiet)
+    assert plain.period == 0.0 and plain.pinned.share < build_1d(
+        ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 8192), quiet, period=DAY_PROFILE).pinned.share
