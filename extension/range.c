@@ -383,7 +383,15 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		out.high += whole;
 	}
 	if (period > 0)
+	{
+		/* a row the catalog's check did not see (a composite value built by hand) is checked here */
 		profile = DatumGetArrayTypeP(kde_row_field(row, "profile"));
+		if (!isfinite(period) || ARR_ELEMTYPE(profile) != FLOAT4OID || ARR_NDIM(profile) != 1 ||
+			ARR_HASNULL(profile) || ArrayGetNItems(ARR_NDIM(profile), ARR_DIMS(profile)) < 3)
+			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+							errmsg("pg_kde: the synopsis row's periodic profile is not a float4[] of K + 2 values "
+								   "(K >= 1) without NULLs, with a finite period")));
+	}
 	nk = 0;
 	ks[nk++] = ka;
 	if (kb != ka)

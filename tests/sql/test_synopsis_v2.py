@@ -548,6 +548,13 @@ def test_periodic_profiles_of_time_columns(db, table):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="finite and positive"):
         db.execute("SELECT _kde_profile_cut('{0,0.5,1,0,0.2,0.4,0,0.1,0.2,100}'::float4[], 86400, 1, 0, "
                    "'NaN', 0.1, 0.5, 0.5)")
+    # So does a query given a synopsis row built by hand (the catalog's check never saw it): before 0.15.0 it
+    # read an empty profile's count from before the array's start.
+    for bad in ('{"profile": []}', '{"profile": [0.5]}', '{"profile": [0, null, 1, 5]}',
+                '{"period": "Infinity"}'):
+        with pytest.raises(psycopg.errors.DataCorrupted, match="periodic profile"):
+            db.execute("SELECT (_kde_range(jsonb_populate_record(s, %s), 1704100000, 1704200000, 0)).estimate "
+                       "FROM kde_synopsis s WHERE relid = %s::regclass AND cols = '{t}'", (bad, table))
     # At the smallest budget the cells come first: no room for a day's profile beside 16 cells.
     assert refresh(db, table, "t", budget=1024).get("period") is None
     assert db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = '{t}'",
