@@ -212,7 +212,7 @@ def mean_known(w: float, step: float) -> float:
     values: all of it). Continuous columns, and cells of more than 10⁶ values (within 10⁻¹² of 1): 3."""
     values = 2 * w / step if step > 0 else 0.0
     if 1.5 <= values <= 1e6:
-        m = float(round(values))
+        m = float(math.floor(values + 0.5))  # (C's round; Python's rounds halves to even)
         return MEAN_KNOWN * m * m / (m * m - 1)
     return MEAN_KNOWN
 
