@@ -16,6 +16,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "funcapi.h"
 #include "utils/array.h"
 
@@ -62,6 +63,12 @@ piece(const Profile *p, double a, double b, double *m)
 			edge = edge + p->period / p->bins;
 		}
 		e = fmin(b, edge);
+		if (!(e > x))
+			/* a bin narrower than float8's spacing near the cell (a hand-built period): no step forward */
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("pg_kde: a profile's bins (period / K) are narrower than float8's spacing of "
+								   "the cell's values")));
+		CHECK_FOR_INTERRUPTS();
 		dens = ((double) p->v[k % p->bins + 1] - (double) p->v[k % p->bins]) * p->bins;
 		ds = (x - p->g0) / p->period;
 		de = (e - p->g0) / p->period;

@@ -45,14 +45,14 @@ PG_FUNCTION_INFO_V1(kde_range);
 #define MEAN_KNOWN 3.0
 
 /* query.mean_known: on a lattice of step q a cell of half-width w holds m = 2w/q values, whose positions vary
- * by (1 - 1/m²)/12, so its exact mean pins down m²/(m² - 1) times as much; 3 on a continuous column and
- * past 10⁶ values. */
+ * by (1 - 1/m²)/12, so its exact mean pins down m²/(m² - 1) times as much; 3 on a continuous column, past 10⁶
+ * values, and in a cell of two values (whose split the count and mean fix, which the estimate does not use). */
 static double
 mean_known(double w, double step)
 {
 	double		values = step > 0 ? 2 * w / step : 0.0;
 
-	if (values >= 1.5 && values <= 1e6)
+	if (values >= 2.5 && values <= 1e6)
 	{
 		double		m = round(values);
 

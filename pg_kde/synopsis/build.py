@@ -24,7 +24,6 @@ from .packing import PACK_LIMIT, exact_dot, lattice_indices, pack_atoms, pack_pa
 from .cells import (
     ATOM_BYTES,
     BOUNDARY_BYTES,
-    DEFAULT_BUDGET_1D,
     KDE_POINTS,
     ROW_BYTES_2D,
     ROW_BYTES_1D,
@@ -258,9 +257,9 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
         table_bytes = ATOM_BYTES * len(distinct)
     most_cells = cells_for_budget(budget, 0)
     heavy = atom_candidates(sample, 1.0 / most_cells)
-    # (past the default budget, or the smallest that holds the table, a cell's share for that test stays what
-    # it was there: a larger budget keeps a table that a smaller one kept)
-    gate = cells_for_budget(min(budget, max(DEFAULT_BUDGET_1D, table_bytes + ROW_BYTES_1D + 3 * BOUNDARY_BYTES)), 0)
+    # (a cell's share for that test is the one at the smallest budget that holds the table: a larger budget
+    # keeps a table that a smaller one kept)
+    gate = cells_for_budget(min(budget, table_bytes + ROW_BYTES_1D + 3 * BOUNDARY_BYTES), 0)
     few = table and table_bytes <= free and (counts == 1).sum() <= len(sample) / gate
     lattice_heavy = np.empty(0)
     if few:  # every sampled value kept exactly; the cells hold only the values the sample missed

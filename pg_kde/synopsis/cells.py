@@ -700,6 +700,9 @@ def _profile_piece(profile, bins: int, period: float, h: float, g0: float, a: fl
         if edge <= x:  # x on the edge itself, rounded into the bin before
             k, edge = k + 1, edge + period / bins
         e = min(b, edge)
+        if not e > x:  # a bin narrower than float8's spacing near the cell (a hand-built period): no step forward
+            raise ValueError("pg_kde: a profile's bins (period / K) are narrower than float8's spacing of the "
+                             "cell's values")
         dens = (profile[k % bins + 1] - profile[k % bins]) * bins
         ds, de = (x - g0) / period, (e - g0) / period
         m[0] += dens * (de - ds)

@@ -208,10 +208,13 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
 def mean_known(w: float, step: float) -> float:
     """The weight of what a cut cell's exact mean pins down of its rows (:data:`MEAN_KNOWN`), for a cell of
     half-width ``w``: on a lattice of step q its rows sit on its m = 2w/q values, whose positions vary by
-    (1 − 1/m²)/12 rather than a continuum's 1/12, so the mean pins down m²/(m² − 1) times as much (a cell of two
-    values: all of it). Continuous columns, and cells of more than 10⁶ values (within 10⁻¹² of 1): 3."""
+    (1 − 1/m²)/12 rather than a continuum's 1/12, so the mean pins down m²/(m² − 1) times as much. Continuous
+    columns, cells of more than 10⁶ values (within 10⁻¹² of 1), and cells of two values: 3. In a cell of two
+    values the count and mean fix the split, which the shape's estimate does not use: the weight 4 would
+    claim an exactness the estimate lacks (a red team: Zipf integers at 1 KB, points missed 21% of the time
+    against 17% with 3)."""
     values = 2 * w / step if step > 0 else 0.0
-    if 1.5 <= values <= 1e6:
+    if 2.5 <= values <= 1e6:
         m = float(math.floor(values + 0.5))  # (C's round; Python's rounds halves to even)
         return MEAN_KNOWN * m * m / (m * m - 1)
     return MEAN_KNOWN

@@ -548,6 +548,11 @@ def test_periodic_profiles_of_time_columns(db, table):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="finite and positive"):
         db.execute("SELECT _kde_profile_cut('{0,0.5,1,0,0.2,0.4,0,0.1,0.2,100}'::float4[], 86400, 1, 0, "
                    "'NaN', 0.1, 0.5, 0.5)")
+    # A period whose bins are narrower than float8's spacing near the cell made no step forward, and the backend
+    # spun beyond statement_timeout and pg_terminate_backend (a red team): a clean error now.
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="narrower than float8"):
+        db.execute("SELECT _kde_profile_cut('{0,0.5,1,1}'::float4[], 1e-9, 0, 1e14 + 0.3, 1e14 + 1000.3, 0.1, 0.5, "
+                   "0.5)")
     # So does a query given a synopsis row built by hand (the catalog's check never saw it): before 0.15.0 it
     # read an empty profile's count from before the array's start.
     for bad in ('{"profile": []}', '{"profile": [0.5]}', '{"profile": [0, null, 1, 5]}',

@@ -292,7 +292,7 @@ def test_a_range_inside_one_cell_adds_its_two_cuts_shape_errors(rng):
     # (the rows between the shares `below` and `upto` of the cell, less what its exact mean pins down of them:
     # on the cent lattice the cell's m values' positions vary by (1 − 1/m²)/12, so 3 m²/(m² − 1))
     m = round((g1 - g0) / 0.01)
-    known = 3 * m * m / (m * m - 1)
+    known = 3 * m * m / (m * m - 1) if m >= 3 else 3.0
     binomial = n * (f * (1 - f) - known * (f * (1 - below - upto)) ** 2)
     shape = 4 * n * n * s["shape_var"] * (below * (1 - below) + upto * (1 - upto))
     apart = n * abs(f - (mass(linear(mean), tb) - mass(linear(mean), ta)))  # the shape's doubt, squared below
@@ -522,6 +522,9 @@ def test_the_profiles_sampling_variance_stays_finite():
     assert profile_share_variance(profile, 1e-300, 0.0, 1e300, 1.5e300, 0.1, 0.5) == 0.0
     assert profile_share_variance(profile, 86400.0, 1.0, -1e305, 1e305, 0.0, 0.5) == pytest.approx(0.0, abs=1e-300)
     assert math.isfinite(profile_share_variance(profile, 86400.0, 1.0, 0.0, 86400.0 * 1e12, 0.0, 0.3))
+    # bins narrower than float8's spacing near the cell: an error, not a loop that never moves on
+    with pytest.raises(ValueError, match="narrower than float8"):
+        profile_cut([0.0, 0.5, 1.0, 1.0], 1e-9, 1e14 + 0.3, 1e14 + 1000.3, 0.1, 0.5, 0.0, 0.5)
 
 
 def test_a_time_columns_profile_comes_from_200000_sampled_rows(rng):
