@@ -190,6 +190,19 @@ share_variance(const Profile *p, double g1, double t0, double t1)
 	return isfinite(total) ? total : 0;
 }
 
+/* Whether the n values are a profile: cumulative shares from 0 up to 1, never falling, then the rows it was
+ * made from (at least one), all finite (pg_kde.h). */
+bool
+kde_profile_ok(const float4 *profile, int n)
+{
+	if (n < 3 || profile[0] != 0 || profile[n - 2] != 1 || !(profile[n - 1] >= 1) || !isfinite(profile[n - 1]))
+		return false;
+	for (int j = 0; j < n - 2; j++)
+		if (!(profile[j + 1] >= profile[j]))
+			return false;
+	return true;
+}
+
 /* The profile cut of a cell (pg_kde.h): what _kde_profile_cut returns, for _kde_range (range.c). */
 void
 kde_profile_share(const float4 *profile, int n, double period, double step, double g0, double g1, double t0,
@@ -255,9 +268,10 @@ kde_profile_cut(PG_FUNCTION_ARGS)
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 
-	if (ARR_ELEMTYPE(array) != FLOAT4OID || ARR_NDIM(array) != 1 || ARR_HASNULL(array) || n < 3)
+	if (ARR_ELEMTYPE(array) != FLOAT4OID || ARR_NDIM(array) != 1 || ARR_HASNULL(array) || n < 3 ||
+		!kde_profile_ok((const float4 *) ARR_DATA_PTR(array), n))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("pg_kde: a profile is a float4[] of K + 2 values (K >= 1) without NULLs")));
+						errmsg("pg_kde: a profile is a float4[] of K + 2 values (K >= 1) without NULLs: cumulative shares from 0 up to 1, then its rows (>= 1)")));
 	if (!(period > 0) || !isfinite(period) || !(g1 > g0) || !isfinite(g0) || !isfinite(g1) || !isfinite(step)
 		|| !isfinite(t0) || !isfinite(t1) || !isfinite(mean) || !(0 <= t0 && t0 <= t1 && t1 <= 1))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),

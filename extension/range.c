@@ -387,10 +387,13 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		/* a row the catalog's check did not see (a composite value built by hand) is checked here */
 		profile = DatumGetArrayTypeP(kde_row_field(row, "profile"));
 		if (!isfinite(period) || ARR_ELEMTYPE(profile) != FLOAT4OID || ARR_NDIM(profile) != 1 ||
-			ARR_HASNULL(profile) || ArrayGetNItems(ARR_NDIM(profile), ARR_DIMS(profile)) < 3)
+			ARR_HASNULL(profile) || ArrayGetNItems(ARR_NDIM(profile), ARR_DIMS(profile)) < 3 ||
+			!kde_profile_ok((const float4 *) ARR_DATA_PTR(profile),
+							ArrayGetNItems(ARR_NDIM(profile), ARR_DIMS(profile))))
 			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
 							errmsg("pg_kde: the synopsis row's periodic profile is not a float4[] of K + 2 values "
-								   "(K >= 1) without NULLs, with a finite period")));
+								   "(K >= 1) without NULLs, cumulative shares from 0 up to 1 and its rows, with a "
+								   "finite period")));
 	}
 	nk = 0;
 	ks[nk++] = ka;

@@ -542,11 +542,11 @@ def test_periodic_profiles_of_time_columns(db, table):
                      "'2024-04-01 17:45+00'::timestamptz)", (table,)).fetchone()[0]
     assert got == pytest.approx(exact, rel=0.015)
     # The library function refuses what is not a profile (a caller's own arrays), instead of reading past it.
-    for bad in ("'{0,1}'", "'{0,0.5,1,0,0.2,0.4,0,0.1,0.2,NULL}'", "'{{0,1,0},{0.5,0,1}}'"):
+    for bad in ("'{0,1}'", "'{0,0.5,1,0,0.2,0.4,0,0.1,0.2,NULL}'", "'{{0,1,0},{0.5,0,1}}'", "'{0,0.9,0.1,1,1000}'"):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="a profile is a float4"):
             db.execute(f"SELECT _kde_profile_cut({bad}::float4[], 86400, 1, 0, 100, 0.1, 0.5, 0.5)")
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="finite and positive"):
-        db.execute("SELECT _kde_profile_cut('{0,0.5,1,0,0.2,0.4,0,0.1,0.2,100}'::float4[], 86400, 1, 0, "
+        db.execute("SELECT _kde_profile_cut('{0,0.1,0.2,0.4,0.5,1,100}'::float4[], 86400, 1, 0, "
                    "'NaN', 0.1, 0.5, 0.5)")
     # A period whose bins are narrower than float8's spacing near the cell made no step forward, and the backend
     # spun beyond statement_timeout and pg_terminate_backend (a red team): a clean error now.
@@ -556,7 +556,8 @@ def test_periodic_profiles_of_time_columns(db, table):
     # So does a query given a synopsis row built by hand (the catalog's check never saw it): before 0.15.0 it
     # read an empty profile's count from before the array's start.
     for bad in ('{"profile": []}', '{"profile": [0.5]}', '{"profile": [0, null, 1, 5]}',
-                '{"period": "Infinity"}'):
+                '{"period": "Infinity"}', '{"profile": [0, 0.9, 0.1, 1, 1000]}', '{"profile": [0, 0.5, 1, 0]}',
+                '{"profile": [0, "NaN", 1, 5]}'):
         with pytest.raises(psycopg.errors.DataCorrupted, match="periodic profile"):
             db.execute("SELECT (_kde_range(jsonb_populate_record(s, %s), 1704100000, 1704200000, 0)).estimate "
                        "FROM kde_synopsis s WHERE relid = %s::regclass AND cols = '{t}'", (bad, table))
