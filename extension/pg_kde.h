@@ -43,11 +43,13 @@ extern void kde_widen(double *lo, double *hi, double v);
 /* add x to the int128 kept as (low, high) int64 words at pair */
 extern void kde_add_quanta(int64 *pair, __int128 x);
 
-/* share of a cut cell [g0, g1]'s rows between fractions t0 <= t1 under a periodic profile (n float4 values),
- * their mean position there and the share's sampling variance per unit (_kde_profile_cut's OUT values) */
-/* Whether a profile's K + 2 values are its cumulative shares C_0 = 0 <= ... <= C_K = 1 and a row count >= 1
+/* The values of a periodic profile (*values) and their number n, returned, when the array is one: a 1-D float4[]
+ * without NULLs of K + 2 >= 3 values, cumulative shares C_0 = 0 <= ... <= C_K = 1 and a row count >= 1; else 0
  * (profile.c) */
-extern bool kde_profile_ok(const float4 *profile, int n);
+extern int	kde_profile_values(ArrayType *array, const float4 **values);
+/* share of a cut cell [g0, g1]'s rows between fractions t0 <= t1 under a periodic profile (n float4 values),
+ * their mean position there and the variance of that share its own sample leaves (_kde_profile_cut's OUT
+ * values) */
 extern void kde_profile_share(const float4 *profile, int n, double period, double step, double g0, double g1,
 							  double t0, double t1, double mean, double *share, double *pos, double *doubt);
 

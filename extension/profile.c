@@ -190,17 +190,24 @@ share_variance(const Profile *p, double g1, double t0, double t1)
 	return isfinite(total) ? total : 0;
 }
 
-/* Whether the n values are a profile: cumulative shares from 0 up to 1, never falling, then the rows it was
- * made from (at least one), all finite (pg_kde.h). */
-bool
-kde_profile_ok(const float4 *profile, int n)
+/* The values of a periodic profile and their number, or 0 where the array is not one (pg_kde.h). */
+int
+kde_profile_values(ArrayType *array, const float4 **values)
 {
-	if (n < 3 || profile[0] != 0 || profile[n - 2] != 1 || !(profile[n - 1] >= 1) || !isfinite(profile[n - 1]))
-		return false;
+	int			n;
+	const float4 *v;
+
+	if (ARR_ELEMTYPE(array) != FLOAT4OID || ARR_NDIM(array) != 1 || ARR_HASNULL(array))
+		return 0;
+	n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+	v = (const float4 *) ARR_DATA_PTR(array);
+	if (n < 3 || v[0] != 0 || v[n - 2] != 1 || !(v[n - 1] >= 1) || !isfinite(v[n - 1]))
+		return 0;
 	for (int j = 0; j < n - 2; j++)
-		if (!(profile[j + 1] >= profile[j]))
-			return false;
-	return true;
+		if (!(v[j + 1] >= v[j]))
+			return 0;
+	*values = v;
+	return n;
 }
 
 /* The profile cut of a cell (pg_kde.h): what _kde_profile_cut returns, for _kde_range (range.c). */
@@ -260,7 +267,8 @@ kde_profile_cut(PG_FUNCTION_ARGS)
 	double		t0 = PG_GETARG_FLOAT8(5);
 	double		t1 = PG_GETARG_FLOAT8(6);
 	double		mean = PG_GETARG_FLOAT8(7);
-	int			n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+	const float4 *shares = NULL;
+	int			n = kde_profile_values(array, &shares);
 	double		share,
 				pos,
 				doubt;
@@ -268,16 +276,14 @@ kde_profile_cut(PG_FUNCTION_ARGS)
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 
-	if (ARR_ELEMTYPE(array) != FLOAT4OID || ARR_NDIM(array) != 1 || ARR_HASNULL(array) || n < 3 ||
-		!kde_profile_ok((const float4 *) ARR_DATA_PTR(array), n))
+	if (n == 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: a profile is a float4[] of K + 2 values (K >= 1) without NULLs: cumulative shares from 0 up to 1, then its rows (>= 1)")));
 	if (!(period > 0) || !isfinite(period) || !(g1 > g0) || !isfinite(g0) || !isfinite(g1) || !isfinite(step)
 		|| !isfinite(t0) || !isfinite(t1) || !isfinite(mean) || !(0 <= t0 && t0 <= t1 && t1 <= 1))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: a profile's period and cell must be finite and positive, 0 <= t0 <= t1 <= 1")));
-	kde_profile_share((const float4 *) ARR_DATA_PTR(array), n, period, step, g0, g1, t0, t1, mean, &share,
-					  &pos, &doubt);
+	kde_profile_share(shares, n, period, step, g0, g1, t0, t1, mean, &share, &pos, &doubt);
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("pg_kde: a record is expected")));
 	desc = BlessTupleDesc(desc);

@@ -354,7 +354,8 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 				kb,
 				ks[2],
 				nk;
-	ArrayType  *profile = NULL;
+	const float4 *profile = NULL;	/* a periodic profile's values (period > 0), profile_n of them */
+	int			profile_n = 0;
 	bool		slack_null,
 				quantum_null;
 	Datum		slack_datum = kde_row_field_optional(row, "sum_slack", &slack_null),
@@ -385,11 +386,8 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 	if (period > 0)
 	{
 		/* a row the catalog's check did not see (a composite value built by hand) is checked here */
-		profile = DatumGetArrayTypeP(kde_row_field(row, "profile"));
-		if (!isfinite(period) || ARR_ELEMTYPE(profile) != FLOAT4OID || ARR_NDIM(profile) != 1 ||
-			ARR_HASNULL(profile) || ArrayGetNItems(ARR_NDIM(profile), ARR_DIMS(profile)) < 3 ||
-			!kde_profile_ok((const float4 *) ARR_DATA_PTR(profile),
-							ArrayGetNItems(ARR_NDIM(profile), ARR_DIMS(profile))))
+		profile_n = kde_profile_values(DatumGetArrayTypeP(kde_row_field(row, "profile")), &profile);
+		if (!isfinite(period) || profile_n == 0)
 			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
 							errmsg("pg_kde: the synopsis row's periodic profile is not a float4[] of K + 2 values "
 								   "(K >= 1) without NULLs, cumulative shares from 0 up to 1 and its rows, with a "
@@ -450,9 +448,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		if (period > 0)
 		{
 			/* the periodic profile's shape tilted to the cell's mean, and its own sampling error */
-			int			k = ArrayGetNItems(ARR_NDIM(profile), ARR_DIMS(profile));
-
-			kde_profile_share((const float4 *) ARR_DATA_PTR(profile), k, period, step, g0, g1, t0, t1, mean,
+			kde_profile_share(profile, profile_n, period, step, g0, g1, t0, t1, mean,
 							  &share, &pos, &doubt);
 			apart = 0.0;
 		}
@@ -482,9 +478,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			{
 				double		below_pos,
 							below_doubt;
-				int			k = ArrayGetNItems(ARR_NDIM(profile), ARR_DIMS(profile));
-
-				kde_profile_share((const float4 *) ARR_DATA_PTR(profile), k, period, step, g0, g1, 0.0, t0, mean,
+				kde_profile_share(profile, profile_n, period, step, g0, g1, 0.0, t0, mean,
 								  &below, &below_pos, &below_doubt);
 			}
 			else

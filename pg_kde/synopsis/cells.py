@@ -65,6 +65,17 @@ KDE_POINTS = 8192
 KDE_SLICE_TERMS = 1 << 20
 
 
+def c_floor(x: float) -> float:
+    """C's floor: a float, ±∞ and NaN as they are (Python's math.floor raises on them)."""
+    return float(math.floor(x)) if math.isfinite(x) else x
+
+
+def c_ceil(x: float) -> float:
+    """C's ceil: a float, ±∞ and NaN as they are (an infinity, say a bound near 1e308 over a small step, stays
+    one)."""
+    return float(math.ceil(x)) if math.isfinite(x) else x
+
+
 def lattice_step(sample: np.ndarray) -> float:
     """The largest of :data:`STEP_CANDIDATES` that every sampled value is a whole multiple of; 0 when none
     is (a continuous column) or the sample holds fewer than two distinct values."""
@@ -773,17 +784,12 @@ def profile_cut(profile, period: float, g0: float, g1: float, t0: float, t1: flo
     return share, min(t1, max(t0, pos)), doubt
 
 
-def _c_floor(x: float) -> float:
-    """C's floor: a float, infinities and NaN as they are."""
-    return float(math.floor(x)) if math.isfinite(x) else x
-
-
 def _bin_cover(bins: int, period: float, base: float, a: float, b: float) -> Tuple[float, list]:
     """How much of each of the period's bins [a, b] (seconds, of x + step/2) covers, in bins' widths: (L, r)
     with bin j covered L + r_j times, L the periods whose starts [a, b] passes (a whole number) and r_j in
     [−1, 1]. ``base`` (a whole number of periods near a) keeps the fractions exact."""
     ua, ub = a / period - base, b / period - base
-    fa, fb = _c_floor(ua), _c_floor(ub)
+    fa, fb = c_floor(ua), c_floor(ub)
     ra, rb = bins * (ua - fa), bins * (ub - fb)
     return fb - fa, [min(1.0, max(0.0, rb - j)) - min(1.0, max(0.0, ra - j)) for j in range(bins)]
 
@@ -800,7 +806,7 @@ def profile_share_variance(profile, period: float, step: float, g0: float, g1: f
     if not k > 0 or not g1 > g0:
         return 0.0
     h, w = step / 2, g1 - g0
-    base = _c_floor((g0 + h) / period)
+    base = c_floor((g0 + h) / period)
     big_c, rest_c = _bin_cover(bins, period, base, g0 + h, g1 + h)
     big_r, rest_r = _bin_cover(bins, period, base, g0 + t0 * w + h, g0 + t1 * w + h)
     p = [float(profile[j + 1]) - float(profile[j]) for j in range(bins)]

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .cells import linear, mass, moment, profile_cut, shape_of
+from .cells import c_ceil, c_floor, linear, mass, moment, profile_cut, shape_of
 from .maths import is_tie_cell, ulp
 from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_pairs
 
@@ -60,29 +60,20 @@ def _atoms_upto(values, cum, x: float, inclusive: bool) -> float:
     return cum[k - 1] if k > 0 else 0.0
 
 
-def _ceil(x: float) -> float:
-    """C's ceil: an infinity (a bound near 1e308 over a small step) stays one."""
-    return float(math.ceil(x)) if math.isfinite(x) else x
-
-
-def _floor(x: float) -> float:
-    return float(math.floor(x)) if math.isfinite(x) else x
-
-
 def snap(a: float, b: float, step: float):
     """[a, b] moved out to half-steps around the lattice values it includes: (A, B), or None when it
     includes none. Float arithmetic throughout, as _kde_snap in SQL."""
     lo, hi = -math.inf, math.inf
     ka = kb = None
     if math.isfinite(a):
-        ka = _ceil(a / step)
+        ka = c_ceil(a / step)
         if lattice_value(ka - 1, step) >= a:
             ka -= 1
         elif lattice_value(ka, step) < a:
             ka += 1
         lo = (ka - 0.5) * step
     if math.isfinite(b):
-        kb = _floor(b / step)
+        kb = c_floor(b / step)
         if lattice_value(kb + 1, step) <= b:
             kb += 1
         elif lattice_value(kb, step) > b:
@@ -251,15 +242,10 @@ def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: flo
             hi = min(hi, n * (mean + doubt) / (t0 + gap))
         if 1 - (t1 - gap) > 0:
             hi = min(hi, n * (1 - (mean - doubt)) / (1 - (t1 - gap)))
-    lo = _whole(lo - MEAN_BOUNDS_FLOOR * n, math.ceil)
-    hi = _whole(hi + MEAN_BOUNDS_FLOOR * n, math.floor)
+    lo = c_ceil(lo - MEAN_BOUNDS_FLOOR * n)
+    hi = c_floor(hi + MEAN_BOUNDS_FLOOR * n)
     lo, hi = (0.0 if math.isnan(lo) else max(0.0, lo)), (n if math.isnan(hi) else min(n, hi))
     return (lo, hi) if lo <= hi else (0.0, n)
-
-
-def _whole(x: float, rounded) -> float:
-    """C's ceil or floor: ±∞ and NaN as they are (Python's raise)."""
-    return float(rounded(x)) if math.isfinite(x) else x
 
 
 def _below_cut(n: float, mean: float, doubt: float, upto: float, above: float) -> tuple:
