@@ -1,13 +1,23 @@
 /*
- * A time column's periodic profile inside a cut cell (docs/math.md §7): _kde_profile_cut gives the share of
- * the cell's rows between fractions t0 <= t1, their mean position there, and the variance of the share's
- * error from the profile's own sample, under the profile tilted to the cell's exact mean position. The
- * float64 reference is pg_kde.synopsis.cells.profile_cut; this is the same arithmetic, step for step, so
- * that a 1-D query stays within its latency on profiled columns.
+ * A time column's periodic profile (docs/math.md §7).
+ *
+ * The refresh counts it: the aggregate _kde_phases(value, period, bins, shift) counts, in the same scan as
+ * _kde_cells, the finite values in each of K equal bins of the period, by the phase ((v + shift) mod period)
+ * / period (shift: half the lattice step, so that each value falls in the bin its half-steps fall in, as
+ * queries cut it). The build takes the heavy values' rows out and stores the profile of every other row, not
+ * of a sample (pg_kde.synopsis.cells.period_counts is the float64 reference, numpy's mod and truncation step
+ * for step). Its state is a bytea with a combine function, as _kde_cells's: PostgreSQL's parallel query runs
+ * it on every core, Citus on every shard.
+ *
+ * A query cuts a cell with it: _kde_profile_cut gives the share of the cell's rows between fractions
+ * t0 <= t1, their mean position there, and the variance of the share's error from the profile's own sample
+ * (none to speak of where the profile counts every row), under the profile tilted to the cell's exact mean
+ * position. The float64 reference is pg_kde.synopsis.cells.profile_cut; this is the same arithmetic, step for
+ * step, so that a 1-D query stays within its latency on profiled columns.
  *
  * profile (float4[], K + 2 values): cumulative shares C_0 .. C_K of K equal bins of the period (the density
- * is constant in each), then the sampled rows it was made from. Moments are taken about the cell's start
- * (whole periods in closed form, the rest bin by bin), so a narrow cell loses no precision.
+ * is constant in each), then the rows it was made from. Moments are taken about the cell's start (whole
+ * periods in closed form, the rest bin by bin), so a narrow cell loses no precision.
  */
 #include "postgres.h"
 
@@ -15,14 +25,218 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "funcapi.h"
 #include "utils/array.h"
+#include "utils/memutils.h"
 
 #include "pg_kde.h"
 
 PG_FUNCTION_INFO_V1(kde_profile_cut);
+PG_FUNCTION_INFO_V1(kde_phases_step_timestamp);
+PG_FUNCTION_INFO_V1(kde_phases_step_date);
+PG_FUNCTION_INFO_V1(kde_phases_combine);
+
+/*
+ * _kde_phases's state, in the server's byte order: 4 bytes of padding | struct PhasesHeader | rows[bins]
+ * int64 (pg_kde.synopsis.sql_reader.decode_phases reads it). The transition function updates it in place.
+ */
+#define PHASES_MAGIC 0x5044454bu	/* "KDEP" */
+#define PHASES_VERSION 1
+#define PHASES_PAD 4
+/* the most bins a profile may have (cells.PROFILE_MAX_BINS) */
+#define PHASES_MAX_BINS 100000
+
+typedef struct PhasesHeader
+{
+	uint32		magic;
+	uint32		version;
+	int32		bins;
+	int32		unused;
+	double		period;
+	double		shift;
+} PhasesHeader;
+
+static Size
+phases_size(int bins)
+{
+	return VARHDRSZ + PHASES_PAD + sizeof(PhasesHeader) + sizeof(int64) * (Size) bins;
+}
+
+static PhasesHeader *
+phases_header(bytea *b)
+{
+	return (PhasesHeader *) ((char *) b + VARHDRSZ + PHASES_PAD);
+}
+
+static int64 *
+phases_rows(bytea *b)
+{
+	return (int64 *) ((char *) phases_header(b) + sizeof(PhasesHeader));
+}
+
+/* Whether b is a whole state of this version, 8-byte aligned, with a period and bins the step would take. */
+static bool
+phases_ok(const bytea *b)
+{
+	const PhasesHeader *h;
+
+	if (VARATT_IS_EXTENDED(b) || ((uintptr_t) b) % sizeof(int64) != 0 ||
+		VARSIZE(b) < VARHDRSZ + PHASES_PAD + sizeof(PhasesHeader))
+		return false;
+	h = (const PhasesHeader *) ((const char *) b + VARHDRSZ + PHASES_PAD);
+	return h->magic == PHASES_MAGIC && h->version == PHASES_VERSION && h->bins >= 1 &&
+		h->bins <= PHASES_MAX_BINS && h->period > 0 && isfinite(h->period) && isfinite(h->shift) &&
+		VARSIZE(b) == phases_size(h->bins);
+}
+
+/* A state from anywhere (a worker, a shard, a caller), copied to 8-byte-aligned memory of the context and
+ * checked. */
+static bytea *
+phases_copy(bytea *from, MemoryContext context)
+{
+	Size		size = VARSIZE_ANY_EXHDR(from);
+	bytea	   *b = MemoryContextAlloc(context, VARHDRSZ + size);
+
+	memcpy(VARDATA(b), VARDATA_ANY(from), size);
+	SET_VARSIZE(b, VARHDRSZ + size);
+	if (!phases_ok(b))
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+						errmsg("pg_kde: not a _kde_phases state of this version")));
+	return b;
+}
+
+/* The state of a transition call: a new one at the first row, from the period, bins and shift. */
+static bytea *
+phases_state(FunctionCallInfo fcinfo)
+{
+	bytea	   *b;
+	PhasesHeader *h;
+	double		period,
+				shift;
+	int32		bins;
+
+	if (!AggCheckCallContext(fcinfo, NULL))
+		elog(ERROR, "_kde_phases called in a non-aggregate context");
+	if (PG_ARGISNULL(2) || PG_ARGISNULL(3) || PG_ARGISNULL(4))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("pg_kde: _kde_phases needs a period, bins and a shift")));
+	period = PG_GETARG_FLOAT8(2);
+	bins = PG_GETARG_INT32(3);
+	shift = PG_GETARG_FLOAT8(4);
+	if (!(period > 0) || !isfinite(period) || !isfinite(shift) || bins < 1 || bins > PHASES_MAX_BINS)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("pg_kde: _kde_phases needs a positive finite period, 1 to %d bins and a finite shift",
+							   PHASES_MAX_BINS)));
+	if (PG_ARGISNULL(0))
+	{
+		/* made in the per-call memory: PostgreSQL copies a transition value that is not the one it passed in
+		 * into the aggregate's memory, and keeps only that copy */
+		b = palloc0(phases_size(bins));
+		SET_VARSIZE(b, phases_size(bins));
+		h = phases_header(b);
+		h->magic = PHASES_MAGIC;
+		h->version = PHASES_VERSION;
+		h->bins = bins;
+		h->period = period;
+		h->shift = shift;
+	}
+	else
+	{
+		/* this aggregate's own state; anything else (a crafted initial value) is checked, and copied */
+		b = (bytea *) PG_GETARG_POINTER(0);
+		if (!phases_ok(b))
+			b = phases_copy(PG_GETARG_BYTEA_PP(0), CurrentMemoryContext);
+		h = phases_header(b);
+		if (h->bins != bins || h->period != period || h->shift != shift)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("pg_kde: a _kde_phases state of another period, bins or shift")));
+	}
+	return b;
+}
+
+/* Count a finite value in its bin: ((v + shift) mod period) / period, times bins, truncated (numpy's mod:
+ * fmod, then the period added to a negative remainder). */
+static void
+phases_add(bytea *b, double v)
+{
+	PhasesHeader *h = phases_header(b);
+	double		r,
+				phase;
+	int64		j;
+
+	if (!isfinite(v))
+		return;
+	r = fmod(v + h->shift, h->period);
+	if (r < 0)
+		r += h->period;
+	phase = r / h->period;
+	if (!isfinite(phase))		/* v + shift past float8's range */
+		return;
+	j = (int64) (phase * h->bins);
+	phases_rows(b)[Min(Max(j, 0), h->bins - 1)]++;
+}
+
+Datum
+kde_phases_step_timestamp(PG_FUNCTION_ARGS)
+{
+	bytea	   *b = phases_state(fcinfo);
+
+	if (!PG_ARGISNULL(1))
+		phases_add(b, kde_epoch_seconds(PG_GETARG_TIMESTAMP(1)));
+	PG_RETURN_BYTEA_P(b);
+}
+
+Datum
+kde_phases_step_date(PG_FUNCTION_ARGS)
+{
+	bytea	   *b = phases_state(fcinfo);
+
+	if (!PG_ARGISNULL(1))
+		phases_add(b, kde_date_seconds(PG_GETARG_DATEADT(1)));
+	PG_RETURN_BYTEA_P(b);
+}
+
+Datum
+kde_phases_combine(PG_FUNCTION_ARGS)
+{
+	bytea	   *a,
+			   *b;
+	PhasesHeader *ha,
+			   *hb;
+	int64	   *ra,
+			   *rb;
+
+	if (!AggCheckCallContext(fcinfo, NULL))
+		elog(ERROR, "_kde_phases combine called in a non-aggregate context");
+	if (PG_ARGISNULL(1))
+	{
+		if (PG_ARGISNULL(0))	/* both empty (a worker or shard that read no row): still empty */
+			PG_RETURN_NULL();
+		PG_RETURN_DATUM(PG_GETARG_DATUM(0));
+	}
+	b = phases_copy(PG_GETARG_BYTEA_PP(1), CurrentMemoryContext);
+	if (PG_ARGISNULL(0))
+		PG_RETURN_BYTEA_P(b);
+	/* normally this function's own value; a state another planner handed over is copied once */
+	a = (bytea *) PG_GETARG_POINTER(0);
+	if (!phases_ok(a))
+		a = phases_copy(PG_GETARG_BYTEA_PP(0), CurrentMemoryContext);
+	ha = phases_header(a);
+	hb = phases_header(b);
+	if (ha->bins != hb->bins || ha->period != hb->period || ha->shift != hb->shift)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("pg_kde: _kde_phases states of different periods, bins or shifts do not combine")));
+	ra = phases_rows(a);
+	rb = phases_rows(b);
+	for (int j = 0; j < ha->bins; j++)
+		if (rb[j] < 0 || pg_add_s64_overflow(ra[j], rb[j], &ra[j]))
+			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+							errmsg("pg_kde: a _kde_phases state with a negative or overflowing count")));
+	PG_RETURN_BYTEA_P(a);
+}
 
 /* The largest tilt of the profile's density p (1 + beta (t - 1/2)): it stays non-negative. */
 #define PROFILE_TILT 2.0

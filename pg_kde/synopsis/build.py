@@ -42,6 +42,7 @@ from .cells import (
     lattice_sums,
     quanta_of,
     make_profile,
+    period_counts,
     on_lattice,
     order_statistics,
     periodic,
@@ -521,7 +522,9 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         else:
             plan = _plan_1d(scanned, requested, cells_budget, continuous or scale != 1.0, quantum,
                             grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale), rows, table)
-        scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum, taking)
+        # (a time column's profile is counted over every row in the same pass, on its own units only)
+        phases = (period[0], period[1], plan.step) if period and scale == 1.0 else None
+        scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum, taking, phases)
         _scan_errors(scan, rel, col)
         rows = scan.non_null
         # (another scan below plans from the row sample too; so does a pinned plan made for far fewer or more rows)
@@ -657,7 +660,11 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         if period and scale == 1.0 and len(rest) >= 50:
             # The periodic profile instead of the KDE's shape when it misses the sample by less (the rows are
             # spread unevenly over the period: _usable_period's test).
-            profile = make_profile(rest, *period, step)
+            # Of every row off the heavy values, as the scan counted them (a sample's where it did not).
+            counts = scan.phases if scan.phases is not None else period_counts(rest, *period, step)
+            if scan.phases is not None and atoms.rows:
+                counts = counts - period_counts(atoms.values, *period, step, weights=atoms.counts)
+            profile = make_profile(counts)
             profile_fit = shape_fit(points, rows_in, sums_in, stored, rest, step, population, profile, period[0])
             if profile_fit[0] < fit[0]:
                 used_period, used_profile, tau2 = period[0], profile.tolist(), shape_variance(profile_fit)

@@ -667,23 +667,32 @@ def profile_bytes(bins: int) -> int:
     return 4 * (bins + 2) + 40
 
 
-def make_profile(sample: np.ndarray, period: float, bins: int, step: float = 0.0) -> np.ndarray:
-    """The profile of ``sample`` over ``period``: the share of rows in each of ``bins`` equal bins of the
-    period ((x + step/2) mod period: on a lattice of ``step`` each value's bin is the one its half-steps
-    [v − q/2, v + q/2] fall in, as queries cut it), with :data:`PROFILE_PRIOR` added to each, stored as float4
-    cumulative shares C_0 = 0 .. C_K = 1 at the bins' edges (the density is constant in each bin), then the
-    number of rows it was made from (its own sampling error widens intervals: :func:`profile_cut`).
-    docs/math.md §7."""
-    counts = _period_counts(sample, period, bins, step) + PROFILE_PRIOR
-    cum = np.concatenate([[0.0], np.cumsum(counts / counts.sum())])
+def make_profile(counts: np.ndarray) -> np.ndarray:
+    """The profile of rows counted in each of K equal bins of a period (:func:`period_counts`), with
+    :data:`PROFILE_PRIOR` added to each, stored as float4 cumulative shares C_0 = 0 .. C_K = 1 at the bins'
+    edges (the density is constant in each bin), then the number of rows it was made from (a sample's
+    sampling error widens intervals, :func:`profile_share_variance`; a count of every row's, the refresh's
+    ``_kde_phases``, leaves none to speak of). docs/math.md §7."""
+    counts = np.asarray(counts, dtype=np.float64)
+    prior = counts + PROFILE_PRIOR
+    cum = np.concatenate([[0.0], np.cumsum(prior / prior.sum())])
     cum[-1] = 1.0
-    return np.concatenate([cum, [float(len(sample))]]).astype(np.float32).astype(np.float64)
+    return np.concatenate([cum, [float(counts.sum())]]).astype(np.float32).astype(np.float64)
 
 
-def _period_counts(sample: np.ndarray, period: float, bins: int, step: float) -> np.ndarray:
-    """The sample's rows in each of ``bins`` equal bins of the period, by the phase of x + step/2."""
-    phase = np.mod(np.asarray(sample, dtype=np.float64) + step / 2, period) / period
-    return np.bincount(np.minimum((phase * bins).astype(np.int64), bins - 1), minlength=bins).astype(np.float64)
+def period_counts(values: np.ndarray, period: float, bins: int, step: float = 0.0,
+                  weights: Optional[np.ndarray] = None) -> np.ndarray:
+    """The rows in each of ``bins`` equal bins of the period, by the phase ((x + step/2) mod period) / period:
+    on a lattice of ``step`` each value's bin is the one its half-steps [v − q/2, v + q/2] fall in, as queries
+    cut it. ``weights``: each value's rows (1 each by default). Non-finite values count nowhere. As the
+    refresh's ``_kde_phases`` in C (extension/profile.c), step for step."""
+    x = np.asarray(values, dtype=np.float64)
+    w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        phase = np.mod(x + step / 2, period) / period
+    ok = np.isfinite(phase)
+    at = np.clip((phase[ok] * bins).astype(np.int64), 0, bins - 1)
+    return np.bincount(at, weights=w[ok], minlength=bins).astype(np.float64)
 
 
 def periodic(sample: np.ndarray, period: float, bins: int, step: float = 0.0) -> bool:
@@ -691,7 +700,7 @@ def periodic(sample: np.ndarray, period: float, bins: int, step: float = 0.0) ->
     them): Pearson's χ² against even bins beyond its mean (bins − 1) by five of its standard deviations
     (√(2 (bins − 1))). Where they are spread evenly a profile is the straight line, and its bytes are
     better spent on cells."""
-    counts = _period_counts(sample, period, bins, step)
+    counts = period_counts(sample, period, bins, step)
     expected = len(sample) / bins
     if expected < 5:
         return False

@@ -16,7 +16,7 @@ from typing import NamedTuple, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
-from .cells import on_lattice
+from .cells import on_lattice, period_counts
 
 #: The seed of the repeatable samples (_kde_sample's hash and TABLESAMPLE ... REPEATABLE in SQL, the generator's
 #: seed here).
@@ -45,7 +45,8 @@ class Scan1D:
     of rint(v / quantum) (Python ints); ``candidate_rows`` per candidate; ``low``, ``high``: the
     :data:`TAIL_VALUES` smallest and largest cell values, sorted, repeats included (all of them when the
     cells hold no more); ``sample``: where asked for, a repeatable random sample of the finite values taken
-    in the same pass (:meth:`TableReader.scan_1d`)."""
+    in the same pass (:meth:`TableReader.scan_1d`); ``phases``: where asked for, the finite values in each bin
+    of a period (:func:`~pg_kde.synopsis.cells.period_counts`), counted in the same pass."""
 
     rows: int
     non_null: int
@@ -64,6 +65,7 @@ class Scan1D:
     low: np.ndarray
     high: np.ndarray
     sample: Optional[np.ndarray] = None
+    phases: Optional[np.ndarray] = None
 
 
 @dataclass(frozen=True)
@@ -190,11 +192,13 @@ class TableReader(Protocol):
         its blocks (``whole`` False), so that :meth:`scan_1d` reads it once."""
 
     def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float,
-                sample: Optional[Tuple[int, float]] = None) -> Scan1D:
+                sample: Optional[Tuple[int, float]] = None,
+                phases: Optional[Tuple[float, int, float]] = None) -> Scan1D:
         """One pass over a single column: :class:`Scan1D` for the grid ``points`` (two or more, ascending),
         the sorted ``candidates`` and the ``quantum``. Counts and sums are exact integers, the same in any
         scan order. With ``sample`` (size, share), also a repeatable random sample of about that share of the
-        finite values, thinned to size (:attr:`Scan1D.sample`)."""
+        finite values, thinned to size (:attr:`Scan1D.sample`); with ``phases`` (period, bins, step) of a
+        time column, its finite values per bin of the period (:attr:`Scan1D.phases`)."""
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray, sample: Optional[Tuple[int, float]] = None) -> Cells2D:
         """Per cell (i, j) of the grids' product (shape (len(grid1) − 1, len(grid2) − 1), clamped as in
@@ -343,7 +347,8 @@ class ArrayTableReader:
                         hi=float(finite.max()) if len(finite) else None, whole=False)
 
     def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float,
-                sample: Optional[Tuple[int, float]] = None) -> Scan1D:
+                sample: Optional[Tuple[int, float]] = None,
+                phases: Optional[Tuple[float, int, float]] = None) -> Scan1D:
         if len(self.values) != 1:
             raise ValueError("a 1-D scan is of a single column")
         taken = None
@@ -379,7 +384,8 @@ class ArrayTableReader:
                       cell_rows=np.bincount(c, minlength=m).astype(np.float64),
                       cell_quanta=tuple((int(a) << 32) + int(b) for a, b in zip(high, low)),
                       candidate_rows=candidate_rows, quantum=float(quantum), low=ordered[:TAIL_VALUES],
-                      high=ordered[-TAIL_VALUES:] if len(ordered) else ordered, sample=taken)
+                      high=ordered[-TAIL_VALUES:] if len(ordered) else ordered, sample=taken,
+                      phases=None if phases is None else period_counts(finite, *phases))
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray, sample: Optional[Tuple[int, float]] = None):
         if len(self.values) != 2:

@@ -344,12 +344,13 @@ class SqlTableReader:
         return "ctid, tableoid" if ok[0]["ok"] else None
 
     def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float,
-                sample: Optional[Tuple[int, float]] = None) -> Scan1D:
+                sample: Optional[Tuple[int, float]] = None,
+                phases: Optional[Tuple[float, int, float]] = None) -> Scan1D:
         """One pass of the aggregate ``_kde_cells``, run by plpy.execute on the query's text (a prepared plan
         never runs in parallel; the grid and candidates are float8 literals written by repr, which float8
         reads back exactly). With ``sample`` (size, share), the same pass also runs ``_kde_sample`` (the rows
         its hash keeps, thinned to size); a role that may not read ctid gets a Bernoulli sample instead (a
-        second read)."""
+        second read). With ``phases`` (period, bins, step) of a time column, it also runs ``_kde_phases``."""
         grid = float8_array(points)
         heavy = float8_array(candidates)
         row_id = self._row_id() if sample else None
@@ -359,8 +360,14 @@ class SqlTableReader:
         if row_id:
             select["r"] = (f"{self.schema}._kde_sample({self._scan_value()}, {row_id}, {sample[1]!r}::float8, "
                            f"{SAMPLE_SEED})", f"{self.schema}._kde_sample_union")
+        if phases:
+            period, bins, step = phases
+            select["p"] = (f"{self.schema}._kde_phases({self._scan_value()}, {float(period)!r}::float8, "
+                           f"{int(bins)}, {float(step) / 2!r}::float8)", f"{self.schema}._kde_phases_union")
         row = self._aggregate(select)
         scan = decode_cells(int(row["n"]), row["s"], len(points), len(candidates), quantum)
+        if phases:
+            scan = replace(scan, phases=decode_phases(row["p"], phases))
         if not sample:
             return scan
         if row_id:
@@ -562,6 +569,25 @@ def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: flo
                   all_hi=_unless_nan(all_hi),
                   cell_rows=cell_rows.astype(np.float64), cell_quanta=quanta,
                   candidate_rows=candidate_rows.astype(np.float64), quantum=float(quantum_), low=low, high=high)
+
+
+#: The state of _kde_phases (extension/profile.c): 4 bytes of padding, then its header (struct PhasesHeader).
+_PHASES_HEADER = struct.Struct("=IIiidd")
+_PHASES_MAGIC = 0x5044454B
+
+
+def decode_phases(state: Optional[bytes], phases: Tuple[float, int, float]) -> np.ndarray:
+    """The rows per bin of ``_kde_phases``'s final value for ``phases`` (period, bins, step); zeros for no
+    row (None)."""
+    period, bins, step = phases
+    if state is None:
+        return np.zeros(int(bins))
+    data = bytes(state)
+    magic, version, bins_, _, period_, shift = _PHASES_HEADER.unpack_from(data, _PAD)
+    if (magic, version, bins_, period_, shift) != (_PHASES_MAGIC, 1, int(bins), float(period), float(step) / 2) \
+            or len(data) != _PAD + _PHASES_HEADER.size + 8 * int(bins):
+        raise ValueError("pg_kde: _kde_phases returned a state of another version, period or size")
+    return np.frombuffer(data, dtype=np.int64, count=int(bins), offset=_PAD + _PHASES_HEADER.size).astype(np.float64)
 
 
 #: The state of _kde_cells2 (extension/cells2.c): 4 bytes of padding, then its header (struct Cells2Header).

@@ -161,6 +161,33 @@ GRANT EXECUTE ON FUNCTION _kde_sample_step(bytea, float8, tid, oid, float8, int8
     _kde_cells2_step(bytea, float8, float8, float8[], float8[], float8, float8, tid, oid, float8, int8),
     _kde_cells2_combine(bytea, bytea) TO PUBLIC;
 
+-- A time column's periodic profile, counted in the same scan (0.16.0; extension/profile.c): per bin of the
+-- period, the finite values whose phase ((v + shift) mod period) / period falls in it. The build takes the
+-- heavy values' rows out and stores the profile of every other row. Its support functions are executable by
+-- every role, as the scan's are (0.14.0, for Citus); each checks the states it takes.
+CREATE FUNCTION _kde_phases_step(bytea, timestamptz, float8, int4, float8) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_phases_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION _kde_phases_step(bytea, timestamp, float8, int4, float8) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_phases_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION _kde_phases_step(bytea, date, float8, int4, float8) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_phases_step_date' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION _kde_phases_combine(bytea, bytea) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_phases_combine' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE AGGREGATE _kde_phases(timestamptz, float8, int4, float8) (
+    SFUNC = _kde_phases_step, STYPE = bytea, COMBINEFUNC = _kde_phases_combine, PARALLEL = SAFE);
+CREATE AGGREGATE _kde_phases(timestamp, float8, int4, float8) (
+    SFUNC = _kde_phases_step, STYPE = bytea, COMBINEFUNC = _kde_phases_combine, PARALLEL = SAFE);
+CREATE AGGREGATE _kde_phases(date, float8, int4, float8) (
+    SFUNC = _kde_phases_step, STYPE = bytea, COMBINEFUNC = _kde_phases_combine, PARALLEL = SAFE);
+CREATE AGGREGATE _kde_phases_union(bytea) (SFUNC = _kde_phases_combine, STYPE = bytea);
+COMMENT ON AGGREGATE _kde_phases(timestamptz, float8, int4, float8) IS 'pg_kde internal: the refresh''s count of a time column''s periodic profile';
+COMMENT ON AGGREGATE _kde_phases(timestamp, float8, int4, float8) IS 'pg_kde internal: the refresh''s count of a time column''s periodic profile';
+COMMENT ON AGGREGATE _kde_phases(date, float8, int4, float8) IS 'pg_kde internal: the refresh''s count of a time column''s periodic profile';
+COMMENT ON AGGREGATE _kde_phases_union(bytea) IS 'pg_kde internal: the shards'' _kde_phases states, combined';
+GRANT EXECUTE ON FUNCTION _kde_phases_step(bytea, timestamptz, float8, int4, float8),
+    _kde_phases_step(bytea, timestamp, float8, int4, float8), _kde_phases_step(bytea, date, float8, int4, float8),
+    _kde_phases_combine(bytea, bytea) TO PUBLIC;
+
 CREATE FUNCTION _kde_refresh(relid oid, cols text[], method text, sample_size integer, grid_size integer,
                              backend text, budget integer, extversion text) RETURNS jsonb
 LANGUAGE plpython3u VOLATILE SECURITY INVOKER

@@ -13,6 +13,7 @@ psycopg = pytest.importorskip("psycopg")
 from psycopg.rows import dict_row  # noqa: E402
 
 import pg_kde  # noqa: E402
+from pg_kde.synopsis.cells import make_profile, period_counts  # noqa: E402
 from pg_kde.synopsis.query import range_1d  # noqa: E402
 from sqlhelpers import assert_exact_cells  # noqa: E402
 
@@ -369,12 +370,15 @@ def test_where_the_design_is_exact_a_distributed_synopsis_equals_the_local_copy_
     grid comes from a sample of each table's own blocks, has cells whose counts and sums are exact on either
     grid, and the same total."""
     dist, local = (f"kde_citus_{uuid.uuid4().hex[:8]}" for _ in range(2))
-    citus.execute(f"CREATE TABLE {local} (id bigint, hour integer, price numeric(6,1), amount numeric(12,2))")
+    citus.execute(f"CREATE TABLE {local} (id bigint, hour integer, price numeric(6,1), amount numeric(12,2), "
+                  "at timestamptz)")
     try:
         citus.execute("SELECT setseed(0.4)")
         citus.execute(f"INSERT INTO {local} SELECT g, g % 24, round(((g * 7919) % 300) / 10.0 + g % 24, 1), "
-                      "round(exp(3 + sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()))::numeric, 2) "
-                      "FROM generate_series(1, 80000) g")
+                      "round(exp(3 + sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()))::numeric, 2), "
+                      "timestamptz '2024-01-01 00:00+00' + floor(random() * 366) * interval '1 day' + "
+                      "mod(floor(46800 + 12600 * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()))::int + "
+                      "86400, 86400) * interval '1 second' FROM generate_series(1, 80000) g")
         citus.execute(f"CREATE TABLE {dist} (LIKE {local})")
         citus.execute(f"SELECT create_distributed_table('{dist}', 'id', shard_count => 8)")
         citus.execute(f"INSERT INTO {dist} SELECT * FROM {local}")
@@ -397,6 +401,17 @@ def test_where_the_design_is_exact_a_distributed_synopsis_equals_the_local_copy_
                                   (t,)).fetchone()
             assert_exact_cells(row, x)
             assert citus.execute(f"SELECT approx_count('{t}', 'amount', NULL::float8, NULL::float8)").fetchone()[0] == 80000
+        # A time column's daily profile is counted on every shard in the same scan (0.16.0) and combined: the
+        # profile of every row off the heavy values, as the local table's.
+        at = np.array([r[0] for r in citus.execute(f"SELECT extract(epoch FROM at)::float8 FROM {local}")], dtype=float)
+        for t in (dist, local):
+            assert citus.execute(f"SELECT kde_refresh('{t}', 'at', budget => 2048)").fetchone()[0]["period"] == 86400.0
+            with citus.cursor(row_factory=dict_row) as cur:
+                row = cur.execute("SELECT * FROM kde_synopsis WHERE relid = %s::regclass AND cols = '{at}'",
+                                  (t,)).fetchone()
+            assert row["kde_rows"] == row["profile"][-1] == 80000 and not row["atom_values"]
+            want = make_profile(period_counts(at, 86400.0, len(row["profile"]) - 2, row["step"]))
+            np.testing.assert_array_equal(np.asarray(row["profile"], dtype=np.float32), want.astype(np.float32))
     finally:
         citus.execute(f"DROP TABLE IF EXISTS {dist}")
         citus.execute(f"DROP TABLE IF EXISTS {local}")

@@ -8,8 +8,9 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 from psycopg import sql  # noqa: E402
 
+from pg_kde.synopsis.cells import period_counts  # noqa: E402
 from pg_kde.synopsis.reader import TAIL_VALUES, ArrayTableReader, fine_quantum  # noqa: E402
-from pg_kde.synopsis.sql_reader import decode_cells, decode_sample, float8_array  # noqa: E402
+from pg_kde.synopsis.sql_reader import decode_cells, decode_phases, decode_sample, float8_array  # noqa: E402
 from sqlhelpers import load  # noqa: E402
 
 PARALLEL = ("SET parallel_setup_cost = 0", "SET parallel_tuple_cost = 0", "SET min_parallel_table_scan_size = 0",
@@ -213,3 +214,83 @@ def test_parallel_workers_that_read_no_row(db, table, aggregate):
         assert state is not None
     finally:
         db.execute("RESET ALL")
+
+
+@pytest.mark.parametrize("type_, period, bins, step", [("timestamptz", 86400.0, 48, 1.0),
+                                                       ("timestamp", 86400.0, 48, 0.0),
+                                                       ("date", 604800.0, 7, 86400.0)])
+def test_the_profile_count_equals_its_reference_in_parallel_and_serial_plans(db, table, type_, period, bins, step):
+    # _kde_phases (extension/profile.c) counts a time column's periodic profile over every row in the refresh's
+    # scan: the same bins as cells.period_counts, numpy's mod and truncation, also before 1970 (negative
+    # epoch seconds), at a bin's edge, with infinities and NULLs counted nowhere; integer counts, the same in
+    # parallel and serial plans.
+    rng = np.random.default_rng(31)
+    n = 60000
+    secs = np.floor(rng.uniform(-3e9, 3e9, n)) + np.where(rng.random(n) < 0.1, 0.25, 0.0)
+    db.execute(sql.SQL("CREATE TABLE {} (t {})").format(sql.Identifier(table), sql.SQL(type_)))
+    with db.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(sql.Identifier(table))) as cp:
+        for v in secs.tolist():
+            cp.write_row([np.datetime_as_string(np.datetime64(int(round(v * 1e6)), "us")) +
+                          ("+00" if type_ == "timestamptz" else "")])
+        for extra in ("1969-12-31 23:30:00", "2024-03-01 00:00:00", "infinity", "-infinity", None):
+            cp.write_row([None if extra is None else extra + ("+00" if type_ == "timestamptz" and "inf" not in extra else "")])
+    db.execute("SET TimeZone = 'Asia/Kathmandu'")  # a timestamptz's epoch is absolute; the others' wall-clock
+    try:
+        values = np.array([r[0] for r in db.execute(sql.SQL("SELECT extract(epoch FROM t)::float8 FROM {} WHERE t IS "
+                                                             "NOT NULL").format(sql.Identifier(table)))], dtype=float)
+        query = sql.SQL("SELECT _kde_phases(t, {}::float8, {}, {}::float8) FROM {}").format(
+            sql.Literal(period), sql.Literal(bins), sql.Literal(step / 2), sql.Identifier(table)).as_string(db)
+        states = []
+        for settings in (PARALLEL, SERIAL):
+            for s_ in settings:
+                db.execute(s_)
+            plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + query).fetchall())
+            assert ("Partial Aggregate" in plan) == (settings is PARALLEL)
+            states.append(bytes(db.execute(query).fetchone()[0]))
+    finally:
+        db.execute("RESET ALL")
+    assert states[0] == states[1]
+    got = decode_phases(states[0], (period, bins, step))
+    np.testing.assert_array_equal(got, period_counts(values, period, bins, step))
+    assert got.sum() == np.isfinite(values).sum() == n + 2 and np.isinf(values).sum() == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    ("NULL, 48, 0.5", "a period, bins and a shift"),
+    ("86400, 0, 0.5", "positive finite period, 1 to 100000 bins"),
+    ("'NaN', 48, 0.5", "positive finite period"),
+    ("-86400, 48, 0.5", "positive finite period"),
+    ("86400, 48, 'Infinity'", "a finite shift"),
+    ("86400, 100001, 0", "1 to 100000 bins"),
+])
+def test_the_profile_count_refuses_bad_arguments(db, args, message):
+    with pytest.raises(psycopg.Error, match=f"pg_kde: _kde_phases needs .*{message}"):
+        db.execute(f"SELECT _kde_phases(t, {args}) FROM (VALUES (now())) v(t)")
+
+
+def test_the_profile_count_checks_every_state_it_takes(db, login_role):
+    # As _kde_cells's support functions: any role may call them, and every state handed to them is checked.
+    role, dsn = login_role()
+    real = bytes(db.execute("SELECT _kde_phases(t, 86400, 48, 0.5) FROM (VALUES (now())) v(t)").fetchone()[0])
+    other = bytes(db.execute("SELECT _kde_phases(t, 86400, 24, 0.5) FROM (VALUES (now())) v(t)").fetchone()[0])
+    negative = real[:-8] + (-5).to_bytes(8, "little", signed=True)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for initcond, message in (("\\x00000000", "not a _kde_phases state"),
+                                  ("\\x" + real[:-1].hex(), "not a _kde_phases state"),
+                                  ("\\x" + other.hex(), "of another period, bins or shift")):
+            conn.execute("DROP AGGREGATE IF EXISTS pg_temp.evil(timestamptz, float8, int4, float8)")
+            conn.execute("CREATE AGGREGATE pg_temp.evil(timestamptz, float8, int4, float8) (SFUNC = _kde_phases_step, "
+                         f"STYPE = bytea, INITCOND = '{initcond}')")
+            with pytest.raises(psycopg.Error, match=message):
+                conn.execute("SELECT pg_temp.evil(t, 86400, 48, 0.5) FROM (VALUES (now())) v(t)")
+        for a, b, message in ((real, other, "different periods, bins or shifts do not combine"),
+                              (real, real[:-3], "not a _kde_phases state"),
+                              (real, negative, "a negative or overflowing count")):
+            with pytest.raises(psycopg.Error, match=message):
+                conn.execute("SELECT _kde_phases_union(s ORDER BY i) FROM (VALUES (%s::bytea, 1), (%s::bytea, 2)) v(s, i)",
+                             (a, b))
+        with pytest.raises(psycopg.Error, match="non-aggregate context"):
+            conn.execute("SELECT _kde_phases_combine(%s::bytea, %s::bytea)", (real, real))
+        both = conn.execute("SELECT _kde_phases_union(s) FROM (VALUES (%s::bytea), (%s::bytea), (NULL)) v(s)",
+                            (real, real)).fetchone()[0]
+        assert decode_phases(both, (86400.0, 48, 1.0)).sum() == 2

@@ -23,6 +23,7 @@ from pg_kde.synopsis.cells import (
     make_profile,
     mass,
     moment,
+    period_counts,
     profile_cut,
     profile_share_variance,
     shape_of,
@@ -199,7 +200,7 @@ def test_profile_cut_integrates_the_profile(rng, step):
     period, bins = (604800.0, 7) if step == 86400.0 else (86400.0, 48)
     sample = rng.uniform(0, 40 * period, 5000)
     sample = np.floor(sample / step) * step if step else sample
-    prof = make_profile(sample, period, bins, step)
+    prof = make_profile(period_counts(sample, period, bins, step))
     cum = prof[: bins + 1]
     assert cum[0] == 0 and cum[-1] == 1 and np.all(np.diff(cum) > 0) and prof[-1] == len(sample)
 
@@ -527,14 +528,24 @@ def test_the_profiles_sampling_variance_stays_finite():
         profile_cut([0.0, 0.5, 1.0, 1.0], 1e-9, 1e14 + 0.3, 1e14 + 1000.3, 0.1, 0.5, 0.0, 0.5)
 
 
-def test_a_time_columns_profile_comes_from_200000_sampled_rows(rng):
-    """A time column's row sample holds at least 200,000 rows (build.PROFILE_SAMPLE_ROWS), four times the
-    default sample_size, and the profile records how many it was made from (its sampling variance uses them);
+def test_a_time_columns_profile_counts_every_row_and_its_sample_holds_200000(rng):
+    """A time column's profile is counted over every row off the heavy values in the build's scan (0.16.0,
+    Scan1D.phases), and records that many rows (its sampling variance is then negligible); the row sample that
+    fits its shape holds at least 200,000 rows (build.PROFILE_SAMPLE_ROWS), four times the default sample_size;
     a larger sample_size is kept; a column without a period keeps the request's."""
     x = daily_times(rng, 600_000)
     for size, want in ((50000, 200_000), (300_000, 300_000)):
         built = build_1d(ArrayTableReader((x,)), Requested("auto", size, None, "auto", 8192), quiet, period=DAY_PROFILE)
-        assert built.period == 86400.0 and 0.95 * want <= built.profile[-1] <= want, (size, built.profile[-1])
+        assert built.period == 86400.0 and built.profile[-1] == built.kde_rows == 600_000 and built.step == 1.0
+        assert built.pinned.share == pytest.approx(1.25 * want / 600_000), size
+        np.testing.assert_array_equal(built.profile, make_profile(period_counts(x, 86400.0, 48, 1.0)))
+    # Off a lattice (microseconds), a heavy value is counted apart: its rows are taken out of the profile.
+    y = x + np.floor(rng.random(len(x)) * 1e6) / 1e6
+    y[:3000] = y[0]
+    built = build_1d(ArrayTableReader((y,)), Requested("auto", 50000, None, "auto", 8192), quiet, period=DAY_PROFILE)
+    assert built.period == 86400.0 and built.step == 0.0 and y[0] in built.atom_values
+    assert built.profile[-1] == built.kde_rows == 600_000 - built.heavy_rows <= 597_000
+    rest = y[~np.isin(y, built.atom_values)]
+    np.testing.assert_array_equal(built.profile, make_profile(period_counts(rest, 86400.0, 48, 0.0)))
     plain = build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 8192), quiet)
-    assert plain.period == 0.0 and plain.pinned.share < build_1d(
-        ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 8192), quiet, period=DAY_PROFILE).pinned.share
+    assert plain.period == 0.0 and plain.pinned.share == pytest.approx(1.25 * 50000 / 600_000)
