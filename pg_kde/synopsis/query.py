@@ -12,20 +12,13 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .cells import c_ceil, c_floor, linear, mass, moment, profile_cut, shape_of
+from .cells import MEAN_KNOWN, c_ceil, c_floor, linear, mass, mean_known, moment, profile_cut, shape_of  # noqa: F401
 from .maths import is_tie_cell, ulp
 from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_pairs
 
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard
 #: error (docs/math.md §7).
 SHAPE_DOUBT = 1.0
-#: How much of a cut share's binomial variance n f (1 − f) the cell's exact count and mean take away: for
-#: rows drawn from the shape, their empirical distribution function in the cell less the shape's is a
-#: Brownian bridge B, here conditioned on its integral, which the exact mean fixes. The rows between the
-#: shares a and b of the cell then vary as var(B(b) − B(a) | ∫B) = f (1 − f) − c f² (1 − a − b)², f = b − a,
-#: c = 3 (cov(B(s), ∫B) = s (1 − s)/2, var ∫B = 1/12); a cut from the cell's start (a = 0) gives
-#: f (1 − f) (1 − c f (1 − f)). docs/math.md §7.
-MEAN_KNOWN = 3.0
 #: Half a row each side of a point query's count interval (lo = hi; docs/math.md §7). A value a user asks
 #: about is mostly one the column holds, so its count is at least one: for a value drawn from the rows,
 #: 1 + Poisson(λ) rather than the Poisson(λ) the cell's shape gives (λ about 0.5 at a second of a timestamp
@@ -194,21 +187,6 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
     shape_error = SHAPE_DOUBT * disagreement
     out.variance += shape_error * shape_error  # (not ** 2: that raises OverflowError where IEEE 754 gives inf)
     return out
-
-
-def mean_known(w: float, step: float) -> float:
-    """The weight of what a cut cell's exact mean pins down of its rows (:data:`MEAN_KNOWN`), for a cell of
-    half-width ``w``: on a lattice of step q its rows sit on its m = 2w/q values, whose positions vary by
-    (1 − 1/m²)/12 rather than a continuum's 1/12, so the mean pins down m²/(m² − 1) times as much. Continuous
-    columns, cells of more than 10⁶ values (within 10⁻¹² of 1), and cells of two values: 3. In a cell of two
-    values the count and mean fix the split, which the shape's estimate does not use: the weight 4 would
-    claim an exactness the estimate lacks (a red team: Zipf integers at 1 KB, points missed 21% of the time
-    against 17% with 3)."""
-    values = 2 * w / step if step > 0 else 0.0
-    if 2.5 <= values <= 1e6:
-        m = float(math.floor(values + 0.5))  # (C's round; Python's rounds halves to even)
-        return MEAN_KNOWN * m * m / (m * m - 1)
-    return MEAN_KNOWN
 
 
 def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: float, t0: float, t1: float,
