@@ -175,8 +175,11 @@ phases_add(bytea *b, double v)
 	phase = r / h->period;
 	if (!isfinite(phase))		/* v + shift past float8's range */
 		return;
-	j = (int64) (phase * h->bins);
-	phases_rows(b)[Min(Max(j, 0), h->bins - 1)]++;
+	j = Min(Max((int64) (phase * h->bins), 0), h->bins - 1);
+	if (phases_rows(b)[j] < 0 || phases_rows(b)[j] == PG_INT64_MAX)	/* (a crafted initial state) */
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+						errmsg("pg_kde: a _kde_phases state with a negative or overflowing count")));
+	phases_rows(b)[j]++;
 }
 
 Datum
@@ -232,7 +235,7 @@ kde_phases_combine(PG_FUNCTION_ARGS)
 	ra = phases_rows(a);
 	rb = phases_rows(b);
 	for (int j = 0; j < ha->bins; j++)
-		if (rb[j] < 0 || pg_add_s64_overflow(ra[j], rb[j], &ra[j]))
+		if (ra[j] < 0 || rb[j] < 0 || pg_add_s64_overflow(ra[j], rb[j], &ra[j]))
 			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
 							errmsg("pg_kde: a _kde_phases state with a negative or overflowing count")));
 	PG_RETURN_BYTEA_P(a);

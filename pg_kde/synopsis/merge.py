@@ -17,7 +17,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .catalog import Built1D, Built2D
-from .cells import ATOM_BYTES, BOUNDARY_BYTES, ROW_BYTES_1D, cells_for_budget, on_lattice, profile_bytes, stored_density
+from .cells import (ATOM_BYTES, BOUNDARY_BYTES, PROFILE_PRIOR, ROW_BYTES_1D, cells_for_budget, make_profile, on_lattice,
+                    period_counts, profile_bytes, stored_density)
 from .packing import pack_atoms
 from .maths import Atoms, ulp
 
@@ -95,16 +96,27 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         kept, heavy_bytes = values, len(pack)
     demoted = values[~np.isin(values, kept)].tolist()
 
-    # A periodic profile (a time column's) when every celled part has one of the same kind: their mixture,
-    # weighted by the rows each shapes (the profile's shares and moments are linear in its bins' shares).
+    # A periodic profile (a time column's) when every celled part has one of the same kind: the rows per bin
+    # of every part's cells (its profile's shares of the rows it shapes, its pseudo-rows taken off) and of the
+    # heavy values that go back into the cells, counted again (docs/math.md §7); made from the rows the parts'
+    # profiles were made from (all of them since 0.16.0) and those heavy values'.
     period, profile = 0.0, []
     kinds = {(p.period, len(p.profile), p.step) for p in celled}
     if len(kinds) == 1 and next(iter(kinds))[0] > 0 and next(iter(kinds))[2] == step:
-        period = celled[0].period
-        weights = np.array([max(p.kde_rows, 1) for p in celled], dtype=np.float64)
-        mixed = sum(w * np.asarray(p.profile, dtype=np.float64) for w, p in zip(weights, celled)) / weights.sum()
-        mixed[-1] = sum(p.profile[-1] for p in celled)  # made from all the parts' sampled rows
-        profile = mixed.astype(np.float32).astype(np.float64).tolist()
+        period, bins = celled[0].period, len(celled[0].profile) - 2
+        per_bin, made_from = np.zeros(bins), 0.0
+        for p in celled:
+            shares, k = np.diff(np.asarray(p.profile[:bins + 1], dtype=np.float64)), float(p.profile[-1])
+            seen = np.maximum(shares * (k + bins * PROFILE_PRIOR) - PROFILE_PRIOR, 0.0)  # its rows per bin
+            per_bin += seen * (p.kde_rows / max(seen.sum(), 1.0))
+            made_from += k
+        if demoted:
+            rows = np.array([heavy[v][0] for v in demoted])
+            per_bin += period_counts(np.array(demoted), period, bins, step, weights=rows)
+            made_from += float(rows.sum())
+        profile = make_profile(per_bin)
+        profile[-1] = np.float32(made_from)
+        profile = profile.tolist()
     cells_budget = budget - (profile_bytes(len(profile) - 2) if profile else 0)
 
     grids = [np.asarray(p.grid, dtype=np.float64) for p in celled]

@@ -587,7 +587,10 @@ def decode_phases(state: Optional[bytes], phases: Tuple[float, int, float]) -> n
     if (magic, version, bins_, period_, shift) != (_PHASES_MAGIC, 1, int(bins), float(period), float(step) / 2) \
             or len(data) != _PAD + _PHASES_HEADER.size + 8 * int(bins):
         raise ValueError("pg_kde: _kde_phases returned a state of another version, period or size")
-    return np.frombuffer(data, dtype=np.int64, count=int(bins), offset=_PAD + _PHASES_HEADER.size).astype(np.float64)
+    counts = np.frombuffer(data, dtype=np.int64, count=int(bins), offset=_PAD + _PHASES_HEADER.size)
+    if (counts < 0).any():
+        raise ValueError("pg_kde: _kde_phases returned a negative count")
+    return counts.astype(np.float64)
 
 
 #: The state of _kde_cells2 (extension/cells2.c): 4 bytes of padding, then its header (struct Cells2Header).

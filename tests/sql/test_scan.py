@@ -273,11 +273,15 @@ def test_the_profile_count_checks_every_state_it_takes(db, login_role):
     role, dsn = login_role()
     real = bytes(db.execute("SELECT _kde_phases(t, 86400, 48, 0.5) FROM (VALUES (now())) v(t)").fetchone()[0])
     other = bytes(db.execute("SELECT _kde_phases(t, 86400, 24, 0.5) FROM (VALUES (now())) v(t)").fetchone()[0])
-    negative = real[:-8] + (-5).to_bytes(8, "little", signed=True)
+    counts = len(real) - 48 * 8
+    negative = real[:counts] + (-5).to_bytes(8, "little", signed=True) * 48
+    full = real[:counts] + (2 ** 63 - 1).to_bytes(8, "little", signed=True) * 48
     with psycopg.connect(dsn, autocommit=True) as conn:
         for initcond, message in (("\\x00000000", "not a _kde_phases state"),
                                   ("\\x" + real[:-1].hex(), "not a _kde_phases state"),
-                                  ("\\x" + other.hex(), "of another period, bins or shift")):
+                                  ("\\x" + other.hex(), "of another period, bins or shift"),
+                                  ("\\x" + negative.hex(), "a negative or overflowing count"),
+                                  ("\\x" + full.hex(), "a negative or overflowing count")):
             conn.execute("DROP AGGREGATE IF EXISTS pg_temp.evil(timestamptz, float8, int4, float8)")
             conn.execute("CREATE AGGREGATE pg_temp.evil(timestamptz, float8, int4, float8) (SFUNC = _kde_phases_step, "
                          f"STYPE = bytea, INITCOND = '{initcond}')")
@@ -285,7 +289,9 @@ def test_the_profile_count_checks_every_state_it_takes(db, login_role):
                 conn.execute("SELECT pg_temp.evil(t, 86400, 48, 0.5) FROM (VALUES (now())) v(t)")
         for a, b, message in ((real, other, "different periods, bins or shifts do not combine"),
                               (real, real[:-3], "not a _kde_phases state"),
-                              (real, negative, "a negative or overflowing count")):
+                              (real, negative, "a negative or overflowing count"),
+                              (negative, real, "a negative or overflowing count"),
+                              (full, real, "a negative or overflowing count")):
             with pytest.raises(psycopg.Error, match=message):
                 conn.execute("SELECT _kde_phases_union(s ORDER BY i) FROM (VALUES (%s::bytea, 1), (%s::bytea, 2)) v(s, i)",
                              (a, b))
@@ -294,3 +300,13 @@ def test_the_profile_count_checks_every_state_it_takes(db, login_role):
         both = conn.execute("SELECT _kde_phases_union(s) FROM (VALUES (%s::bytea), (%s::bytea), (NULL)) v(s)",
                             (real, real)).fetchone()[0]
         assert decode_phases(both, (86400.0, 48, 1.0)).sum() == 2
+
+
+def test_a_profile_count_with_a_negative_count_is_refused_by_its_reader():
+    header = bytes(4) + __import__("struct").pack("=IIiidd", 0x5044454B, 1, 2, 0, 86400.0, 0.5)
+    good = header + (3).to_bytes(8, "little", signed=True) * 2
+    assert decode_phases(good, (86400.0, 2, 1.0)).tolist() == [3.0, 3.0]
+    with pytest.raises(ValueError, match="negative count"):
+        decode_phases(header + (-1).to_bytes(8, "little", signed=True) * 2, (86400.0, 2, 1.0))
+    with pytest.raises(ValueError, match="another version, period or size"):
+        decode_phases(good, (86400.0, 2, 2.0))

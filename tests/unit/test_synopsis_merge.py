@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth
-from pg_kde.synopsis.cells import DAY_PROFILE, cells_for_budget, profile_bytes
+from pg_kde.synopsis.cells import DAY_PROFILE, cells_for_budget, make_profile, period_counts, profile_bytes
 from pg_kde.synopsis.merge import merge_1d, merged_step
 from pg_kde.synopsis.query import range_1d
 
@@ -148,9 +148,10 @@ def test_a_frequency_tables_lattice_counts_in_the_merge(rng):
         assert r.low <= (x == v).sum() <= r.high
 
 
-def test_periodic_profiles_merge_as_their_mixture(rng):
-    """Months of a daily pattern (partitions by time): the merge keeps the profile, weighted by the parts'
-    rows, stays exact cell by cell and within the budget's cells; a part without a profile drops it."""
+def test_periodic_profiles_merge_as_the_profile_of_every_row(rng):
+    """Months of a daily pattern (partitions by time): each part's profile counts its rows (0.16.0), and the
+    merge keeps the profile of every row of the union (float4 shares), stays exact cell by cell and within the
+    budget's cells; a part without a profile drops it."""
     day = rng.integers(0, 120, 90000) * 86400
     peak = np.mod(np.floor(46800 + 12600 * rng.standard_normal(90000)), 86400)
     x = 1704067200.0 + day + np.where(rng.random(90000) < 0.75, peak, np.floor(rng.uniform(0, 86400, 90000)))
@@ -160,18 +161,42 @@ def test_periodic_profiles_merge_as_their_mixture(rng):
     whole = build_1d(ArrayTableReader((x,)), requested, quiet, period=DAY_PROFILE)
     parts = [build_1d(ArrayTableReader((p,)), requested, quiet, grid_hint=np.asarray(whole.grid), period=DAY_PROFILE)
              for p in pieces]
-    assert all(p.period == 86400.0 for p in parts)
+    assert all(p.period == 86400.0 and p.profile[-1] == p.kde_rows for p in parts)
     merged = merge_1d(parts, 8192)
-    weights = np.array([p.kde_rows for p in parts], dtype=float)
-    mixture = sum(w * np.asarray(p.profile) for w, p in zip(weights, parts)) / weights.sum()
-    mixture[-1] = sum(p.profile[-1] for p in parts)  # the rows all parts' profiles were made from
-    assert merged.period == 86400.0
-    np.testing.assert_allclose(merged.profile, mixture, rtol=1e-6, atol=1e-7)
+    assert merged.period == 86400.0 and merged.profile[-1] == merged.kde_rows == len(x)
+    np.testing.assert_allclose(merged.profile, make_profile(period_counts(x, 86400.0, 48, 1.0)), rtol=0, atol=2e-7)
     assert merged.grid_size - 1 <= cells_for_budget(8192 - profile_bytes(DAY_PROFILE[1]), 0)
     exact_cells(merged, x)
     assert bounds_hold(merged, x, rng) < 0.01
     flat = build_1d(ArrayTableReader((pieces[2],)), requested, quiet, grid_hint=np.asarray(whole.grid))
     assert flat.period == 0.0 and merge_1d(parts[:2] + [flat], 8192).period == 0.0
+
+
+def test_heavy_values_the_merge_puts_back_in_cells_join_the_profile(rng):
+    """Parts off a lattice (microseconds) with ten heavy values each, merged at 2 KB: the values the merge
+    has no room for go back into the cells, and into the profile's bins (a red team: the merged profile left
+    their 9,000 rows out, its row count 30,000 against 39,000 cell rows)."""
+    day = rng.integers(0, 90, 60000) * 86400
+    peak = np.mod(46800 + 12600 * rng.standard_normal(60000), 86400)
+    x = 1704067200.0 + day + np.floor(np.where(rng.random(60000) < 0.75, peak, rng.uniform(0, 86400, 60000)) * 1e6) / 1e6
+    cuts = 1704067200.0 + np.array([30, 60]) * 86400
+    pieces = []
+    for i, (a, b) in enumerate(((-np.inf, cuts[0]), (cuts[0], cuts[1]), (cuts[1], np.inf))):
+        part = x[(x >= a) & (x < b)]
+        heavy = 1704067200.0 + (30 * i + 3) * 86400 + np.arange(10) * 17 * 3600 + 0.123457
+        pieces.append(np.concatenate([part, np.repeat(heavy, 1000)]))
+    requested = Requested("auto", 20000, None, "auto", 2048)
+    whole = np.concatenate(pieces)
+    hint = build_1d(ArrayTableReader((whole,)), requested, quiet, period=DAY_PROFILE).grid
+    parts = [build_1d(ArrayTableReader((p,)), requested, quiet, grid_hint=np.asarray(hint), period=DAY_PROFILE)
+             for p in pieces]
+    assert all(p.period == 86400.0 and p.heavy_rows >= 10000 for p in parts)
+    merged = merge_1d(parts, 2048)
+    assert merged.period == 86400.0 and merged.heavy_rows < sum(p.heavy_rows for p in parts)  # some demoted
+    assert merged.profile[-1] == merged.kde_rows == len(whole) - merged.heavy_rows
+    rest = whole[~np.isin(whole, merged.atom_values)]
+    np.testing.assert_allclose(merged.profile, make_profile(period_counts(rest, 86400.0, 48, 0.0)), rtol=0, atol=2e-7)
+    exact_cells(merged, whole)
 
 
 def test_merged_frequency_tables_that_do_not_pack_stay_within_the_budget():
