@@ -535,6 +535,14 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 	return out;
 }
 
+/* The rows of a lattice value the column holds where its cells expect lambda there: a Poisson count given
+ * that it is at least one (query.held_rows). */
+static double
+held_rows(double lambda)
+{
+	return lambda > 0 ? lambda / -expm1(-lambda) : 0.0;
+}
+
 /* _kde_range(s kde_synopsis, lo float8, hi float8, moment integer, OUT estimate, OUT variance, OUT low,
  * OUT high): query.range_1d. */
 Datum
@@ -639,7 +647,17 @@ kde_range(PG_FUNCTION_ARGS)
 				hi = (kb + 0.5) * step;
 			}
 			if (!(has_a && has_b && ka > kb))
+			{
 				part = smooth(row, lo, hi, order, step, kde_rows);
+				if (a == b && exact == 0 && part.low < part.high)
+				{
+					/* a point: the rows of a value the column holds (query.held_rows) */
+					double		count = order == 0 ? part.estimate : smooth(row, lo, hi, 0, step, kde_rows).estimate;
+					double		scale = count > 0 ? held_rows(count) / count : 1.0;
+
+					part.estimate = fmin(part.high, fmax(part.low, part.estimate * scale));
+				}
+			}
 		}
 		else
 			part = smooth(row, a, b, order, step, kde_rows);

@@ -273,9 +273,22 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
         snapped = snap(a, b, s["step"])
         if snapped is not None:
             smooth = smooth_1d(s, *snapped, order)
+            if a == b and exact == 0 and smooth.low < smooth.high:
+                # A point: the rows of a value the column holds (docs/math.md §7, "Points")
+                count = smooth.estimate if order == 0 else smooth_1d(s, *snapped, 0).estimate
+                scale = held_rows(count) / count if count > 0 else 1.0
+                smooth.estimate = min(smooth.high, max(smooth.low, smooth.estimate * scale))
     else:
         smooth = smooth_1d(s, a, b, order)
     return Range(exact + smooth.estimate, smooth.variance, exact + smooth.low, exact + smooth.high)
+
+
+def held_rows(expected: float) -> float:
+    """The rows of a lattice value that the column holds, where its cells expect ``expected`` rows there: a
+    Poisson count given that it is at least one, λ/(1 − e^(−λ)) (1 as λ → 0, λ for a busy value). A point
+    query's value is mostly one the column holds, as the planner's equality estimate assumes (docs/math.md
+    §7, "Points")."""
+    return expected / -math.expm1(-expected) if expected > 0 else 0.0
 
 
 def interval(r: Range, confidence: float, order: int = 0, point: bool = False) -> tuple:

@@ -28,7 +28,7 @@ from pg_kde.synopsis.cells import (
     profile_share_variance,
     shape_of,
 )
-from pg_kde.synopsis.query import interval, lattice_value, mean_bounds, range_1d, snap
+from pg_kde.synopsis.query import held_rows, interval, lattice_value, mean_bounds, range_1d, snap
 
 
 def quiet(sample, method, backend, required=True, scale=None):
@@ -426,6 +426,32 @@ def test_the_shape_variance_leaves_out_the_cells_own_rows():
             total += 1
             covered += low <= exact(xs, lo, hi, 0) <= high
     assert total > 500 and 0.93 <= covered / total <= 0.98, (covered, total)
+
+
+def test_a_point_counts_the_rows_of_a_value_the_column_holds(rng):
+    """lo = hi on a lattice: the cells' expectation λ of the slot's rows becomes λ/(1 − e^(−λ)), the rows of a
+    value the column holds (a Poisson count given at least one); the same slot asked as a range (lo < hi) keeps
+    λ; a point's sum moves with its count (its mean stays the value). On this timestamp column of about 0.1
+    rows a second, points drawn from the rows (1 + Poisson(λ) rows each) were 87% off in the median with λ
+    (p95 97%); with the held rows, 9% (p95 46%)."""
+    assert held_rows(0.0) == 0.0 and held_rows(1e-12) == pytest.approx(1.0)
+    assert held_rows(2000.0) == 2000.0 and held_rows(1.0) == pytest.approx(1 / (1 - math.exp(-1)))
+    x = daily_times(rng, 3_000_000)
+    built = build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 8192), quiet, period=DAY_PROFILE)
+    s, xs = built.payload(), np.sort(x)
+    errors = []
+    for v in rng.choice(x, 400):
+        v = float(v)
+        point, slot = range_1d(s, v, v, 0), range_1d(s, v - 0.25, v + 0.25, 0)
+        assert (point.low, point.high, point.variance) == (slot.low, slot.high, slot.variance)
+        assert point.estimate == pytest.approx(min(slot.high, max(slot.low, held_rows(slot.estimate))), rel=1e-12)
+        assert point.estimate >= slot.estimate
+        total, slot_total = range_1d(s, v, v, 1).estimate, range_1d(s, v - 0.25, v + 0.25, 1).estimate
+        assert total / point.estimate == pytest.approx(slot_total / slot.estimate, rel=1e-9)
+        truth = exact(xs, v, v, 0)
+        assert point.low <= truth <= point.high
+        errors.append(abs(point.estimate - truth) / truth)
+    assert np.median(errors) < 0.3, np.median(errors)
 
 
 def test_a_profiled_cut_keeps_the_bridge_share_of_the_profiles_error(rng):
