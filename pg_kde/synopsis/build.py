@@ -315,6 +315,24 @@ def _table_bytes(plan: _Plan1D, scan) -> int:
     return len(pack) if pack is not None else ATOM_BYTES * len(values)
 
 
+def _table_with(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, quanta: list, values: np.ndarray,
+                counts: np.ndarray, step: float, quantum: float):
+    """The heavy values with ``values`` (``counts`` rows each, taken from the cells) added, exactly, and the
+    cells left, without the empty ones at the ends: (table, its pack, points, rows, quanta), or None where
+    the table does not pack."""
+    table = Atoms.from_counts(np.concatenate([atoms.values, values]), np.concatenate([atoms.counts, counts]))
+    pack = pack_atoms(table.values, np.cumsum(table.counts), step)
+    if pack is None:
+        return None
+    rows, sums = np.array(rows_in, dtype=np.float64), list(quanta)
+    _fold(points, rows, sums, values, -counts, quantum)  # (out of their cells, exactly)
+    full = np.flatnonzero(rows > 0)
+    if not len(full):
+        return table, pack, points[:0], rows[:0], []
+    first, last = int(full[0]), int(full[-1])
+    return table, pack, points[first:last + 2], rows[first:last + 1], sums[first:last + 1]
+
+
 def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, quanta: list, scan, every: bool,
                          lo, hi, step: float, quantum: float, budget: int):
     """A frequency table's cells hold the rows whose values its sample missed, most of them in the tails (a
@@ -344,20 +362,74 @@ def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, 
     for (values, counts), new_lo, new_hi in options:
         if not len(values):
             continue
-        table = Atoms.from_counts(np.concatenate([atoms.values, values]), np.concatenate([atoms.counts, counts]))
-        pack = pack_atoms(table.values, np.cumsum(table.counts), step)
-        if pack is None:
+        made = _table_with(atoms, points, rows_in, quanta, values, counts, step, quantum)
+        if made is None:
             continue
-        rows, sums = np.array(rows_in, dtype=np.float64), list(quanta)
-        _fold(points, rows, sums, values, -counts, quantum)  # (out of their cells, exactly)
-        full = np.flatnonzero(rows > 0)
-        if len(full):
-            first, last = int(full[0]), int(full[-1])
-            kept_points, rows, sums = points[first:last + 2], rows[first:last + 1], sums[first:last + 1]
-        else:
-            kept_points, rows, sums, new_lo, new_hi = points[:0], rows[:0], [], None, None
+        table, pack, kept_points, rows, sums = made
+        if not len(kept_points):
+            new_lo, new_hi = None, None
         if ROW_BYTES_1D + len(pack) + BOUNDARY_BYTES * len(kept_points) <= budget:
             return table, kept_points, rows, sums, new_lo, new_hi
+    return atoms, points, rows_in, quanta, lo, hi
+
+
+#: An end of a lattice column whose scan's extreme values (TAIL_VALUES of them) spread over at least this
+#: share of the column's range is a sparse tail: ranges over the column's domain mostly end there.
+SPARSE_TAIL = 0.1
+#: The share of the planned cells that must stay beside a sparse tail's values (merged two by two, evenly
+#: over the grid, to make room for them).
+SPARSE_KEEP = 0.75
+
+
+def _sparse_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, quanta: list, scan, lo, hi,
+                          step: float, quantum: float, budget: int):
+    """A lattice column's sparse tail (a log-normal's largest amounts: its 256 largest of 10⁷ cents spread
+    over 70% of its range) holds a handful of rows per cell, whose positions no cell's shape knows, and most
+    ranges over the column's domain end there. The scan knows those values one by one: they join the heavy
+    values (packed, a few bytes each), exactly, where the remaining cells, merged evenly over the grid to make
+    room, keep :data:`SPARSE_KEEP` of the planned ones (both ends when both are sparse, else the sparser).
+    Returns (atoms, points, rows, quanta, lo, hi) as :func:`_known_ends_to_table` does (docs/math.md §7)."""
+    low, high = np.asarray(scan.low, dtype=np.float64), np.asarray(scan.high, dtype=np.float64)
+    if not len(high) or not hi > lo:
+        return atoms, points, rows_in, quanta, lo, hi
+    t_low, t_high = float(low.max()), float(high.min())
+    below, above = low[low < t_low], high[high > t_high]
+    sparse_low = len(below) > 0 and t_low - lo >= SPARSE_TAIL * (hi - lo)
+    sparse_high = len(above) > 0 and hi - t_high >= SPARSE_TAIL * (hi - lo)
+    singles = sorted([(values, new_lo, new_hi, spread) for sparse, values, new_lo, new_hi, spread in (
+        (sparse_high, above, lo, t_high, hi - t_high), (sparse_low, below, t_low, hi, t_low - lo)) if sparse],
+        key=lambda o: -o[3])
+    options = [(np.concatenate([below, above]), t_low, t_high)] if len(singles) == 2 and t_low < t_high else []
+    for values, new_lo, new_hi, _ in singles:  # each sparse end, then the outermost half, quarter, ... of it
+        ordered = np.sort(values)
+        k = len(ordered)
+        options.append((ordered, new_lo, new_hi))
+        while k > 16:
+            k //= 2
+            part = ordered[-k:] if new_lo == lo else ordered[:k]
+            # (the cells keep the values next to it: end the table at a value change)
+            if new_lo == lo:
+                part = part[part > ordered[-k - 1]]
+                options.append((part, lo, float(ordered[-k - 1])))
+            else:
+                part = part[part < ordered[k]]
+                options.append((part, float(ordered[k]), hi))
+    planned = len(points) - 1
+    for option in options:
+        values, counts = np.unique(option[0], return_counts=True)
+        made = _table_with(atoms, points, rows_in, quanta, values, counts, step, quantum)
+        if made is None:
+            continue
+        table, pack, kept, rows, sums = made
+        room = (budget - ROW_BYTES_1D - len(pack)) // BOUNDARY_BYTES - 1  # cells beside the table
+        if not len(kept) or room < max(PROFILE_MIN_CELLS, SPARSE_KEEP * planned):
+            continue
+        if len(kept) - 1 > room:  # merge neighbouring cells, evenly over the grid (counts and sums add)
+            at = np.unique(np.round(np.linspace(0, len(kept) - 1, room + 1)).astype(np.int64))
+            rows = np.add.reduceat(rows, at[:-1])
+            sums = [sum(sums[a:b]) for a, b in zip(at[:-1], at[1:])]
+            kept = kept[at]
+        return table, kept, rows, sums, option[1], option[2]
     return atoms, points, rows_in, quanta, lo, hi
 
 
@@ -624,6 +696,11 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         if plan.few and step > 0 and scale == 1.0:
             atoms, points, rows_in, quanta, lo, hi = _known_ends_to_table(
                 atoms, points, rows_in, quanta, scan, every, lo, hi, step, plan.quantum, cells_budget)
+            kde_rows = n - atoms.rows
+        elif step > 0 and scale == 1.0 and not every and grid_hint is None and not requested.grid_size:
+            # (a partition keeps its parent's boundaries, and a requested grid its size)
+            atoms, points, rows_in, quanta, lo, hi = _sparse_ends_to_table(
+                atoms, points, rows_in, quanta, scan, lo, hi, step, plan.quantum, cells_budget)
             kde_rows = n - atoms.rows
 
     h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None
