@@ -36,7 +36,7 @@ from budget import WORKLOADS, cpu_model, make_workloads  # noqa: E402
 from pg_kde import __version__  # noqa: E402
 from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth  # noqa: E402
 from pg_kde.synopsis.cells import DAY_PROFILE  # noqa: E402
-from pg_kde.synopsis.query import interval, range_1d  # noqa: E402
+from pg_kde.synopsis.query import interval_1d, range_1d  # noqa: E402
 
 #: column -> (budget.py's kind of bounds, the periodic profile its type would get)
 COLUMNS = {"amount": ("numeric", None), "qty": ("integer", None), "created_at": ("timestamptz", DAY_PROFILE)}
@@ -72,7 +72,7 @@ def coverage(payload: dict, loads: dict) -> dict:
             r = range_1d(payload, float(a), float(b), 0)
             if r.low == r.high:
                 continue
-            _, low, high = interval(r, 0.95, 0, point=a == b)
+            _, low, high = interval_1d(payload, float(a), float(b), 0.95)
             inexact += 1
             covered += low - 1e-9 <= truth <= high + 1e-9
         out[workload] = (covered / inexact if inexact else float("nan"), inexact)

@@ -1,7 +1,8 @@
 -- pg_kde 0.15.0 -> 0.16.0: a time column's periodic profile is counted over every row in the refresh's scan
 -- (the aggregate _kde_phases and its union for Citus shards), not from the row sample (docs/math.md §7).
--- Synopses built before keep their sampled profiles until their next refresh. Every function that names the
--- version is replaced.
+-- Synopses built before keep their sampled profiles until their next refresh. A point's count interval stays
+-- about its lattice slot's expected rows while its estimate is the rows of a value the column holds
+-- (_kde_interval). Every function that names the version is replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.16.0'" to load this file. \quit
 
 -- A time column's periodic profile, counted in the same scan (0.16.0; extension/profile.c): per bin of the
@@ -30,6 +31,34 @@ COMMENT ON AGGREGATE _kde_phases_union(bytea) IS 'pg_kde internal: the shards'' 
 GRANT EXECUTE ON FUNCTION _kde_phases_step(bytea, timestamptz, float8, int4, float8),
     _kde_phases_step(bytea, timestamp, float8, int4, float8), _kde_phases_step(bytea, date, float8, int4, float8),
     _kde_phases_combine(bytea, bytea) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
+                              OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    z float8 := @extschema@._kde_z(confidence);
+    s @extschema@.kde_synopsis;
+    r record;
+    centre float8;
+    half float8;
+BEGIN
+    s := @extschema@._kde_synopsis_for(tbl, ARRAY[col]);
+    r := @extschema@._kde_range(s, lo, hi, moment);
+    centre := r.estimate;
+    IF moment = 0 AND lo = hi AND s.step > 0 AND r.low < r.high THEN
+        -- A point's count estimates the rows of a value the column holds; its interval stays about the rows
+        -- its lattice slot's cells expect (the slot asked as a range), with half a row each side (0.16.0;
+        -- query.interval_1d).
+        centre := (@extschema@._kde_range(s, lo, lo + s.step / 4, 0)).estimate;
+    END IF;
+    half := z * sqrt(r.variance) + CASE WHEN moment = 0 AND lo = hi THEN 0.5 ELSE 0 END;
+    estimate := r.estimate;
+    low := least(greatest(r.low, centre - half), r.estimate);
+    high := greatest(least(r.high, centre + half), r.estimate);
+END
+$$;
 
 CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
                             grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',

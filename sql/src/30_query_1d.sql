@@ -231,14 +231,24 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     z float8 := @extschema@._kde_z(confidence);
+    s @extschema@.kde_synopsis;
     r record;
+    centre float8;
     half float8;
 BEGIN
-    r := @extschema@._kde_range(@extschema@._kde_synopsis_for(tbl, ARRAY[col]), lo, hi, moment);
+    s := @extschema@._kde_synopsis_for(tbl, ARRAY[col]);
+    r := @extschema@._kde_range(s, lo, hi, moment);
+    centre := r.estimate;
+    IF moment = 0 AND lo = hi AND s.step > 0 AND r.low < r.high THEN
+        -- A point's count estimates the rows of a value the column holds; its interval stays about the rows
+        -- its lattice slot's cells expect (the slot asked as a range), with half a row each side (0.16.0;
+        -- query.interval_1d).
+        centre := (@extschema@._kde_range(s, lo, lo + s.step / 4, 0)).estimate;
+    END IF;
     half := z * sqrt(r.variance) + CASE WHEN moment = 0 AND lo = hi THEN 0.5 ELSE 0 END;
     estimate := r.estimate;
-    low := greatest(r.low, r.estimate - half);
-    high := least(r.high, r.estimate + half);
+    low := least(greatest(r.low, centre - half), r.estimate);
+    high := greatest(least(r.high, centre + half), r.estimate);
 END
 $$;
 COMMENT ON FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer) IS 'pg_kde internal: an interval';

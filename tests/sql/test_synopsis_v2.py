@@ -14,7 +14,7 @@ from psycopg import sql  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
 from pg_kde.synopsis.cells import make_profile, period_counts  # noqa: E402
-from pg_kde.synopsis.query import heavy_values, interval, range_1d  # noqa: E402
+from pg_kde.synopsis.query import heavy_values, interval_1d, range_1d  # noqa: E402
 from sqlhelpers import load, refresh  # noqa: E402
 
 
@@ -74,7 +74,7 @@ def server_equals_reference(db, table, col, s, xs, rng, k=300, bounds=None):
         (table, col, table, col, [b[0] for b in bounds], [b[1] for b in bounds])).fetchall()
     for (lo, hi), (_, est, low, high, total) in zip(bounds, got):
         r = range_1d(s, lo, hi, 0)
-        ref = interval(r, 0.95, point=lo is not None and lo == hi)  # (SQL's NULL = NULL is not true)
+        ref = interval_1d(s, lo, hi, 0.95)
         assert est == pytest.approx(ref[0], rel=1e-9, abs=1e-9), (col, lo, hi)
         # (the server's normal quantile is a rational approximation, relative error < 1.2e-9, and the
         # shape's doubt is a difference of near shares: the interval's ends agree to 1e-6 of its width)

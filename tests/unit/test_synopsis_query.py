@@ -28,7 +28,7 @@ from pg_kde.synopsis.cells import (
     profile_share_variance,
     shape_of,
 )
-from pg_kde.synopsis.query import held_rows, interval, lattice_value, mean_bounds, range_1d, snap
+from pg_kde.synopsis.query import held_rows, interval, interval_1d, lattice_value, mean_bounds, range_1d, snap
 
 
 def quiet(sample, method, backend, required=True, scale=None):
@@ -439,7 +439,7 @@ def test_a_point_counts_the_rows_of_a_value_the_column_holds(rng):
     x = daily_times(rng, 3_000_000)
     built = build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 8192), quiet, period=DAY_PROFILE)
     s, xs = built.payload(), np.sort(x)
-    errors = []
+    errors, covered = [], []
     for v in rng.choice(x, 400):
         v = float(v)
         point, slot = range_1d(s, v, v, 0), range_1d(s, v - 0.25, v + 0.25, 0)
@@ -451,7 +451,17 @@ def test_a_point_counts_the_rows_of_a_value_the_column_holds(rng):
         truth = exact(xs, v, v, 0)
         assert point.low <= truth <= point.high
         errors.append(abs(point.estimate - truth) / truth)
+        # its interval: about the slot's expected rows, half a row more each side, holding the estimate
+        est, low, high = interval_1d(s, v, v, 0.95)
+        half = 1.959963984540054 * math.sqrt(slot.variance) + 0.5
+        assert est == point.estimate and low <= est <= high
+        assert (low, high) == (pytest.approx(max(slot.low, min(slot.estimate - half, est))),
+                               pytest.approx(min(slot.high, max(slot.estimate + half, est))))
+        covered.append(low <= truth <= high)
     assert np.median(errors) < 0.3, np.median(errors)
+    # (at about 0.1 rows a second a point holds 1 row 90% of the time and 2 rows 9.5%: an interval that holds
+    # 1 and 2 covers 99.5%, one that holds only 1 covers 90%; none covers 95%)
+    assert np.mean(covered) >= 0.93, np.mean(covered)
 
 
 def test_a_profiled_cut_keeps_the_bridge_share_of_the_profiles_error(rng):
