@@ -559,6 +559,7 @@ kde_range(PG_FUNCTION_ARGS)
 	Vector		atoms,
 				cum = {NULL, 0};
 	double	   *index_sums = NULL;	/* a pack's exact running index sums */
+	int			held_values = 0;	/* heavy values in [a, b] */
 	TupleDesc	desc;
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
@@ -602,6 +603,8 @@ kde_range(PG_FUNCTION_ARGS)
 		{
 			int			upto = bisect(&atoms, b, true),
 						below = bisect(&atoms, a, false);
+
+			held_values = upto - below;
 
 			if (cum.n != atoms.n)
 				ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
@@ -649,13 +652,18 @@ kde_range(PG_FUNCTION_ARGS)
 			if (!(has_a && has_b && ka > kb))
 			{
 				part = smooth(row, lo, hi, order, step, kde_rows);
-				if (a == b && exact == 0 && part.low < part.high)
+				if (a == b && held_values == 0)
 				{
-					/* a point: the rows of a value the column holds (query.held_rows) */
-					double		count = order == 0 ? part.estimate : smooth(row, lo, hi, 0, step, kde_rows).estimate;
-					double		scale = count > 0 ? held_rows(count) / count : 1.0;
+					/* a point off the heavy values: the rows of a value the column holds, where its count is
+					 * not exact (query.range_1d, held_rows); a sum by the same factor as the count */
+					Moments		count = order == 0 ? part : smooth(row, lo, hi, 0, step, kde_rows);
 
-					part.estimate = fmin(part.high, fmax(part.low, part.estimate * scale));
+					if (count.low < count.high && count.estimate > 0)
+					{
+						double		held = fmin(count.high, fmax(count.low, held_rows(count.estimate)));
+
+						part.estimate = fmin(part.high, fmax(part.low, part.estimate * (held / count.estimate)));
+					}
 				}
 			}
 		}

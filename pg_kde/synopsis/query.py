@@ -268,16 +268,19 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     else:
         atoms = s["atom_cum_count"] if order == 0 else s["atom_cum_sum"]
         exact = _atoms_upto(s["atom_values"], atoms, b, True) - _atoms_upto(s["atom_values"], atoms, a, False)
+        upto, below = bisect.bisect_right(s["atom_values"], b), bisect.bisect_left(s["atom_values"], a)
     smooth = Range()
     if s["step"] > 0:
         snapped = snap(a, b, s["step"])
         if snapped is not None:
             smooth = smooth_1d(s, *snapped, order)
-            if a == b and exact == 0 and smooth.low < smooth.high:
-                # A point: the rows of a value the column holds (docs/math.md §7, "Points")
-                count = smooth.estimate if order == 0 else smooth_1d(s, *snapped, 0).estimate
-                scale = held_rows(count) / count if count > 0 else 1.0
-                smooth.estimate = min(smooth.high, max(smooth.low, smooth.estimate * scale))
+            if a == b and upto == below:
+                # A point off the heavy values: the rows of a value the column holds, where its count is not
+                # exact; a sum by the same factor as the count (docs/math.md §7, "Points")
+                count = smooth if order == 0 else smooth_1d(s, *snapped, 0)
+                if count.low < count.high and count.estimate > 0:
+                    held = min(count.high, max(count.low, held_rows(count.estimate)))
+                    smooth.estimate = min(smooth.high, max(smooth.low, smooth.estimate * (held / count.estimate)))
     else:
         smooth = smooth_1d(s, a, b, order)
     return Range(exact + smooth.estimate, smooth.variance, exact + smooth.low, exact + smooth.high)
