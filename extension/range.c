@@ -333,6 +333,14 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 }
 
 /* query.smooth_1d: the cells' part of [a, b] (bounds already snapped on a lattice). */
+/* How far whole cells' stored sum may be from their rows' (query.stored_sum_error): each row rounded to the
+ * quantum (half of it), and the prefix sums' float8 slack at both ends; none for a count. */
+static double
+stored_sum_error(int order, double rows, double slack, double rounding)
+{
+	return order == 0 ? 0.0 : rows * (rounding / 2) + 2 * slack;
+}
+
 static Moments
 smooth(HeapTupleHeader row, double a, double b, int order, double step, double kde_rows)
 {
@@ -378,10 +386,11 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 	if (kb > ka + 1)
 	{
 		double		whole = cells[kb] - cells[ka + 1];
+		double		off = stored_sum_error(order, counts.v[kb] - counts.v[ka + 1], slack, rounding);
 
 		out.estimate += whole;
-		out.low += whole;
-		out.high += whole;
+		out.low += whole - off;
+		out.high += whole + off;
 	}
 	if (period > 0)
 	{
@@ -436,10 +445,11 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		if (t0 == 0 && t1 == 1)	/* the range holds this cell whole: exact */
 		{
 			double		whole = cells[c + 1] - cells[c];
+			double		off = stored_sum_error(order, counts.v[c + 1] - counts.v[c], slack, rounding);
 
 			out.estimate += whole;
-			out.low += whole;
-			out.high += whole;
+			out.low += whole - off;
+			out.high += whole + off;
 			continue;
 		}
 		/* cells.shape_of: the cell's mean position from its exact sum (1/2 where sums ran past float8) */

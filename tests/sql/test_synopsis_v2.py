@@ -101,6 +101,30 @@ def test_sql_equals_the_reference_and_hard_bounds_hold(db, table):
         server_equals_reference(db, table, col, s, np.sort(x), rng)
 
 
+def test_a_sums_hard_bounds_hold_where_far_values_coarsen_the_quantum(db, table):
+    """300 bigints up to 2^62 among 50,000 of 0..999 (a red team): the scan sums the cells in the whole range's
+    quantum, and _kde_range widens whole cells' sums by half of it a row, as the reference does; every sum's
+    hard bounds hold."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 1000, 50000)
+    x[:300] = rng.integers(1, 2**62, 300)
+    load(db, table, {"v": x}, types={"v": "bigint"})
+    refresh(db, table, "v", budget=2048)
+    s = payload(db, table, "v")
+    assert s["sum_quantum"] >= 512
+    xs = np.sort(x)
+    bounds = [(0.0, 189.0)] + [tuple(float(v) for v in np.sort(rng.choice(xs, 2))) for _ in range(100)]
+    got = db.execute("SELECT (_kde_range(s, q.lo, q.hi, 1)).* FROM kde_synopsis s, unnest(%s::float8[], %s::float8[]) "
+                     "WITH ORDINALITY q(lo, hi, i) WHERE s.relid = %s::regclass AND s.cols = '{v}' ORDER BY q.i",
+                     ([b[0] for b in bounds], [b[1] for b in bounds], table)).fetchall()
+    for (lo, hi), (est, variance, low, high) in zip(bounds, got):
+        r = range_1d(s, lo, hi, 1)
+        assert (est, low, high) == (pytest.approx(r.estimate, rel=1e-9), pytest.approx(r.low, rel=1e-9),
+                                    pytest.approx(r.high, rel=1e-9)), (lo, hi)
+        truth = int(xs[(xs >= lo) & (xs <= hi)].sum(dtype=object))
+        assert low <= truth * (1 + 1e-12) and truth * (1 - 1e-12) <= high, (lo, hi, low, high, truth)
+
+
 def test_far_and_tiny_values_answer_as_the_reference(db, table):
     """Sentinels (1e300 among gamma values), values spanning float8, values near 1e300 and near 1e-300 (with
     a 1 beside them: no lattice of step 1 holds them): every count, sum and interval answers (0.7.0's

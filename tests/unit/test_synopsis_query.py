@@ -424,6 +424,24 @@ def test_the_shape_variance_leaves_out_the_cells_own_rows():
     assert total > 500 and 0.93 <= covered / total <= 0.98, (covered, total)
 
 
+def test_a_sums_hard_bounds_hold_where_far_values_coarsen_the_quantum():
+    """300 integers up to 2^62 among 50,000 of 0..999 (a red team): their quanta overflow the scan, which then
+    sums every cell in the whole range's quantum (512), and whole cells' stored sums are off by up to half of
+    it a row. The sums' hard bounds widen by that (query.stored_sum_error): before, [0, 189] had bounds
+    [0, 534,870] around an exact sum of 898,792."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 1000, 50000).astype(float)
+    x[:300] = rng.integers(1, 2**62, 300).astype(float)
+    built = build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 2048), quiet)
+    s, xs = built.payload(), np.sort(x)
+    assert s["sum_quantum"] >= 512
+    bounds = [(0.0, 189.0)] + [tuple(np.sort(rng.choice(xs, 2))) for _ in range(300)]
+    for lo, hi in bounds:
+        r = range_1d(s, float(lo), float(hi), 1)
+        truth = float(xs[(xs >= lo) & (xs <= hi)].sum())
+        assert r.low <= truth * (1 + 1e-12) and truth * (1 - 1e-12) <= r.high, (lo, hi, r, truth)
+
+
 def test_a_point_counts_the_rows_of_a_value_the_column_holds(rng):
     """lo = hi on a lattice: the cells' expectation λ of the slot's rows becomes λ/(1 − e^(−λ)), the rows of a
     value the column holds (a Poisson count given at least one); the same slot asked as a range (lo < hi) keeps
