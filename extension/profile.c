@@ -126,12 +126,13 @@ phases_state(FunctionCallInfo fcinfo)
 	period = PG_GETARG_FLOAT8(2);
 	bins = PG_GETARG_INT32(3);
 	shift = PG_GETARG_FLOAT8(4);
-	if (!(period > 0) || !isfinite(period) || !isfinite(shift) || bins < 1 || bins > PHASES_MAX_BINS)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("pg_kde: _kde_phases needs a positive finite period, 1 to %d bins and a finite shift",
-							   PHASES_MAX_BINS)));
 	if (PG_ARGISNULL(0))
 	{
+		/* (checked once: every later row's must equal the state's, which were) */
+		if (!(period > 0) || !isfinite(period) || !isfinite(shift) || bins < 1 || bins > PHASES_MAX_BINS)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("pg_kde: _kde_phases needs a positive finite period, 1 to %d bins and a finite shift",
+								   PHASES_MAX_BINS)));
 		/* made in the per-call memory: PostgreSQL copies a transition value that is not the one it passed in
 		 * into the aggregate's memory, and keeps only that copy */
 		b = palloc0(phases_size(bins));

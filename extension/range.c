@@ -332,7 +332,6 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 	}
 }
 
-/* query.smooth_1d: the cells' part of [a, b] (bounds already snapped on a lattice). */
 /* How far whole cells' stored sum may be from their rows' (query.stored_sum_error): each row rounded to the
  * quantum (half of it), and the prefix sums' float8 slack at both ends; none for a count. */
 static double
@@ -341,6 +340,7 @@ stored_sum_error(int order, double rows, double slack, double rounding)
 	return order == 0 ? 0.0 : rows * (rounding / 2) + 2 * slack;
 }
 
+/* query.smooth_1d: the cells' part of [a, b] (bounds already snapped on a lattice). */
 static Moments
 smooth(HeapTupleHeader row, double a, double b, int order, double step, double kde_rows)
 {

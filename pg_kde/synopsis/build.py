@@ -737,9 +737,9 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         if period and scale == 1.0 and len(rest) >= 50:
             # The periodic profile instead of the KDE's shape when it misses the sample by less (the rows are
             # spread unevenly over the period: _usable_period's test).
-            # Of every row off the heavy values, as the scan counted them (a sample's where it did not).
-            counts = scan.phases if scan.phases is not None else period_counts(rest, *period, step)
-            if scan.phases is not None and atoms.rows:
+            # Of every row off the heavy values, as the last scan counted them (it had this period).
+            counts = scan.phases
+            if atoms.rows:
                 counts = counts - period_counts(atoms.values, *period, step, weights=atoms.counts)
             profile = make_profile(counts)
             profile_fit = shape_fit(points, rows_in, sums_in, stored, rest, step, population, profile, period[0])

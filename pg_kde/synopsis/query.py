@@ -48,11 +48,6 @@ class Range:
     high: float = 0.0
 
 
-def _atoms_upto(values, cum, x: float, inclusive: bool) -> float:
-    k = bisect.bisect_right(values, x) if inclusive else bisect.bisect_left(values, x)
-    return cum[k - 1] if k > 0 else 0.0
-
-
 def snap(a: float, b: float, step: float):
     """[a, b] moved out to half-steps around the lattice values it includes: (A, B), or None when it
     includes none. Float arithmetic throughout, as _kde_snap in SQL."""
@@ -274,14 +269,14 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     pack = _pack_of(s)
     if pack is not None:
         # packed (0.9.0): counts as stored, a sum from the exact running index sums
-        values, counts, _, ks = unpack_atoms(pack, s["step"], index_sums=True)
-        upto, below = bisect.bisect_right(values, b), bisect.bisect_left(values, a)
-        exact = ((counts[upto - 1] if upto else 0.0) - (counts[below - 1] if below else 0.0) if order == 0
-                 else range_sum(ks, upto, below, s["step"]))
+        values, cum, _, ks = unpack_atoms(pack, s["step"], index_sums=True)
     else:
-        atoms = s["atom_cum_count"] if order == 0 else s["atom_cum_sum"]
-        exact = _atoms_upto(s["atom_values"], atoms, b, True) - _atoms_upto(s["atom_values"], atoms, a, False)
-        upto, below = bisect.bisect_right(s["atom_values"], b), bisect.bisect_left(s["atom_values"], a)
+        values, cum, ks = s["atom_values"], s["atom_cum_count"] if order == 0 else s["atom_cum_sum"], None
+    upto, below = bisect.bisect_right(values, b), bisect.bisect_left(values, a)  # the heavy values in [a, b]
+    if order == 1 and ks is not None:
+        exact = range_sum(ks, upto, below, s["step"])
+    else:
+        exact = (cum[upto - 1] if upto else 0.0) - (cum[below - 1] if below else 0.0)
     smooth = Range()
     if s["step"] > 0:
         snapped = snap(a, b, s["step"])
