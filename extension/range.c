@@ -256,6 +256,163 @@ moment_of(const Shape *s, double t)
 	return t * t * (s->a / 2 + t * (s->b / 3 + t * (s->c / 4 + t * s->e / 5)));
 }
 
+/* cells.HOLE_ROUNDS, HOLE_FLOOR: rounds of the search for the mean a cut cell's shape is given over its whole
+ * width so that over its own slots (the heavy values' taken out) its mean is the cell's; below HOLE_FLOOR of
+ * the shape's mass off the heavy values' slots, they are not taken out. */
+#define HOLE_ROUNDS 3
+#define HOLE_FLOOR 1e-6
+
+/* The shapes cells.fit_holes takes out the heavy values' slots of, each given its mean m: the cell's
+ * (cell_shape with the KDE's densities at its ends: cells.cubic_shape), the straight line (linear_shape) or
+ * the periodic profile tilted to m (profile_shape). */
+typedef enum
+{
+	PIECE_CELL,
+	PIECE_LINE,
+	PIECE_PROFILE
+} PieceKind;
+
+typedef struct Piece
+{
+	PieceKind	kind;
+	double		d0,
+				d1;				/* PIECE_CELL: the KDE's densities at the ends */
+	const float4 *profile;		/* PIECE_PROFILE: the profile, its values, its period and the cell */
+	int			profile_n;
+	double		period,
+				step,
+				g0,
+				g1;
+	double		m;				/* the mean it is given */
+	Shape		shape;			/* PIECE_CELL, PIECE_LINE: the shape with mean m */
+} Piece;
+
+static void
+piece_mean(Piece *p, double m)
+{
+	p->m = m;
+	if (p->kind == PIECE_CELL)
+		p->shape = cell_shape(p->d0, p->d1, m);
+	else if (p->kind == PIECE_LINE)
+		p->shape = linear(m);
+}
+
+/* The piece's mass and first moment over [ta, tb] (the profile's: its share and share times position). */
+static void
+piece_part(const Piece *p, double ta, double tb, double *part, double *first)
+{
+	if (p->kind == PIECE_PROFILE)
+	{
+		double		share,
+					pos,
+					doubt;
+
+		kde_profile_share(p->profile, p->profile_n, p->period, p->step, p->g0, p->g1, ta, tb, p->m, &share, &pos,
+						  &doubt);
+		*part = share;
+		*first = share * pos;
+	}
+	else
+	{
+		*part = mass(&p->shape, tb) - mass(&p->shape, ta);
+		*first = moment_of(&p->shape, tb) - moment_of(&p->shape, ta);
+	}
+}
+
+/* cells.Holes: the heavy values taken out of a cut cell's shape (n of them; none: 0), each slot's mass and
+ * first moment under it, and the mass off them. */
+typedef struct Holes
+{
+	int			n;
+	const double *values;
+	double	   *part,
+			   *first;
+	double		rest;
+} Holes;
+
+/* cells.fit_holes: the n heavy values inside cell [g0, g1] (a lattice of step q) taken out of the piece's
+ * shape, whose mean over the cell's other slots is then the cell's exact mean; the piece is left with the mean
+ * it is given over the whole cell. */
+static void
+fit_holes(Piece *p, double mean, const double *values, int n, double step, double g0, double g1, Holes *out)
+{
+	double		w = g1 / 2 - g0 / 2,
+				h = step / 2,
+				m = mean;
+
+	out->n = 0;
+	out->values = values;
+	out->part = out->first = NULL;
+	out->rest = 1.0;
+	if (n > 0)
+	{
+		double	   *part = palloc(sizeof(double) * n),
+				   *first = palloc(sizeof(double) * n);
+
+		for (int rounds = 0; rounds <= HOLE_ROUNDS; rounds++)
+		{
+			double		m0,
+						m1,
+						h0 = 0,
+						h1 = 0;
+
+			piece_mean(p, m);
+			piece_part(p, 0.0, 1.0, &m0, &m1);
+			for (int i = 0; i < n; i++)
+			{
+				double		ta = clamp(((values[i] - h) / 2 - g0 / 2) / w, 0.0, 1.0),
+							tb = clamp(((values[i] + h) / 2 - g0 / 2) / w, 0.0, 1.0);
+
+				piece_part(p, ta, tb, &part[i], &first[i]);
+				h0 += part[i];
+				h1 += first[i];
+			}
+			if (!(m0 - h0 > HOLE_FLOOR))
+				break;
+			if (rounds == HOLE_ROUNDS)
+			{
+				out->n = n;
+				out->part = part;
+				out->first = first;
+				out->rest = m0 - h0;
+				return;
+			}
+			m = clamp(m + mean - (m1 - h1) / (m0 - h0), 0.0, 1.0);
+		}
+		pfree(part);
+		pfree(first);
+	}
+	piece_mean(p, mean);
+}
+
+/* cells.Holes.share: the piece's mass and first moment over [t0, t1] of the cell's own slots, whose values lie
+ * in (lo, hi), as shares of its rows. */
+static void
+holes_share(const Piece *p, const Holes *holes, double t0, double t1, double lo, double hi, double *part,
+			double *first)
+{
+	piece_part(p, t0, t1, part, first);
+	if (holes->n == 0)
+		return;
+	for (int i = 0; i < holes->n; i++)
+		if (lo < holes->values[i] && holes->values[i] < hi)
+		{
+			*part -= holes->part[i];
+			*first -= holes->first[i];
+		}
+	*part /= holes->rest;
+	*first /= holes->rest;
+}
+
+/* query._position: the share clamped to [0, 1] and the position of the mass within [t0, t1]. */
+static void
+position(double part, double first, double t0, double t1, double *share, double *pos)
+{
+	*share = fmin(1.0, fmax(0.0, part));
+	*pos = *share > 0 ? first / *share : (t0 + t1) / 2;
+	*pos = fmin(t1, fmax(t0, *pos));
+}
+
 /* Python's math.ulp of |x|: the gap to the next float8 (to the one below at the largest), infinity for
  * infinities and NaN (maths.ulp) */
 static double
@@ -342,7 +499,7 @@ stored_sum_error(int order, double rows, double slack, double rounding)
 
 /* query.smooth_1d: the cells' part of [a, b] (bounds already snapped on a lattice). */
 static Moments
-smooth(HeapTupleHeader row, double a, double b, int order, double step, double kde_rows)
+smooth(HeapTupleHeader row, double a, double b, int order, double step, double kde_rows, const Vector *heavy)
 {
 	Moments		out = {0, 0, 0, 0};
 	Vector		grid = vector(row, "grid", false);
@@ -425,8 +582,14 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 					below,
 					pinned,
 					keep,
-					spread;
-		Shape		shape = {false, 0, 0, 0, 0, 0};
+					spread,
+					part,
+					first;
+		int			inside,
+					holes_n;
+		const double *holes_at;
+		Piece		own = {0};
+		Holes		own_holes;
 
 		t0 = clamp(t0, 0.0, 1.0);
 		t1 = clamp(t1, 0.0, 1.0);
@@ -452,14 +615,31 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			out.high += whole + off;
 			continue;
 		}
-		/* cells.shape_of: the cell's mean position from its exact sum (1/2 where sums ran past float8) */
+		/* cells.cell_ends: the cell's mean position from its exact sum (1/2 where sums ran past float8) */
 		mean = (((sums.v[c + 1] - sums.v[c]) / n) / 2 - g0 / 2) / w;
 		mean = isfinite(mean) ? fmin(1.0, fmax(0.0, mean)) : 0.5;
+		/* where the heavy values are whole, the ones inside the cell (cells.heavy_slots) hold none of its rows:
+		 * its shape is over its other slots, with its exact mean there (cells.fit_holes) */
+		inside = heavy != NULL ? bisect(heavy, g0, true) : 0;
+		holes_n = heavy != NULL ? bisect(heavy, g1, false) - inside : 0;
+		holes_at = heavy != NULL ? heavy->v + inside : NULL;
 		if (period > 0)
 		{
 			/* the periodic profile's shape tilted to the cell's mean, and its own sampling error */
-			kde_profile_share(profile, profile_n, period, step, g0, g1, t0, t1, mean,
-							  &share, &pos, &doubt);
+			own.kind = PIECE_PROFILE;
+			own.profile = profile;
+			own.profile_n = profile_n;
+			own.period = period;
+			own.step = step;
+			own.g0 = g0;
+			own.g1 = g1;
+			fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);
+			kde_profile_share(profile, profile_n, period, step, g0, g1, t0, t1, own.m, &share, &pos, &doubt);
+			if (own_holes.n > 0)
+			{
+				holes_share(&own, &own_holes, t0, t1, A, B, &part, &first);
+				position(part, first, t0, t1, &share, &pos);
+			}
 			apart = 0.0;
 		}
 		else
@@ -467,13 +647,21 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			/* the KDE's densities at the ends, relative to the cell's mean density (stored relative to the
 			 * grid's) */
 			double		scale = (w / half_range) * (kde_rows / n);
-			Shape		line = linear(mean);
+			Piece		line;
+			Holes		line_holes;
+			double		straight,
+						straight_first;
 
-			shape = cell_shape(density.v[c] * scale, density.v[c + 1] * scale, mean);
-			share = fmin(1.0, fmax(0.0, mass(&shape, t1) - mass(&shape, t0)));
-			pos = share > 0 ? (moment_of(&shape, t1) - moment_of(&shape, t0)) / share : (t0 + t1) / 2;
-			pos = fmin(t1, fmax(t0, pos));
-			apart = n * fabs(share - (mass(&line, t1) - mass(&line, t0)));
+			own.kind = PIECE_CELL;
+			own.d0 = density.v[c] * scale;
+			own.d1 = density.v[c + 1] * scale;
+			fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);
+			holes_share(&own, &own_holes, t0, t1, A, B, &part, &first);
+			position(part, first, t0, t1, &share, &pos);
+			line.kind = PIECE_LINE;
+			fit_holes(&line, mean, holes_at, holes_n, step, g0, g1, &line_holes);
+			holes_share(&line, &line_holes, t0, t1, A, B, &straight, &straight_first);
+			apart = n * fabs(share - straight);
 		}
 		/* Binomial, less what the cell's exact count and mean pin down, plus the shape's error; a cut cell is
 		 * never certain: its share counts as at least one row's each side. */
@@ -484,15 +672,9 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		{
 			/* a range inside one cell: where it lies sets what the cell's exact mean pins down of its rows,
 			 * and the shape's errors at its two cuts add */
-			if (period > 0)
-			{
-				double		below_pos,
-							below_doubt;
-				kde_profile_share(profile, profile_n, period, step, g0, g1, 0.0, t0, mean,
-								  &below, &below_pos, &below_doubt);
-			}
-			else
-				below = mass(&shape, t0);
+			double		below_first;
+
+			holes_share(&own, &own_holes, 0.0, t0, -INFINITY, A, &below, &below_first);
 			below = fmin(1.0, fmax(0.0, below));
 			if (shape_var > 0 && !(period > 0))
 			{
@@ -633,6 +815,10 @@ kde_range(PG_FUNCTION_ARGS)
 		kde_rows = (double) DatumGetInt64(kde_row_field(row, "kde_rows"));
 		if (step > 0)
 		{
+			/* heavy values that hold every row of their value (heavy_whole; NULL before 0.17.0: not known) */
+			bool		whole_null;
+			Datum		whole_datum = kde_row_field_optional(row, "heavy_whole", &whole_null);
+			const Vector *whole = !whole_null && DatumGetBool(whole_datum) && atoms.n > 0 ? &atoms : NULL;
 			/* query.snap: [a, b] moved out to half-steps around the lattice values it includes */
 			double		lo = -INFINITY,
 						hi = INFINITY,
@@ -661,12 +847,12 @@ kde_range(PG_FUNCTION_ARGS)
 			}
 			if (!(has_a && has_b && ka > kb))
 			{
-				part = smooth(row, lo, hi, order, step, kde_rows);
+				part = smooth(row, lo, hi, order, step, kde_rows, whole);
 				if (a == b && held_values == 0)
 				{
 					/* a point off the heavy values: the rows of a value the column holds, where its count is
 					 * not exact (query.range_1d, held_rows); a sum by the same factor as the count */
-					Moments		count = order == 0 ? part : smooth(row, lo, hi, 0, step, kde_rows);
+					Moments		count = order == 0 ? part : smooth(row, lo, hi, 0, step, kde_rows, whole);
 
 					if (count.low < count.high && count.estimate > 0)
 					{
@@ -678,7 +864,7 @@ kde_range(PG_FUNCTION_ARGS)
 			}
 		}
 		else
-			part = smooth(row, a, b, order, step, kde_rows);
+			part = smooth(row, a, b, order, step, kde_rows, NULL);
 	}
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("pg_kde: a record is expected")));

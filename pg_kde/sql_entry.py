@@ -481,7 +481,8 @@ def _stored_1d(plpy, schema: str, relid, cols):
         budget=int(json.loads(r["requested_text"]).get("budget") or 0), seconds=float(r["build_seconds"]),
         period=float(r["period"]), profile=[float(v) for v in r["profile"]],
         sum_slack=None if r.get("sum_slack") is None else float(r["sum_slack"]),
-        sum_quantum=None if r.get("sum_quantum") is None else float(r["sum_quantum"]))
+        sum_quantum=None if r.get("sum_quantum") is None else float(r["sum_quantum"]),
+        heavy_whole=r.get("heavy_whole"))
     return built, facts
 
 

@@ -732,7 +732,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         # Relative to the grid's mean density (f integrates to 1 over it): O(1) numbers, whatever the units.
         stored = stored_density(f * 2 * (points[-1] / 2 - points[0] / 2))
         population = len(sample) >= n
-        fit = shape_fit(points, rows_in, sums_in, stored, rest, step, population)
+        heavy = np.sort(atoms.values)
+        fit = shape_fit(points, rows_in, sums_in, stored, rest, step, population, heavy=heavy)
         tau2 = shape_variance(fit)
         if period and scale == 1.0 and len(rest) >= 50:
             # The periodic profile instead of the KDE's shape when it misses the sample by less (the rows are
@@ -742,7 +743,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             if atoms.rows:
                 counts = counts - period_counts(atoms.values, *period, step, weights=atoms.counts)
             profile = make_profile(counts)
-            profile_fit = shape_fit(points, rows_in, sums_in, stored, rest, step, population, profile, period[0])
+            profile_fit = shape_fit(points, rows_in, sums_in, stored, rest, step, population, profile, period[0],
+                                    heavy=heavy)
             if profile_fit[0] < fit[0]:
                 used_period, used_profile, tau2 = period[0], profile.tolist(), shape_variance(profile_fit)
         grid = points.tolist()
@@ -766,7 +768,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         atom_cum_count=atom_count, atom_cum_sum=atom_sum, heavy_rows=heavy_rows, kde_rows=kde_rows, grid=grid,
         grid_size=len(grid), cell_cum_count=cell_count, cell_cum_sum=cell_sum, density=density, shape_var=float(tau2),
         budget=budget, seconds=time.perf_counter() - started, period=used_period, profile=used_profile,
-        sum_slack=slack, sum_quantum=rounding, pinned=pin,
+        sum_slack=slack, sum_quantum=rounding, heavy_whole=True, pinned=pin,
     )
 
 

@@ -22,7 +22,7 @@ CATALOG_TYPES = {
     "build_seconds": "float8", "backend": "text", "mod_count": "int8", "requested": "jsonb",
     "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
     "sat_sum": "float8[]", "kde_sat": "float8[]", "attnums": "int2[]", "coltypes": "text[]", "built_relid": "oid",
-    "storage_id": "text", "pages": "int8", "kind": "text", "atom_pack": "bytea",
+    "storage_id": "text", "pages": "int8", "kind": "text", "atom_pack": "bytea", "heavy_whole": "bool",
 }
 
 #: Columns of the header table, kde_catalog, in the order written; the rest of a row is its kind's payload
@@ -105,6 +105,10 @@ class Built1D:
     #: not known, a synopsis stored before 0.13.0 (docs/math.md §7).
     sum_slack: Optional[float] = None
     sum_quantum: Optional[float] = None
+    #: Whether each heavy value holds every row of its value, none of them in a cell (a build's; a merge's
+    #: where every part's are and no part has the value in a cell): the queries then take the heavy values'
+    #: slots out of a cut cell's shape (docs/math.md §7). None: not known, a synopsis stored before 0.17.0.
+    heavy_whole: Optional[bool] = None
     #: The plan of the build's last scan (:class:`.build.Pinned1D`; None for a merge or a stored synopsis):
     #: a Citus table's next refresh scans its shards with it (:mod:`.shards`). Not stored with the synopsis.
     pinned: Optional[object] = field(default=None, compare=False, repr=False)
@@ -122,7 +126,7 @@ class Built1D:
         return {"step": self.step, **atoms, "kde_rows": self.kde_rows, "grid": self.grid,
                 "cell_cum_count": self.cell_cum_count, "cell_cum_sum": self.cell_cum_sum, "density": self.density,
                 "shape_var": self.shape_var, "period": self.period, "profile": self.profile,
-                "sum_slack": self.sum_slack, "sum_quantum": self.sum_quantum}
+                "sum_slack": self.sum_slack, "sum_quantum": self.sum_quantum, "heavy_whole": self.heavy_whole}
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
         """The row of this synopsis, header and payload columns together (column -> value); split it with

@@ -25,9 +25,11 @@ docs/math.md §7 gives the formulas; sql/src/30_query_1d.sql evaluates them at q
 
 from __future__ import annotations
 
+import bisect
 import math
 from fractions import Fraction
-from typing import Optional, Tuple
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
@@ -648,11 +650,120 @@ def shape_of(g0: float, g1: float, n: float, cell_sum: float, dens0: float, dens
     w and R halves (no difference of values near the ends of float8 overflows), into :func:`cell_shape`.
     What a query reads of a cut cell (_kde_range in SQL, :func:`pg_kde.synopsis.query.smooth_1d`), and what
     :func:`shape_variance` checks at the build."""
+    d0, d1, mean = cell_ends(g0, g1, n, cell_sum, dens0, dens1, kde_rows, half_range)
+    return cell_shape(d0, d1, mean)[0], mean
+
+
+def cell_ends(g0: float, g1: float, n: float, cell_sum: float, dens0: float, dens1: float, kde_rows: float,
+              half_range: float) -> Tuple[float, float, float]:
+    """(d0, d1, mean) that :func:`shape_of` gives :func:`cell_shape`: the KDE's densities at the cell's ends
+    relative to its mean density, and its mean position."""
     w = g1 / 2 - g0 / 2
     mean = ((cell_sum / n) / 2 - g0 / 2) / w
     mean = min(1.0, max(0.0, mean)) if math.isfinite(mean) else 0.5
     scale = (w / half_range) * (kde_rows / n)
-    return cell_shape(dens0 * scale, dens1 * scale, mean)[0], mean
+    return dens0 * scale, dens1 * scale, mean
+
+
+# ------------------------------------------------------------------- the heavy values' slots inside a cell
+#: Rounds of the search for the mean a cell's shape is given over its whole width so that its mean over the
+#: cell's own slots (the heavy values' taken out) is the cell's exact mean (:func:`fit_holes`).
+HOLE_ROUNDS = 3
+#: Below this share of a cell's shape left off the heavy values' slots, they are not taken out (the shape
+#: has almost no mass where the cell's rows are: the whole cell's shape stands).
+HOLE_FLOOR = 1e-6
+
+
+def heavy_slots(heavy, step: float, g0: float, g1: float) -> list:
+    """[(v, ta, tb)]: the heavy values v strictly inside cell [g0, g1] of a lattice of step q and the slot
+    [v − q/2, v + q/2] each owns, as fractions of the cell (halves: no difference of values near the ends of
+    float8 overflows). A synopsis whose heavy values are whole (each holds every row of its value, what a
+    build gives) has none of a cell's rows there: they sit on its other slots (docs/math.md §7, "Heavy values
+    inside a cell"). Empty off a lattice or without ``heavy``."""
+    if not step > 0 or heavy is None or len(heavy) == 0:
+        return []
+    i, j = bisect.bisect_right(heavy, g0), bisect.bisect_left(heavy, g1)
+    w, h = g1 / 2 - g0 / 2, step / 2
+    return [(float(v), max(0.0, min(1.0, ((v - h) / 2 - g0 / 2) / w)), max(0.0, min(1.0, ((v + h) / 2 - g0 / 2) / w)))
+            for v in heavy[i:j]]
+
+
+@dataclass(frozen=True)
+class Holes:
+    """A cut cell's shape over its own slots (:func:`fit_holes`): ``part(ta, tb)``, the (mass, first moment)
+    over [ta, tb] of the shape with mean ``m`` over the whole cell; ``slots``, (v, mass, first moment) of
+    each heavy value's slot under it; ``rest``, the mass off them (1 where none is taken out)."""
+
+    m: float
+    part: Callable
+    slots: list
+    rest: float
+
+    def share(self, t0: float, t1: float, lo: float, hi: float) -> Tuple[float, float]:
+        """(mass, first moment) over [t0, t1] of the cell's own slots, whose values lie in (lo, hi), as
+        shares of the cell's rows."""
+        a, b = self.part(t0, t1)
+        if not self.slots:
+            return a, b
+        for v, ha, hb in self.slots:
+            if lo < v < hi:
+                a, b = a - ha, b - hb
+        return a / self.rest, b / self.rest
+
+
+def fit_holes(shape: Callable, mean: float, slots: list) -> Holes:
+    """The cut cell's shape over its own slots: ``shape(m)`` gives the ``part`` function of the shape with
+    mean m over the whole cell, :class:`Holes`; ``slots`` (:func:`heavy_slots`) are taken out. Their own
+    mean, (M1 − H1)/(M0 − H0) (M the whole cell's mass and first moment, H the slots'), must be the cell's
+    exact ``mean``: each of :data:`HOLE_ROUNDS` rounds moves m by what it misses (it is nearly m plus a
+    constant, so one round comes close). Where no slot is taken or the shape leaves less than
+    :data:`HOLE_FLOOR` of its mass off them: the shape with ``mean`` over the whole cell."""
+    if slots:
+        m = mean
+        for rounds in range(HOLE_ROUNDS + 1):
+            part = shape(m)
+            m0, m1 = part(0.0, 1.0)
+            taken, h0, h1 = [], 0.0, 0.0
+            for v, ta, tb in slots:
+                a, b = part(ta, tb)
+                taken.append((v, a, b))
+                h0, h1 = h0 + a, h1 + b
+            if not m0 - h0 > HOLE_FLOOR:
+                break
+            if rounds == HOLE_ROUNDS:
+                return Holes(m, part, taken, m0 - h0)
+            m = max(0.0, min(1.0, m + mean - (m1 - h1) / (m0 - h0)))
+    return Holes(mean, shape(mean), [], 1.0)
+
+
+def _part(coef) -> Callable:
+    def part(ta, tb):
+        return mass(coef, tb) - mass(coef, ta), moment(coef, tb) - moment(coef, ta)
+    return part
+
+
+def cubic_shape(d0: float, d1: float) -> Callable:
+    """``shape(m)`` for :func:`fit_holes`: the cell's shape (:func:`cell_shape`) with the KDE's end densities
+    d0, d1 and mean m."""
+    def shape(m):
+        return _part(cell_shape(d0, d1, m)[0])
+    return shape
+
+
+def linear_shape(m: float) -> Callable:
+    """``shape(m)`` for :func:`fit_holes`: the straight line with mean m."""
+    return _part(linear(m))
+
+
+def profile_shape(profile, period: float, g0: float, g1: float, step: float) -> Callable:
+    """``shape(m)`` for :func:`fit_holes`: the profile tilted to mean m (:func:`profile_cut`; its variance
+    of the share, ``doubt``, is not taken)."""
+    def shape(m):
+        def part(ta, tb):
+            share, pos, _ = profile_cut(profile, period, g0, g1, ta, tb, step, m)
+            return share, share * pos
+        return part
+    return shape
 
 
 # ------------------------------------------------------------------------------- a periodic profile (time)
@@ -796,6 +907,14 @@ def profile_cut(profile, period: float, g0: float, g1: float, t0: float, t1: flo
     return share, min(t1, max(t0, pos)), doubt
 
 
+def profile_piece(profile, period: float, g0: float, g1: float, step: float):
+    """piece(m, ta, tb) for :func:`fit_holes`: the profile tilted to mean m (:func:`profile_cut`)."""
+    def piece(m, ta, tb):
+        share, pos, _ = profile_cut(profile, period, g0, g1, ta, tb, step, m)
+        return share, share * pos
+    return piece
+
+
 def _bin_cover(bins: int, period: float, base: float, a: float, b: float) -> Tuple[float, list]:
     """How much of each of the period's bins [a, b] (seconds, of x + step/2) covers, in bins' widths: (L, r)
     with bin j covered L + r_j times, L the periods whose starts [a, b] passes (a whole number) and r_j in
@@ -864,7 +983,8 @@ def mean_known(w: float, step: float) -> float:
 
 
 def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: np.ndarray, sample: np.ndarray,
-              step: float, population: bool, profile=None, period: float = 0.0) -> Tuple[float, float, float, float]:
+              step: float, population: bool, profile=None, period: float = 0.0,
+              heavy=None) -> Tuple[float, float, float, float]:
     """How well the cells' shapes (the KDE's, or with ``profile`` the periodic profile's, :func:`profile_cut`)
     fit the sample: (excess, weight, jitter, doubt). At cuts at the sampled values a quarter, half and three
     quarters of the way through each cell holding at least 20 of them (on a lattice, at the half-step above
@@ -875,7 +995,9 @@ def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: n
     from the cell's start, less what its exact mean pins down, :func:`mean_known`; counted again in τ², it had
     intervals of 200,000-row time columns hold every range); weight sums 4 s (1 − s) (s the shape's share); jitter sums twice that noise's squared
     variance (the excess jitters by about √jitter); doubt sums the squared doubt the queries already give
-    each cut (the shape's share less the straight line's with the cell's mean; 0 under a profile)."""
+    each cut (the shape's share less the straight line's with the cell's mean; 0 under a profile). ``heavy``:
+    the synopsis' heavy values, sorted; their slots inside a cell are taken out of its shape as the queries
+    take them (:func:`fit_holes`)."""
     x = np.sort(np.asarray(sample, dtype=np.float64))
     kde_rows, half_range = float(rows.sum()), points[-1] / 2 - points[0] / 2
     excess, weight, jitter, doubts = 0.0, 0.0, 0.0, 0.0
@@ -886,7 +1008,12 @@ def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: n
         if k < 20 or n <= 0:
             continue
         w = g1 - g0
-        coef, mean = shape_of(g0, g1, n, sums[c], density[c], density[c + 1], kde_rows, half_range)
+        d0, d1, mean = cell_ends(g0, g1, n, sums[c], density[c], density[c + 1], kde_rows, half_range)
+        # the queries' shape: over the cell's own slots where heavy values sit inside it (fit_holes)
+        slots = heavy_slots(heavy, step, g0, g1)
+        own = fit_holes(cubic_shape(d0, d1) if profile is None else profile_shape(profile, period, g0, g1, step),
+                        mean, slots)
+        line = fit_holes(linear_shape, mean, slots)
         for frac in (0.25, 0.5, 0.75):
             cut = x[lo_i + int(frac * k)]
             if step > 0:  # queries cut a lattice cell at half-steps
@@ -895,10 +1022,11 @@ def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: n
             if not 0 < t < 1:
                 continue
             if profile is None:
-                share = min(1.0, max(0.0, mass(coef, t)))
-                doubt = share - mass(linear(mean), t)  # (the queries' doubt at this cut, per row of the cell)
+                share = min(1.0, max(0.0, own.share(0.0, t, -math.inf, cut)[0]))
+                # (the queries' doubt at this cut, per row of the cell)
+                doubt = share - line.share(0.0, t, -math.inf, cut)[0]
             else:
-                share = profile_cut(profile, period, g0, g1, 0.0, t, step, mean)[0]
+                share = own.share(0.0, t, -math.inf, cut)[0]
                 doubt = 0.0
             seen = (np.searchsorted(x, cut, "left") - lo_i) / k
             # The sample's binomial variance about the cell's rows, and the cell's own rows' about the shape

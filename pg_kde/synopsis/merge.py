@@ -68,6 +68,19 @@ def _thin(points: np.ndarray, cum: np.ndarray, cells: int) -> np.ndarray:
     return np.unique(np.concatenate([[0], np.clip(nearer, 1, len(points) - 2), [len(points) - 1]]))
 
 
+def _whole(v: float, parts: Sequence[Built1D], own: Sequence[set]) -> bool:
+    """Whether every part that may hold rows of the value v holds them all among its heavy values (``own``:
+    each part's, whole): v is one of them, or the part's cell that would hold it (if any) holds no rows."""
+    for p, heavy in zip(parts, own):
+        grid = p.grid
+        if p.grid_size < 2 or v < grid[0] or v > grid[-1] or v in heavy:
+            continue
+        c = min(int(np.searchsorted(grid, v, "right")) - 1, len(grid) - 2)  # (the last cell holds its end)
+        if p.cell_cum_count[c + 1] - p.cell_cum_count[c] > 0:
+            return False
+    return True
+
+
 def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Built1D:
     """The 1-D synopsis of the union of ``parts`` (each built with :func:`pg_kde.synopsis.build.build_1d`)
     within ``budget`` bytes."""
@@ -95,6 +108,11 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
     if pack is not None and len(pack) <= ((budget // 4) if celled else budget - ROW_BYTES_1D):
         kept, heavy_bytes = values, len(pack)
     demoted = values[~np.isin(values, kept)].tolist()
+    # The merged heavy values are whole (each holds every row of its value: the queries take their slots out
+    # of a cut cell's shape, docs/math.md §7) where every part's are and no part has one of them in a cell:
+    # a value heavy in one part and in another's cells keeps that part's rows of it in the merged cells.
+    own = [set(p.atom_values) for p in parts]
+    whole = all(p.heavy_whole for p in parts) and all(_whole(v, parts, own) for v in kept)
 
     # A periodic profile (a time column's) when every celled part has one of the same kind: the rows per bin
     # of every part's cells (its profile's shares of the rows it shapes, its pseudo-rows taken off) and of the
@@ -169,6 +187,7 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         period=period, profile=profile, sum_slack=_merged_slack(parts, celled, len(demoted)) if grid else 0.0,
         sum_quantum=(None if any(p.sum_quantum is None for p in celled)
                      else max((p.sum_quantum for p in celled), default=0.0)) if grid else 0.0,
+        heavy_whole=whole,
     )
 
 

@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .cells import MEAN_KNOWN, c_ceil, c_floor, linear, mass, mean_known, moment, profile_cut, shape_of  # noqa: F401
+from .cells import (MEAN_KNOWN, c_ceil, c_floor, cell_ends, cubic_shape, fit_holes, heavy_slots,  # noqa: F401
+                    linear_shape, mean_known, profile_cut, profile_shape, shape_of)
 from .maths import is_tie_cell, ulp
 from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_pairs
 
@@ -72,8 +73,16 @@ def snap(a: float, b: float, step: float):
     return lo, hi
 
 
-def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
-    """The cells' part of [a, b] (bounds already snapped on a lattice)."""
+def _position(part: float, first: float, t0: float, t1: float) -> tuple:
+    """(share, position) of a cut cell's rows in [t0, t1] from the shape's mass and first moment there."""
+    share = min(1.0, max(0.0, part))
+    pos = first / share if share > 0 else (t0 + t1) / 2
+    return share, min(t1, max(t0, pos))
+
+
+def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None) -> Range:
+    """The cells' part of [a, b] (bounds already snapped on a lattice); ``heavy``: the synopsis' heavy values,
+    sorted (their slots inside a cut cell hold none of its rows)."""
     out = Range()
     grid, counts = s["grid"], s["cell_cum_count"]
     sums, density = s["cell_cum_sum"], s["density"]
@@ -122,20 +131,26 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
             out.low += whole - off
             out.high += whole + off
             continue
-        coef, mean = shape_of(g0, g1, n, sums[c + 1] - sums[c], density[c], density[c + 1], s["kde_rows"],
-                              half_range)
+        d0, d1, mean = cell_ends(g0, g1, n, sums[c + 1] - sums[c], density[c], density[c + 1], s["kde_rows"],
+                                 half_range)
+        # Where the heavy values are whole, their slots inside the cell hold none of its rows: its shape is
+        # over its other slots, with its exact mean there (cells.fit_holes; docs/math.md §7, "Heavy values
+        # inside a cell").
+        slots = heavy_slots(heavy, s["step"], g0, g1)
         doubt = 0.0
         if s.get("period", 0.0) > 0:
             # The periodic profile's shape, tilted to the cell's mean, and the variance of its share that
             # the profile's own sample leaves (cells.profile_share_variance).
-            share, pos, doubt = profile_cut(s["profile"], s["period"], g0, g1, t0, t1, s["step"], mean)
+            own = fit_holes(profile_shape(s["profile"], s["period"], g0, g1, s["step"]), mean, slots)
+            share, pos, doubt = profile_cut(s["profile"], s["period"], g0, g1, t0, t1, s["step"], own.m)
+            if own.slots:
+                share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
             apart = 0.0
         else:
-            share = min(1.0, max(0.0, mass(coef, t1) - mass(coef, t0)))
-            pos = (moment(coef, t1) - moment(coef, t0)) / share if share > 0 else (t0 + t1) / 2
-            pos = min(t1, max(t0, pos))
-            lin = linear(mean)
-            apart = n * abs(share - (mass(lin, t1) - mass(lin, t0)))  # how far the straight line would put it
+            own = fit_holes(cubic_shape(d0, d1), mean, slots)
+            share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
+            line = fit_holes(linear_shape, mean, slots)
+            apart = n * abs(share - line.share(t0, t1, A, B)[0])  # how far the straight line would put it
         # Binomial, less what the cell's exact mean pins down, plus the shape's error. A cut cell is never
         # certain: its share counts as at least one row's each side.
         f = min(max(share, 1 / (n + 1)), n / (n + 1))
@@ -147,11 +162,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int) -> Range:
             # (rows clustered on a few values make its error jump), each as at a cut from the cell's start,
             # never less than the range's own share gives. (A periodic profile errs smoothly over the
             # period: its errors at two cuts of one cell move together.)
-            if s.get("period", 0.0) > 0:
-                below = profile_cut(s["profile"], s["period"], g0, g1, 0.0, t0, s["step"], mean)[0]
-            else:
-                below = mass(coef, t0)
-            below = min(1.0, max(0.0, below))
+            below = min(1.0, max(0.0, own.share(0.0, t0, -math.inf, A)[0]))
             if s["shape_var"] > 0 and not s.get("period", 0.0) > 0:
                 upto = min(1.0, below + share)
                 cuts = max(cuts, below * (1 - below) + upto * (1 - upto))
@@ -281,11 +292,12 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     if s["step"] > 0:
         snapped = snap(a, b, s["step"])
         if snapped is not None:
-            smooth = smooth_1d(s, *snapped, order)
+            whole = values if s.get("heavy_whole") else None
+            smooth = smooth_1d(s, *snapped, order, whole)
             if a == b and upto == below:
                 # A point off the heavy values: the rows of a value the column holds, where its count is not
                 # exact; a sum by the same factor as the count (docs/math.md §7, "Points")
-                count = smooth if order == 0 else smooth_1d(s, *snapped, 0)
+                count = smooth if order == 0 else smooth_1d(s, *snapped, 0, whole)
                 if count.low < count.high and count.estimate > 0:
                     held = min(count.high, max(count.low, held_rows(count.estimate)))
                     smooth.estimate = min(smooth.high, max(smooth.low, smooth.estimate * (held / count.estimate)))

@@ -86,6 +86,11 @@ COMMENT ON TABLE kde_synopsis IS 'pg_kde 1-D synopsis payloads: exact heavy valu
 -- none to all of their rows.
 ALTER TABLE kde_synopsis ADD COLUMN sum_slack float8 CHECK (sum_slack IS NULL OR sum_slack >= 0),
     ADD COLUMN sum_quantum float8 CHECK (sum_quantum IS NULL OR sum_quantum >= 0);
+-- heavy_whole (0.17.0): whether each heavy value holds every row of its value, none of them in a cell (a
+-- build's; a merge's where every part's are and no part has one of them in a cell). A cut cell's shape then
+-- leaves the heavy values' slots inside it out (docs/math.md §7); NULL for a synopsis built before, whose cut
+-- cells keep the shape over their whole width.
+ALTER TABLE kde_synopsis ADD COLUMN heavy_whole boolean;
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis', '');
 
 -- 2-D payload, a pair of columns on an equal-depth grid: grid1, grid2 hold each axis's grid points (at the

@@ -381,6 +381,37 @@ def test_cents_on_their_lattice(db, table):
     assert est == low == high == db.execute(q, (lo, hi)).fetchone()[0]
 
 
+def test_heavy_values_inside_cells_on_the_server(db, table):
+    """Zipf-like integers larger than the sample of blocks: the values it saw are heavy, counted exactly, among
+    the values it missed, which the cells hold. The stored synopsis says its heavy values are whole, and the
+    server's cut cells leave their slots out as the reference does: points off the heavy values, ranges and
+    sums agree with it, the hard bounds hold; a row that does not say so (NULL, a synopsis built before
+    0.17.0) reads its cut cells over their whole width, as the reference does."""
+    rng = np.random.default_rng(44)
+    x = np.minimum(np.floor(1 / np.power(1 - rng.random(300_000), 1 / 1.2)), 100000.0).astype(np.int64)
+    load(db, table, {"qty": x}, types={"qty": "integer"})
+    db.execute("SET pg_kde.sample_blocks = 64")
+    try:
+        refresh(db, table, "qty", budget=2048)
+    finally:
+        db.execute("RESET pg_kde.sample_blocks")
+    s = payload(db, table, "qty")
+    grid, heavy = np.asarray(s["grid"]), np.asarray(heavy_values(s)[0])
+    inside = heavy[(heavy > grid[0]) & (heavy < grid[-1])]
+    assert s["heavy_whole"] is True and len(inside) >= 20
+    xs = np.sort(x).astype(np.float64)
+    values = np.unique(xs)
+    off = values[(values > grid[0]) & (values < grid[-1]) & ~np.isin(values, heavy)]
+    bounds = ([(float(v), float(v)) for v in rng.choice(off, 100)] + [(float(v), float(v)) for v in inside[:50]]
+              + [tuple(float(b) for b in np.sort(rng.choice(values[values < grid[-1]], 2))) for _ in range(150)])
+    server_equals_reference(db, table, "qty", s, xs, rng, bounds=bounds)
+    db.execute("UPDATE kde_synopsis SET heavy_whole = NULL WHERE relid = %s::regclass", (table,))
+    unsaid = payload(db, table, "qty")
+    assert unsaid["heavy_whole"] is None
+    server_equals_reference(db, table, "qty", unsaid, xs, rng, bounds=bounds)
+    assert any(range_1d(s, lo, hi, 0).estimate != range_1d(unsaid, lo, hi, 0).estimate for lo, hi in bounds)
+
+
 def test_refreshes_repeat_bit_for_bit(db, table):
     rng = np.random.default_rng(24)
     load(db, table, {"x": np.round(rng.gamma(2.0, 30.0, 50000), 2), "y": rng.normal(0, 1, 50000)})
@@ -757,11 +788,12 @@ def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
                  "grid": [-1e300, 0.006, 10.0], "grid_size": 3, "cell_cum_count": [0.0, 57.0, 157.0],
                  "cell_cum_sum": [0.0, -1e300 + 0.1, -1e300 + 500.0], "step": 0.0, "density": [0.0, 1.0, 1.0],
                  "shape_var": 0.0, "period": 0.0, "profile": [], "atom_pack": b"", "sum_slack": None,
-                 "sum_quantum": None}
+                 "sum_quantum": None, "heavy_whole": None}
     row = ("ROW('pg_class'::regclass, '{x}'::text[], %(atom_values)s::float8[], %(atom_cum_count)s::float8[], "
            "%(atom_cum_sum)s::float8[], %(kde_rows)s, %(grid)s::float8[], %(grid_size)s, %(cell_cum_count)s::float8[], "
            "%(cell_cum_sum)s::float8[], %(step)s, %(density)s::float4[], %(shape_var)s, %(period)s, "
-           "%(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8, %(sum_quantum)s::float8)::kde_synopsis")
+           "%(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8, %(sum_quantum)s::float8, "
+           "%(heavy_whole)s::boolean)::kde_synopsis")
     for lo, hi in [(None, 0.001), (None, 0.006), (-1e300 + 1e285, 0.001)]:
         got = db.execute(f"SELECT (_kde_range({row}, %(lo)s, %(hi)s, 0)).*", {**WIDE_CELL, "lo": lo, "hi": hi}).fetchone()
         ref = range_1d(WIDE_CELL, lo, hi, 0)

@@ -2,6 +2,7 @@
 exact, the hard bounds of every query hold, parts on disjoint ranges keep their boundaries, parts on
 overlapping ranges built on the whole table's grid keep it, and heavy values add up."""
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -214,3 +215,41 @@ def test_merged_frequency_tables_that_do_not_pack_stay_within_the_budget():
         + BOUNDARY_BYTES * merged.grid_size
     assert merged.grid_size >= 2 and size <= 2048, size
     exact_cells(merged, np.concatenate([a, b]))
+
+
+def test_merged_heavy_values_are_whole_only_where_no_part_has_them_in_a_cell(rng):
+    """A merged synopsis' heavy values hold every row of their values (heavy_whole, which lets the queries take
+    their slots out of a cut cell's shape) where every part's do and no part holds one of them in a cell; a
+    value heavy in one part and among another's cells keeps that part's rows in the merged cells."""
+    def zipf(n, seed):
+        u = np.random.default_rng(seed).random(n)
+        return np.minimum(np.floor(1 / np.power(1 - u, 1 / 1.2)), 100000.0)
+
+    def sampled(x, hint=None):
+        return build_1d(ArrayTableReader((x,), blocks=(157, 128)), Requested("auto", 50000, None, "auto", 2048),
+                        quiet, grid_hint=hint)
+
+    a, b = zipf(400_000, 1), zipf(400_000, 2)
+    whole = sampled(np.concatenate([a, b]))
+    hint = np.asarray(whole.grid)
+    pa, pb = sampled(a, hint), sampled(b, hint)
+    assert whole.heavy_whole and pa.heavy_whole and pb.heavy_whole
+    # the sample of each part sees other mid-tail values: some heavy in one part sit in the other's cells
+    assert set(pa.atom_values) != set(pb.atom_values)
+    merged = merge_1d([pa, pb], 65536)  # (room for every heavy value)
+    assert len(merged.atom_values) == len(set(pa.atom_values) | set(pb.atom_values))
+    assert merged.heavy_whole is False
+    # within 2 KB only the largest stay heavy, the bulk's, heavy in both parts: whole
+    assert merge_1d([pa, pb], 2048).heavy_whole is True
+    # (exact_cells reads every row off the heavy values as a cell's: not so for those partly in cells)
+    assert merged.kde_rows + merged.heavy_rows == len(a) + len(b)
+    bounds_hold(merged, np.concatenate([a, b]), rng, 100)
+    # parts on disjoint ranges: no part holds another's heavy values in a cell
+    x = np.round(rng.lognormal(3.0, 1.0, 60000), 2)
+    low, high = built(x[x < 30.0]), built(x[x >= 30.0])
+    assert low.heavy_whole and high.heavy_whole and low.atom_values and high.atom_values
+    joined = merge_1d([low, high], 8192 * 2)
+    assert joined.heavy_whole is True
+    exact_cells(joined, x)
+    # a part stored before 0.17.0 does not say: nor does the merge
+    assert merge_1d([low, dataclasses.replace(high, heavy_whole=None)], 8192 * 2).heavy_whole is False

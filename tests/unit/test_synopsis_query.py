@@ -15,7 +15,10 @@ from pg_kde.synopsis.cells import (
     cell_shape,
     cubic,
     cubic_is_density,
+    cubic_shape,
     exponential_rate,
+    fit_holes,
+    heavy_slots,
     lattice_grid,
     lattice_step,
     levels,
@@ -28,7 +31,8 @@ from pg_kde.synopsis.cells import (
     profile_share_variance,
     shape_of,
 )
-from pg_kde.synopsis.query import held_rows, interval, interval_1d, lattice_value, mean_bounds, range_1d, snap
+from pg_kde.synopsis.query import (heavy_values, held_rows, interval, interval_1d, lattice_value, mean_bounds, range_1d,
+                                   snap)
 
 
 def quiet(sample, method, backend, required=True, scale=None):
@@ -634,3 +638,66 @@ def test_a_time_columns_profile_counts_every_row_and_its_sample_holds_200000(rng
     np.testing.assert_array_equal(built.profile, make_profile(period_counts(rest, 86400.0, 48, 0.0)))
     plain = build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 8192), quiet)
     assert plain.period == 0.0 and plain.pinned.share == pytest.approx(1.25 * 50000 / 600_000)
+
+
+@pytest.mark.parametrize("d0, d1, mean", [(1.0, 1.0, 0.5), (2.0, 0.5, 0.4), (0.3, 1.7, 0.62), (5.0, 0.05, 0.15),
+                                          (1.2, 0.8, 0.45), (1.0, 1.0, 0.05)])
+def test_a_cells_shape_over_its_own_slots_keeps_its_rows_and_mean(rng, d0, d1, mean):
+    """fit_holes: heavy values inside a cell (each holding every row of its value) take their slots out of its
+    shape; over the other slots the shape holds all of the cell's rows, none on a heavy value's slot, and has
+    the cell's exact mean (the cubic, or the exponential where the cubic is no density)."""
+    g0, g1 = 99.5, 149.5
+    values = np.arange(100.0, 150.0)
+    heavy = np.sort(rng.choice(values, 20, replace=False))
+    slots = heavy_slots(heavy, 1.0, g0, g1)
+    assert [v for v, _, _ in slots] == heavy.tolist()
+    assert heavy_slots(heavy, 0.0, g0, g1) == [] and heavy_slots(heavy, 1.0, 99.5, 99.9) == []
+    own = fit_holes(cubic_shape(d0, d1), mean, slots)
+    assert own.slots and 0 < own.rest < 1
+    t = lambda v: (v - g0) / (g1 - g0)  # noqa: E731
+    parts = {v: own.share(t(v - 0.5), t(v + 0.5), v - 0.5, v + 0.5) for v in values}
+    assert sum(parts[v][0] for v in values) == pytest.approx(1.0, abs=1e-12)
+    assert all(abs(parts[v][0]) < 1e-12 for v in heavy)
+    assert sum(parts[v][1] for v in values) == pytest.approx(mean, abs=2e-4)
+    # the whole cell at once, and ranges of slots, add up the same
+    assert own.share(0.0, 1.0, -math.inf, math.inf)[0] == pytest.approx(1.0, abs=1e-12)
+    assert own.share(0.0, t(120.5), -math.inf, 120.5)[0] == pytest.approx(sum(parts[v][0] for v in values if v < 120.5))
+    # none taken out: the cell's shape with its mean, as before
+    plain = fit_holes(cubic_shape(d0, d1), mean, [])
+    assert plain.m == mean and plain.slots == [] and plain.rest == 1.0
+    assert plain.share(0.2, 0.7, -math.inf, math.inf) == (
+        mass(cell_shape(d0, d1, mean)[0], 0.7) - mass(cell_shape(d0, d1, mean)[0], 0.2),
+        moment(cell_shape(d0, d1, mean)[0], 0.7) - moment(cell_shape(d0, d1, mean)[0], 0.2))
+
+
+def test_points_off_heavy_values_inside_cells(rng):
+    """Zipf-like integers larger than the sample: the values the sample saw are counted exactly as heavy
+    values, interleaved with those it missed, which the cells hold. A point off the heavy values reads the rows
+    of its own slot among the cell's other slots (heavy_whole): on this column 0.29 median error and 98% of
+    the 95% intervals holding the count, against 0.33 and 90% over the cell's whole width."""
+    x = np.minimum(np.floor(1 / np.power(1 - rng.random(1_000_000), 1 / 1.2)), 100000.0)
+    built = build_1d(ArrayTableReader((x,), blocks=(157, 256)), Requested("auto", 50000, None, "auto", 2048), quiet)
+    s = built.payload()
+    assert s["heavy_whole"] is True
+    grid, heavy = np.asarray(s["grid"]), np.asarray(heavy_values(s)[0])
+    assert ((heavy > grid[0]) & (heavy < grid[-1])).sum() >= 50
+    values, counts = np.unique(x, return_counts=True)
+    off = values[(values > grid[0]) & (values < grid[-1]) & ~np.isin(values, heavy)][:300]
+    found = {}
+    for whole in (True, False):
+        q = dict(s, heavy_whole=whole)
+        errors, covered = [], []
+        for v, truth in zip(off, counts[np.isin(values, off)]):
+            est, low, high = interval_1d(q, float(v), float(v), 0.95)
+            r = range_1d(q, float(v), float(v), 0)
+            assert r.low <= truth <= r.high
+            errors.append(abs(est - truth) / truth)
+            covered.append(low <= truth <= high)
+        found[whole] = (np.median(errors), np.mean(covered))
+    assert found[True][1] >= 0.93 and found[True][0] < found[False][0], found
+    # and ranges: the hard bounds hold, with or without the heavy values' slots
+    xs = np.sort(x)
+    for _ in range(300):
+        lo, hi = np.sort(rng.choice(values[values <= grid[-1]], 2))
+        r = range_1d(s, float(lo), float(hi), 0)
+        assert r.low <= exact(xs, lo, hi, 0) <= r.high
