@@ -428,48 +428,72 @@ kde_profile_values(ArrayType *array, const float4 **values)
 	return n;
 }
 
-/* The profile cut of a cell (pg_kde.h): what _kde_profile_cut returns, for _kde_range (range.c). */
+/* cells.profile_piece_moments (pg_kde.h): [int p, int t p, int t^2 p] over [t0, t1] of cell [g0, g1], of the
+ * whole cell [g0, g1] with whole. */
 void
-kde_profile_share(const float4 *profile, int n, double period, double step, double g0, double g1, double t0,
-				  double t1, double mean, double *share_out, double *pos_out, double *doubt_out)
+kde_profile_piece_moments(const float4 *profile, int n, double period, double step, double g0, double g1,
+						  double t0, double t1, bool whole, double *c)
 {
 	Profile		p;
-	double		w,
-				b,
-				m[3],
-				z[3],
-				c[3],
-				under,
-				beta = 0,
-				total,
-				part,
-				share,
-				pos;
+	double		w = g1 - g0,
+				b = period / w,	/* t = b d */
+				m[3];
 
 	p.v = profile;
 	p.bins = n - 2;
 	p.period = period;
 	p.h = step / 2;
 	p.g0 = g0;
-	w = g1 - g0;
-	b = period / w;				/* t = b d */
-	moments(&p, g0, g1, m);
-	z[0] = m[0];
-	z[1] = b * m[1];
-	z[2] = b * b * m[2];
-	under = mean * (z[1] - z[0] / 2) - (z[2] - z[1] / 2);
-	if (under != 0)
-		beta = fmin(PROFILE_TILT, fmax(-PROFILE_TILT, (z[1] - mean * z[0]) / under));
-	moments(&p, g0 + t0 * w, g0 + t1 * w, m);
+	if (whole)
+		moments(&p, g0, g1, m);
+	else
+		moments(&p, g0 + t0 * w, g0 + t1 * w, m);
 	c[0] = m[0];
 	c[1] = b * m[1];
 	c[2] = b * b * m[2];
-	total = z[0] + beta * (z[1] - z[0] / 2);
-	part = c[0] + beta * (c[1] - c[0] / 2);
-	share = total > 0 ? fmin(1, fmax(0, part / total)) : t1 - t0;
-	pos = part > 0 ? (c[1] + beta * (c[2] - c[1] / 2)) / part : (t0 + t1) / 2;
+}
+
+/* cells.profile_tilt (pg_kde.h): the tilt beta to the cell's mean position, from its moments z. */
+double
+kde_profile_tilt(const double *z, double mean)
+{
+	double		under = mean * (z[1] - z[0] / 2) - (z[2] - z[1] / 2);
+
+	return under != 0 ? fmin(PROFILE_TILT, fmax(-PROFILE_TILT, (z[1] - mean * z[0]) / under)) : 0.0;
+}
+
+/* cells.profile_tilted (pg_kde.h): share and position of the piece [t0, t1] with moments c under the profile
+ * tilted by beta (the cell's moments z). */
+void
+kde_profile_tilted(const double *z, const double *c, double beta, double t0, double t1, double *share_out,
+				   double *pos_out)
+{
+	double		total = z[0] + beta * (z[1] - z[0] / 2),
+				part = c[0] + beta * (c[1] - c[0] / 2),
+				share = total > 0 ? fmin(1, fmax(0, part / total)) : t1 - t0,
+				pos = part > 0 ? (c[1] + beta * (c[2] - c[1] / 2)) / part : (t0 + t1) / 2;
+
 	*share_out = share;
 	*pos_out = fmin(t1, fmax(t0, pos));
+}
+
+/* The profile cut of a cell (pg_kde.h): what _kde_profile_cut returns, for _kde_range (range.c). */
+void
+kde_profile_share(const float4 *profile, int n, double period, double step, double g0, double g1, double t0,
+				  double t1, double mean, double *share_out, double *pos_out, double *doubt_out)
+{
+	Profile		p;
+	double		z[3],
+				c[3];
+
+	kde_profile_piece_moments(profile, n, period, step, g0, g1, 0.0, 1.0, true, z);
+	kde_profile_piece_moments(profile, n, period, step, g0, g1, t0, t1, false, c);
+	kde_profile_tilted(z, c, kde_profile_tilt(z, mean), t0, t1, share_out, pos_out);
+	p.v = profile;
+	p.bins = n - 2;
+	p.period = period;
+	p.h = step / 2;
+	p.g0 = g0;
 	*doubt_out = share_variance(&p, g1, t0, t1);
 }
 

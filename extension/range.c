@@ -119,7 +119,8 @@ vector(HeapTupleHeader row, const char *name, bool single)
 	return out;
 }
 
-/* How many of the sorted values are <= x (right) or < x (not right): Python's bisect. */
+/* How many of the sorted values are <= x (right: not above it, as Python's bisect_right reads a NaN) or < x (not
+ * right): Python's bisect. */
 static int
 bisect(const Vector *values, double x, bool right)
 {
@@ -130,7 +131,7 @@ bisect(const Vector *values, double x, bool right)
 	{
 		int			mid = (lo + hi) / 2;
 
-		if (right ? values->v[mid] <= x : values->v[mid] < x)
+		if (right ? !(x < values->v[mid]) : values->v[mid] < x)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -256,10 +257,10 @@ moment_of(const Shape *s, double t)
 	return t * t * (s->a / 2 + t * (s->b / 3 + t * (s->c / 4 + t * s->e / 5)));
 }
 
-/* cells.HOLE_ROUNDS, HOLE_FLOOR: rounds of the search for the mean a cut cell's shape is given over its whole
- * width so that over its own slots (the heavy values' taken out) its mean is the cell's; below HOLE_FLOOR of
- * the shape's mass off the heavy values' slots, they are not taken out. */
-#define HOLE_ROUNDS 3
+/* cells.HOLE_ROUNDS, HOLE_FLOOR: evaluations of the search for the mean a cut cell's shape is given over its
+ * whole width so that over its own slots (the heavy values' taken out) its mean is the cell's; below
+ * HOLE_FLOOR of the shape's mass off the heavy values' slots, they are not taken out. */
+#define HOLE_ROUNDS 6
 #define HOLE_FLOOR 1e-6
 
 /* The shapes cells.fit_holes takes out the heavy values' slots of, each given its mean m: the cell's
@@ -283,8 +284,10 @@ typedef struct Piece
 				step,
 				g0,
 				g1;
+	double		z[3];			/* PIECE_PROFILE: the cell's moments */
 	double		m;				/* the mean it is given */
 	Shape		shape;			/* PIECE_CELL, PIECE_LINE: the shape with mean m */
+	double		beta;			/* PIECE_PROFILE: the tilt to m */
 } Piece;
 
 static void
@@ -295,20 +298,27 @@ piece_mean(Piece *p, double m)
 		p->shape = cell_shape(p->d0, p->d1, m);
 	else if (p->kind == PIECE_LINE)
 		p->shape = linear(m);
+	else
+		p->beta = kde_profile_tilt(p->z, m);
 }
 
-/* The piece's mass and first moment over [ta, tb] (the profile's: its share and share times position). */
+/* The piece's mass and first moment over [ta, tb]; a profile's from the piece's moments c (NULL: taken here). */
 static void
-piece_part(const Piece *p, double ta, double tb, double *part, double *first)
+piece_part(const Piece *p, double ta, double tb, const double *c, double *part, double *first)
 {
 	if (p->kind == PIECE_PROFILE)
 	{
-		double		share,
-					pos,
-					doubt;
+		double		own[3],
+					share,
+					pos;
 
-		kde_profile_share(p->profile, p->profile_n, p->period, p->step, p->g0, p->g1, ta, tb, p->m, &share, &pos,
-						  &doubt);
+		if (c == NULL)
+		{
+			kde_profile_piece_moments(p->profile, p->profile_n, p->period, p->step, p->g0, p->g1, ta, tb, false,
+									  own);
+			c = own;
+		}
+		kde_profile_tilted(p->z, c, p->beta, ta, tb, &share, &pos);
 		*part = share;
 		*first = share * pos;
 	}
@@ -331,56 +341,111 @@ typedef struct Holes
 } Holes;
 
 /* cells.fit_holes: the n heavy values inside cell [g0, g1] (a lattice of step q) taken out of the piece's
- * shape, whose mean over the cell's other slots is then the cell's exact mean; the piece is left with the mean
- * it is given over the whole cell. */
+ * shape, whose mean over the cell's other slots is then nearest the cell's exact mean of HOLE_ROUNDS
+ * evaluations of a secant search on the mean it is given over the whole cell; the piece is left with that
+ * mean. */
 static void
 fit_holes(Piece *p, double mean, const double *values, int n, double step, double g0, double g1, Holes *out)
 {
-	double		w = g1 / 2 - g0 / 2,
-				h = step / 2,
-				m = mean;
-
 	out->n = 0;
 	out->values = values;
 	out->part = out->first = NULL;
 	out->rest = 1.0;
 	if (n > 0)
 	{
-		double	   *part = palloc(sizeof(double) * n),
-				   *first = palloc(sizeof(double) * n);
+		double		w = g1 / 2 - g0 / 2,
+					h = step / 2,
+					m = mean,
+					best_miss = 0,
+					best_m = mean,
+					best_rest = 1.0,
+					last_m = 0,
+					last_miss = 0,
+					whole[3];
+		double	   *ta = palloc(sizeof(double) * n),
+				   *tb = palloc(sizeof(double) * n),
+				   *part = palloc(sizeof(double) * n),
+				   *first = palloc(sizeof(double) * n),
+				   *best_part = palloc(sizeof(double) * n),
+				   *best_first = palloc(sizeof(double) * n),
+				   *slot = NULL;	/* a profile's moments of each slot (they do not move with m) */
+		bool		have_best = false,
+					have_last = false,
+					floor_hit = false;
 
-		for (int rounds = 0; rounds <= HOLE_ROUNDS; rounds++)
+		for (int i = 0; i < n; i++)
+		{
+			ta[i] = clamp(((values[i] - h) / 2 - g0 / 2) / w, 0.0, 1.0);
+			tb[i] = clamp(((values[i] + h) / 2 - g0 / 2) / w, 0.0, 1.0);
+		}
+		if (p->kind == PIECE_PROFILE)
+		{
+			slot = palloc(sizeof(double) * 3 * n);
+			kde_profile_piece_moments(p->profile, p->profile_n, p->period, p->step, p->g0, p->g1, 0.0, 1.0, false,
+									  whole);
+			for (int i = 0; i < n; i++)
+				kde_profile_piece_moments(p->profile, p->profile_n, p->period, p->step, p->g0, p->g1, ta[i], tb[i],
+										  false, slot + 3 * i);
+		}
+		for (int rounds = 0; rounds < HOLE_ROUNDS; rounds++)
 		{
 			double		m0,
 						m1,
 						h0 = 0,
-						h1 = 0;
+						h1 = 0,
+						miss,
+						slope;
 
 			piece_mean(p, m);
-			piece_part(p, 0.0, 1.0, &m0, &m1);
+			piece_part(p, 0.0, 1.0, slot != NULL ? whole : NULL, &m0, &m1);
 			for (int i = 0; i < n; i++)
 			{
-				double		ta = clamp(((values[i] - h) / 2 - g0 / 2) / w, 0.0, 1.0),
-							tb = clamp(((values[i] + h) / 2 - g0 / 2) / w, 0.0, 1.0);
-
-				piece_part(p, ta, tb, &part[i], &first[i]);
+				piece_part(p, ta[i], tb[i], slot != NULL ? slot + 3 * i : NULL, &part[i], &first[i]);
 				h0 += part[i];
 				h1 += first[i];
 			}
 			if (!(m0 - h0 > HOLE_FLOOR))
-				break;
-			if (rounds == HOLE_ROUNDS)
 			{
-				out->n = n;
-				out->part = part;
-				out->first = first;
-				out->rest = m0 - h0;
-				return;
+				floor_hit = true;
+				break;
 			}
-			m = clamp(m + mean - (m1 - h1) / (m0 - h0), 0.0, 1.0);
+			miss = (m1 - h1) / (m0 - h0) - mean;
+			if (!have_best || fabs(miss) < fabs(best_miss))
+			{
+				have_best = true;
+				best_miss = miss;
+				best_m = m;
+				best_rest = m0 - h0;
+				memcpy(best_part, part, sizeof(double) * n);
+				memcpy(best_first, first, sizeof(double) * n);
+			}
+			if (miss == 0 || rounds == HOLE_ROUNDS - 1)
+				break;
+			slope = have_last && m != last_m ? (miss - last_miss) / (m - last_m) : 1.0;
+			if (!(slope > 0))
+				slope = 1.0;
+			have_last = true;
+			last_m = m;
+			last_miss = miss;
+			m = clamp(m - miss / slope, 0.0, 1.0);
 		}
+		pfree(ta);
+		pfree(tb);
 		pfree(part);
 		pfree(first);
+		if (slot != NULL)
+			pfree(slot);
+		if (!floor_hit)
+		{
+			out->n = n;
+			out->part = best_part;
+			out->first = best_first;
+			out->rest = best_rest;
+			piece_mean(p, best_m);
+			return;
+		}
+		pfree(best_part);
+		pfree(best_first);
 	}
 	piece_mean(p, mean);
 }
@@ -391,7 +456,7 @@ static void
 holes_share(const Piece *p, const Holes *holes, double t0, double t1, double lo, double hi, double *part,
 			double *first)
 {
-	piece_part(p, t0, t1, part, first);
+	piece_part(p, t0, t1, NULL, part, first);
 	if (holes->n == 0)
 		return;
 	for (int i = 0; i < holes->n; i++)
@@ -633,6 +698,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			own.step = step;
 			own.g0 = g0;
 			own.g1 = g1;
+			kde_profile_piece_moments(profile, profile_n, period, step, g0, g1, 0.0, 1.0, true, own.z);
 			fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);
 			kde_profile_share(profile, profile_n, period, step, g0, g1, t0, t1, own.m, &share, &pos, &doubt);
 			if (own_holes.n > 0)
@@ -845,7 +911,8 @@ kde_range(PG_FUNCTION_ARGS)
 					kb -= 1;
 				hi = (kb + 0.5) * step;
 			}
-			if (!(has_a && has_b && ka > kb))
+			/* (a point on a heavy value that holds every row of its value: exact) */
+			if (!(has_a && has_b && ka > kb) && !(a == b && held_values > 0 && whole != NULL))
 			{
 				part = smooth(row, lo, hi, order, step, kde_rows, whole);
 				if (a == b && held_values == 0)

@@ -291,8 +291,9 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     smooth = Range()
     if s["step"] > 0:
         snapped = snap(a, b, s["step"])
-        if snapped is not None:
-            whole = values if s.get("heavy_whole") else None
+        whole = values if s.get("heavy_whole") else None
+        if snapped is not None and not (a == b and upto > below and whole is not None):
+            # (a point on a heavy value that holds every row of its value: exact)
             smooth = smooth_1d(s, *snapped, order, whole)
             if a == b and upto == below:
                 # A point off the heavy values: the rows of a value the column holds, where its count is not

@@ -801,6 +801,61 @@ def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
         assert lo is not None or hi == 0.006 or got[2:] == (0, 57)
 
 
+def crafted(grid, cell_counts, cell_sums, density, step, atoms=(), atom_counts=(), period=0.0, profile=(),
+            whole=True, shape_var=0.0):
+    """A payload row with the given cells and heavy values (arrays), densities and profile as float4 reads them."""
+    atoms = [float(v) for v in atoms]
+    f32 = lambda a: np.asarray(a, dtype=np.float32).astype(np.float64).tolist()  # noqa: E731
+    return {"atom_values": atoms, "atom_cum_count": np.cumsum(atom_counts).astype(float).tolist(),
+            "atom_cum_sum": np.cumsum(np.asarray(atom_counts, float) * np.asarray(atoms, float)).tolist(),
+            "kde_rows": int(sum(cell_counts)), "grid": [float(g) for g in grid], "grid_size": len(grid),
+            "cell_cum_count": [0.0] + np.cumsum(cell_counts).astype(float).tolist(),
+            "cell_cum_sum": [0.0] + np.cumsum(cell_sums).astype(float).tolist(), "step": float(step),
+            "density": f32(density), "shape_var": float(shape_var), "period": float(period), "profile": f32(profile),
+            "atom_pack": b"", "sum_slack": 0.0, "sum_quantum": 0.0, "heavy_whole": whole}
+
+
+PAYLOAD_ROW = ("ROW('pg_class'::regclass, '{x}'::text[], %(atom_values)s::float8[], %(atom_cum_count)s::float8[], "
+               "%(atom_cum_sum)s::float8[], %(kde_rows)s, %(grid)s::float8[], %(grid_size)s, "
+               "%(cell_cum_count)s::float8[], %(cell_cum_sum)s::float8[], %(step)s, %(density)s::float4[], "
+               "%(shape_var)s, %(period)s, %(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8, "
+               "%(sum_quantum)s::float8, %(heavy_whole)s::boolean)::kde_synopsis")
+
+
+def test_crafted_heavy_values_inside_cells_answer_as_the_reference(db):
+    """The server's _kde_range on crafted rows whose cut cells hold heavy values equals the reference, counts
+    and sums: most of a cell's slots heavy (where a plain step search overshot, a red team), a heavy value
+    that is NaN (C's bisect read it as Python's does not, a red team), a cell of 960 heavy values, and a time
+    column's profile with heavy values inside its cells (each slot's profile moments taken once)."""
+    profile = np.concatenate([[0.0], np.cumsum(np.full(48, 1 / 48) * np.linspace(0.5, 1.5, 48) / 1.0), [1000.0]])
+    profile[1:49] /= profile[48]
+    day = 86400.0
+    rows = {
+        "mostly heavy": crafted([0.5, 7.5, 17.5], [19, 10], [9 * 1 + 5 * 6 + 5 * 7.0, 120.0], [0.4, 1.1, 1.0], 1.0,
+                                atoms=[2, 3, 4, 5], atom_counts=[50, 50, 50, 50]),
+        "a NaN heavy value": crafted([0.5, 15.5, 30.5], [100, 50], [700.0, 1100.0], [0.8, 1.3, 0.6], 1.0,
+                                     atoms=[3, float("nan"), 12], atom_counts=[10, 5, 5], shape_var=0.01),
+        "960 in a cell": crafted([0.5, 15.5, 30.5], [100, 50], [700.0, 1100.0], [0.8, 1.3, 0.6], 1.0 / 64,
+                                 atoms=np.arange(1, 16, 1.0 / 64), atom_counts=np.ones(960)),
+        "profiled": crafted([-30.0, 3 * day - 30, 7 * day - 30], [5000, 8000], [5000 * 1.4 * day, 8000 * 5.1 * day],
+                            [1.0, 1.0, 1.0], 60.0, atoms=np.arange(1, 7 * 1440, 37) * 60.0,
+                            atom_counts=np.full(len(np.arange(1, 7 * 1440, 37)), 40), period=day, profile=profile),
+    }
+    for name, s in rows.items():
+        lo_end, hi_end = s["grid"][0], s["grid"][-1]
+        rng = np.random.default_rng(9)
+        step = s["step"]
+        values = np.round(rng.uniform(lo_end, hi_end, 60) / step) * step
+        bounds = [tuple(np.sort(rng.choice(values, 2))) for _ in range(40)] + [(v, v) for v in values[:20]]
+        for lo, hi in bounds:
+            for order in (0, 1):
+                got = db.execute(f"SELECT (_kde_range({PAYLOAD_ROW}, %(lo)s, %(hi)s, %(o)s)).*",
+                                 {**s, "lo": float(lo), "hi": float(hi), "o": order}).fetchone()
+                ref = range_1d(s, float(lo), float(hi), order)
+                assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9, abs=1e-9,
+                                            nan_ok=True), (name, lo, hi, order)
+
+
 def test_a_box_bound_is_on_a_grid_line_only_within_two_ulps(db):
     """_kde_grid_pos put a bound within 1e-9 of a cell's width onto its line: in the outer cell of an integer
     axis whose far value is 1e12 ([99.5, 1e12 + 0.5]), the bound 999999999999.5 took the whole cell, and a box
