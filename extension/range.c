@@ -655,6 +655,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		const double *holes_at;
 		Piece		own = {0};
 		Holes		own_holes;
+		bool		profile_ready = false;	/* own.z and its tilt taken (a profile's) */
 
 		t0 = clamp(t0, 0.0, 1.0);
 		t1 = clamp(t1, 0.0, 1.0);
@@ -698,8 +699,14 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			own.step = step;
 			own.g0 = g0;
 			own.g1 = g1;
-			kde_profile_piece_moments(profile, profile_n, period, step, g0, g1, 0.0, 1.0, true, own.z);
-			fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);
+			own.m = mean;
+			own_holes.n = 0;
+			if (holes_n > 0)
+			{
+				kde_profile_piece_moments(profile, profile_n, period, step, g0, g1, 0.0, 1.0, true, own.z);
+				fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);
+				profile_ready = true;
+			}
 			kde_profile_share(profile, profile_n, period, step, g0, g1, t0, t1, own.m, &share, &pos, &doubt);
 			if (own_holes.n > 0)
 			{
@@ -740,6 +747,12 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			 * and the shape's errors at its two cuts add */
 			double		below_first;
 
+			if (period > 0 && !profile_ready)
+			{
+				/* (the profile's cell moments, taken only where they are needed) */
+				kde_profile_piece_moments(profile, profile_n, period, step, g0, g1, 0.0, 1.0, true, own.z);
+				piece_mean(&own, mean);
+			}
 			holes_share(&own, &own_holes, 0.0, t0, -INFINITY, A, &below, &below_first);
 			below = fmin(1.0, fmax(0.0, below));
 			if (shape_var > 0 && !(period > 0))
@@ -882,9 +895,9 @@ kde_range(PG_FUNCTION_ARGS)
 		if (step > 0)
 		{
 			/* heavy values that hold every row of their value (heavy_whole; NULL before 0.17.0: not known) */
-			bool		whole_null;
-			Datum		whole_datum = kde_row_field_optional(row, "heavy_whole", &whole_null);
-			const Vector *whole = !whole_null && DatumGetBool(whole_datum) && atoms.n > 0 ? &atoms : NULL;
+			bool		whole_null = true;
+			Datum		whole_datum = atoms.n > 0 ? kde_row_field_optional(row, "heavy_whole", &whole_null) : 0;
+			const Vector *whole = !whole_null && DatumGetBool(whole_datum) ? &atoms : NULL;
 			/* query.snap: [a, b] moved out to half-steps around the lattice values it includes */
 			double		lo = -INFINITY,
 						hi = INFINITY,
