@@ -113,7 +113,8 @@ def main(argv=None) -> int:
              f"sets, their standard deviation [the part of it their query counts alone give: a binomial share's], the "
              f"lowest and highest, how many data sets lie within {BAND[0]:g}–{BAND[1]:g}%, the mean number of inexact "
              f"queries a data set; data sets "
-             f"with fewer than {MIN_INEXACT} inexact queries of a kind are left out of it (—: none had as many); "
+             f"with fewer than {MIN_INEXACT} inexact queries of a kind are left out of it (—: none had as many, and "
+             f"'all' is every data set's inexact queries of that kind together); "
              f"'all': the share of every data set's inexact queries together.", "",
              "| column | budget | " + " | ".join(WORKLOADS) + " |", "|---|---:|" + "---|" * len(WORKLOADS)]
     inside = sets = kinds_inside = kinds = 0
@@ -122,12 +123,12 @@ def main(argv=None) -> int:
             cells = []
             for workload in WORKLOADS:
                 kept = [(c, n) for c, n in found.get((col, budget, workload), []) if n >= MIN_INEXACT]
-                if not kept:
-                    cells.append("—")
+                every = [(c, n) for c, n in found.get((col, budget, workload), []) if n > 0]
+                pooled = 100 * sum(c * n for c, n in every) / sum(n for _, n in every) if every else float("nan")
+                if not kept:  # (the few inexact queries of every data set together)
+                    cells.append(f"— (all: {pooled:.1f}% of {sum(n for _, n in every)})" if every else "—")
                     continue
                 shares = np.array([c for c, _ in kept]) * 100
-                every = [(c, n) for c, n in found[(col, budget, workload)] if n > 0]
-                pooled = 100 * sum(c * n for c, n in every) / sum(n for _, n in every)
                 # the spread the data sets' coverage would have from their query counts alone, each data set's
                 # true coverage being the mean: a binomial share's standard deviation
                 noise = 100 * np.sqrt(np.mean([shares.mean() / 100 * (1 - shares.mean() / 100) / n for _, n in kept]))
