@@ -428,22 +428,32 @@ kde_profile_values(ArrayType *array, const float4 **values)
 	return n;
 }
 
-/* cells.profile_piece_moments (pg_kde.h): [int p, int t p, int t^2 p] over [t0, t1] of cell [g0, g1], of the
- * whole cell [g0, g1] with whole. */
-void
-kde_profile_piece_moments(const float4 *profile, int n, double period, double step, double g0, double g1,
-						  double t0, double t1, bool whole, double *c)
+/* A profile of n float4 values, its period, lattice step and cell start, as moments() and share_variance()
+ * read it. */
+static Profile
+profile_of(const float4 *profile, int n, double period, double step, double g0)
 {
 	Profile		p;
-	double		w = g1 - g0,
-				b = period / w,	/* t = b d */
-				m[3];
 
 	p.v = profile;
 	p.bins = n - 2;
 	p.period = period;
 	p.h = step / 2;
 	p.g0 = g0;
+	return p;
+}
+
+/* cells.profile_piece_moments (pg_kde.h): [int p, int t p, int t^2 p] over [t0, t1] of cell [g0, g1], of the
+ * whole cell [g0, g1] with whole. */
+void
+kde_profile_piece_moments(const float4 *profile, int n, double period, double step, double g0, double g1,
+						  double t0, double t1, bool whole, double *c)
+{
+	Profile		p = profile_of(profile, n, period, step, g0);
+	double		w = g1 - g0,
+				b = period / w,	/* t = b d */
+				m[3];
+
 	if (whole)
 		moments(&p, g0, g1, m);
 	else
@@ -482,18 +492,13 @@ void
 kde_profile_share(const float4 *profile, int n, double period, double step, double g0, double g1, double t0,
 				  double t1, double mean, double *share_out, double *pos_out, double *doubt_out)
 {
-	Profile		p;
+	Profile		p = profile_of(profile, n, period, step, g0);
 	double		z[3],
 				c[3];
 
 	kde_profile_piece_moments(profile, n, period, step, g0, g1, 0.0, 1.0, true, z);
 	kde_profile_piece_moments(profile, n, period, step, g0, g1, t0, t1, false, c);
 	kde_profile_tilted(z, c, kde_profile_tilt(z, mean), t0, t1, share_out, pos_out);
-	p.v = profile;
-	p.bins = n - 2;
-	p.period = period;
-	p.h = step / 2;
-	p.g0 = g0;
 	*doubt_out = share_variance(&p, g1, t0, t1);
 }
 

@@ -648,8 +648,8 @@ def shape_of(g0: float, g1: float, n: float, cell_sum: float, dens0: float, dens
     is half the grid's range): the cell's mean position ((S/n)/2 − g0/2)/w (½ where sums ran past float8's
     range) and the KDE's densities relative to the cell's mean density, dens · (w / R) · (kde_rows / n), with
     w and R halves (no difference of values near the ends of float8 overflows), into :func:`cell_shape`.
-    What a query reads of a cut cell (_kde_range in SQL, :func:`pg_kde.synopsis.query.smooth_1d`), and what
-    :func:`shape_variance` checks at the build."""
+    The shape a query reads of a cut cell with no heavy value inside it (with some: :func:`fit_holes`, from
+    :func:`cell_ends`)."""
     d0, d1, mean = cell_ends(g0, g1, n, cell_sum, dens0, dens1, kde_rows, half_range)
     return cell_shape(d0, d1, mean)[0], mean
 
@@ -1044,7 +1044,7 @@ def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: n
         slots = heavy_slots(heavy, step, g0, g1)
         own = fit_holes(cubic_shape(d0, d1) if profile is None else profile_shape(profile, period, g0, g1, step),
                         mean, slots)
-        line = fit_holes(linear_shape, mean, slots)
+        line = fit_holes(linear_shape, mean, slots) if profile is None else None  # (the doubt's: none under a profile)
         for frac in (0.25, 0.5, 0.75):
             cut = x[lo_i + int(frac * k)]
             if step > 0:  # queries cut a lattice cell at half-steps

@@ -780,6 +780,14 @@ def test_a_heavy_value_in_blocks_the_sample_missed_gets_a_second_scan(db, table)
     assert est == low == high == heavy.sum() + np.count_nonzero(x[~heavy] == 321.5)
 
 
+#: A payload row (kde_synopsis) from a dict of its columns, for _kde_range on crafted rows.
+PAYLOAD_ROW = ("ROW('pg_class'::regclass, '{x}'::text[], %(atom_values)s::float8[], %(atom_cum_count)s::float8[], "
+               "%(atom_cum_sum)s::float8[], %(kde_rows)s, %(grid)s::float8[], %(grid_size)s, "
+               "%(cell_cum_count)s::float8[], %(cell_cum_sum)s::float8[], %(step)s, %(density)s::float4[], "
+               "%(shape_var)s, %(period)s, %(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8, "
+               "%(sum_quantum)s::float8, %(heavy_whole)s::boolean)::kde_synopsis")
+
+
 def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
     """The server's _kde_range on a crafted row agrees with the reference: a cell 1e300 wide whose rows sit
     near its upper end, where a bound divides to t = 1 exactly; the range cuts the cell, whose hard bounds
@@ -789,13 +797,8 @@ def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
                  "cell_cum_sum": [0.0, -1e300 + 0.1, -1e300 + 500.0], "step": 0.0, "density": [0.0, 1.0, 1.0],
                  "shape_var": 0.0, "period": 0.0, "profile": [], "atom_pack": b"", "sum_slack": None,
                  "sum_quantum": None, "heavy_whole": None}
-    row = ("ROW('pg_class'::regclass, '{x}'::text[], %(atom_values)s::float8[], %(atom_cum_count)s::float8[], "
-           "%(atom_cum_sum)s::float8[], %(kde_rows)s, %(grid)s::float8[], %(grid_size)s, %(cell_cum_count)s::float8[], "
-           "%(cell_cum_sum)s::float8[], %(step)s, %(density)s::float4[], %(shape_var)s, %(period)s, "
-           "%(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8, %(sum_quantum)s::float8, "
-           "%(heavy_whole)s::boolean)::kde_synopsis")
     for lo, hi in [(None, 0.001), (None, 0.006), (-1e300 + 1e285, 0.001)]:
-        got = db.execute(f"SELECT (_kde_range({row}, %(lo)s, %(hi)s, 0)).*", {**WIDE_CELL, "lo": lo, "hi": hi}).fetchone()
+        got = db.execute(f"SELECT (_kde_range({PAYLOAD_ROW}, %(lo)s, %(hi)s, 0)).*", {**WIDE_CELL, "lo": lo, "hi": hi}).fetchone()
         ref = range_1d(WIDE_CELL, lo, hi, 0)
         assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9, abs=1e-9), (lo, hi)
         assert lo is not None or hi == 0.006 or got[2:] == (0, 57)
@@ -813,13 +816,6 @@ def crafted(grid, cell_counts, cell_sums, density, step, atoms=(), atom_counts=(
             "cell_cum_sum": [0.0] + np.cumsum(cell_sums).astype(float).tolist(), "step": float(step),
             "density": f32(density), "shape_var": float(shape_var), "period": float(period), "profile": f32(profile),
             "atom_pack": b"", "sum_slack": 0.0, "sum_quantum": 0.0, "heavy_whole": whole}
-
-
-PAYLOAD_ROW = ("ROW('pg_class'::regclass, '{x}'::text[], %(atom_values)s::float8[], %(atom_cum_count)s::float8[], "
-               "%(atom_cum_sum)s::float8[], %(kde_rows)s, %(grid)s::float8[], %(grid_size)s, "
-               "%(cell_cum_count)s::float8[], %(cell_cum_sum)s::float8[], %(step)s, %(density)s::float4[], "
-               "%(shape_var)s, %(period)s, %(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8, "
-               "%(sum_quantum)s::float8, %(heavy_whole)s::boolean)::kde_synopsis")
 
 
 def test_crafted_heavy_values_inside_cells_answer_as_the_reference(db):
