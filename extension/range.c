@@ -807,11 +807,33 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 }
 
 /* The rows of a lattice value the column holds where its cells expect lambda there: a Poisson count given
- * that it is at least one (query.held_rows). */
+ * that it is at least one; below HELD_MEDIAN_BELOW rows its median (a whole number), from there its mean
+ * (query.held_rows, step for step). */
+#define HELD_MEDIAN_BELOW 10.0
+
 static double
 held_rows(double lambda)
 {
-	return lambda > 0 ? lambda / -expm1(-lambda) : 0.0;
+	double		half,
+				p,
+				below;
+	int			k;
+
+	if (!(lambda > 0))
+		return 0.0;
+	if (lambda >= HELD_MEDIAN_BELOW)
+		return lambda / -expm1(-lambda);
+	half = -expm1(-lambda) / 2;
+	p = lambda * exp(-lambda);
+	below = p;
+	k = 1;
+	while (below < half && k < 64)
+	{
+		k += 1;
+		p *= lambda / k;
+		below += p;
+	}
+	return (double) k;
 }
 
 /* _kde_range(s kde_synopsis, lo float8, hi float8, moment integer, OUT estimate, OUT variance, OUT low,
@@ -938,7 +960,8 @@ kde_range(PG_FUNCTION_ARGS)
 					{
 						double		held = fmin(count.high, fmax(count.low, held_rows(count.estimate)));
 
-						part.estimate = fmin(part.high, fmax(part.low, part.estimate * (held / count.estimate)));
+						part.estimate = order == 0 ? held
+							: fmin(part.high, fmax(part.low, part.estimate * (held / count.estimate)));
 					}
 				}
 			}
