@@ -14,7 +14,7 @@ from psycopg import sql  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
 from pg_kde.synopsis.cells import make_profile, period_counts  # noqa: E402
-from pg_kde.synopsis.query import heavy_values, interval_1d, range_1d  # noqa: E402
+from pg_kde.synopsis.query import heavy_values, held_rows, interval_1d, range_1d  # noqa: E402
 from sqlhelpers import load, refresh  # noqa: E402
 
 
@@ -850,6 +850,41 @@ def test_crafted_heavy_values_inside_cells_answer_as_the_reference(db):
                 ref = range_1d(s, float(lo), float(hi), order)
                 assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9, abs=1e-9,
                                             nan_ok=True), (name, lo, hi, order)
+
+
+def test_points_answer_as_the_reference_across_expected_rows(db):
+    """A point's count (lo = hi) is the median of a held value's rows below 10 expected rows, a whole number,
+    and their mean from there (0.18.0; docs/math.md §7, "Points"): the server's _kde_range equals the reference
+    on crafted cells whose slots expect 0.05 to 30 rows, on both sides of 1.256 (where the median becomes 2)
+    and of 10; a point's sum moves with its count, so its mean stays the slot's (within half a step of the
+    value)."""
+    counts = [50, 700, 1240, 1275, 3000, 9940, 10060, 30000]  # rows of each cell of 1,000 integers
+    grid = [0.5 + 1000.0 * i for i in range(len(counts) + 1)]
+    sums = [n * (g + 500.0) for n, g in zip(counts, grid)]
+    s = crafted(grid, counts, sums, np.full(len(grid), 1.0), 1.0)
+    slots, whole = [], 0
+    for c in range(len(counts)):
+        for v in np.linspace(grid[c] + 0.5, grid[c + 1] - 0.5, 25).round():
+            v = float(v)
+            slot = range_1d(s, v - 0.25, v + 0.25, 0)
+            for order in (0, 1):
+                got = db.execute(f"SELECT (_kde_range({PAYLOAD_ROW}, %(v)s, %(v)s, %(o)s)).*",
+                                 {**s, "v": v, "o": order}).fetchone()
+                ref = range_1d(s, v, v, order)
+                assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9), (v, order)
+                if order == 0:
+                    count = got[0]
+                    assert count == held_rows(slot.estimate)
+                    if slot.estimate < 10:
+                        whole += 1
+                        assert count == round(count) and count >= 1, (v, slot.estimate, count)
+                else:  # the slot's mean under the shape, within half a step of the value
+                    total = range_1d(s, v - 0.25, v + 0.25, 1).estimate
+                    assert got[0] / count == pytest.approx(total / slot.estimate, rel=1e-9) and abs(got[0] / count - v) < 0.5
+            slots.append(slot.estimate)
+    assert min(slots) < 0.1 and max(slots) > 20 and whole > 100
+    assert any(1.2 < x < 1.256 for x in slots) and any(1.257 < x < 1.4 for x in slots)
+    assert any(9.5 < x < 10 for x in slots) and any(10 <= x < 10.5 for x in slots)
 
 
 def test_a_box_bound_is_on_a_grid_line_only_within_two_ulps(db):
