@@ -65,6 +65,9 @@ mean_known(double w, double step)
 #define SHAPE_DOUBT 1.0
 /* Largest rate of an exponential shape (cells.RATE_LIMIT). */
 #define RATE_LIMIT 500.0
+/* Where the cubic is no density, the exponential with the cell's mean past this distance of the mean from the
+ * middle, else the straight line (cells.EXP_FROM). */
+#define EXP_FROM 0.01
 
 typedef struct Vector
 {
@@ -149,7 +152,8 @@ clamp(double x, double lo, double hi)
 }
 
 /* cells.exponential_rate: lambda of the density lambda e^(-lambda t) / (1 - e^(-lambda)) on [0, 1] with the
- * given mean, by Newton's method from 1/m. */
+ * given mean, by Newton's method: from 1/m where m < 1/3, else from 12 (1/2 - m), below the root (m(lambda) is
+ * convex, above its tangent at 0), whence the steps rise to it. */
 static double
 exponential_rate(double mean)
 {
@@ -159,7 +163,7 @@ exponential_rate(double mean)
 
 	if (flip)
 		m = 1 - m;
-	lam = fmin(RATE_LIMIT, 1.0 / m);
+	lam = fmin(RATE_LIMIT, m < 1.0 / 3 ? 1.0 / m : 12 * (0.5 - m));
 	for (int i = 0; i < 30; i++)
 	{
 		double		e = exp(-lam);
@@ -218,11 +222,14 @@ linear(double mean)
 }
 
 /* cells.cell_shape: the KDE's cubic where it is a density; else the exponential with the cell's mean where
- * that is far from the middle; else the straight line with that mean. */
+ * that is more than EXP_FROM from the middle (1/6 without usable densities); else the straight line with that
+ * mean. */
 static Shape
 cell_shape(double d0, double d1, double mean)
 {
-	if (d0 >= 0 && d1 >= 0)
+	bool		known = d0 >= 0 && d1 >= 0;
+
+	if (known)
 	{
 		Shape		s = {false, d0, -9 * d0 + 3 * d1 - 60 * mean + 36, 18 * d0 - 12 * d1 + 180 * mean - 96,
 						 -10 * d0 + 10 * d1 - 120 * mean + 60, 0.0};
@@ -230,7 +237,8 @@ cell_shape(double d0, double d1, double mean)
 		if (cubic_is_density(s.a, s.b, s.c, s.e))
 			return s;
 	}
-	if (fabs(mean - 0.5) > 1.0 / 6)
+	/* (without the KDE's ends, the line wherever it reaches the mean) */
+	if (fabs(mean - 0.5) > (known ? EXP_FROM : 1.0 / 6))
 	{
 		Shape		s = {true, 0, 0, 0, 0, exponential_rate(mean)};
 

@@ -61,6 +61,11 @@ BOUNDARY_BYTES = 28
 ATOM_BYTES = 24
 #: Largest rate of an exponential shape (a mean within 1/500 of a cell's end): e^500 stays finite.
 RATE_LIMIT = 500.0
+#: Where the KDE's cubic is no density, a cell's shape is the exponential with its mean when that mean is more
+#: than this far from the middle, else the straight line (the two agree to first order there). Up to 0.17.0
+#: ⅙, the most a straight line can reach: a tail cell whose end densities fell 11-fold over it, mean 0.34, got
+#: the line, and its doubt (its distance from the line) was 0 (docs/math.md §7).
+EXP_FROM = 0.01
 #: Sampled values the bandwidth is chosen on (an evenly spaced subset of the sorted sample).
 KDE_POINTS = 8192
 #: Kernel terms binned_kde_at computes between two interrupt checks (about 30 ms of NumPy here).
@@ -588,14 +593,16 @@ def linear(mean: float) -> Tuple[float, float, float, float]:
 
 def exponential_rate(mean: float) -> float:
     """λ of the density λ e^{−λt} / (1 − e^{−λ}) on [0, 1] with the given mean (λ < 0 when the mean is past
-    ½: the mass at the right end): Newton's method on m(λ) = 1/λ − 1/(e^λ − 1) from λ = 1/m, 30 steps
-    until a step changes λ by at most 1e-12 of it (what _kde_range does in C, step for step). Used for
-    |mean − ½| > ⅙ only, where λ > 2.5 and each step is well conditioned."""
+    ½: the mass at the right end): Newton's method on m(λ) = 1/λ − 1/(e^λ − 1), 30 steps until a step changes
+    λ by at most 1e-12 of it (what _kde_range does in C, step for step). m(λ) falls from ½ at λ = 0, convex,
+    above its tangent ½ − λ/12 there: from 12(½ − m) Newton's steps rise to the root, for a mean within ⅙ of
+    the middle (0.18.0: from 1/m, its asymptote, they overshot to λ ≤ 0 past m = 0.479); from 1/m where m < ⅓,
+    as before. Used for |mean − ½| > :data:`EXP_FROM` (λ > 0.12, each step well conditioned)."""
     m = min(max(mean, 1e-6), 1 - 1e-6)
     flip = m > 0.5
     if flip:
         m = 1 - m
-    lam = min(RATE_LIMIT, 1.0 / m)  # m(λ) ≈ 1/λ for large λ; m(λ) falls from ½ at λ = 0
+    lam = min(RATE_LIMIT, 1.0 / m if m < 1.0 / 3 else 12 * (0.5 - m))
     for _ in range(30):
         e = math.exp(-lam)
         f = 1 / lam - e / (1 - e) - m
@@ -610,15 +617,18 @@ def exponential_rate(mean: float) -> float:
 
 def cell_shape(d0: Optional[float], d1: Optional[float], mean: float) -> Tuple[Tuple[float, ...], str]:
     """The shape of a cell's rows and its kind: the KDE's cubic ("cubic", coefficients a, b, c, e); where
-    that goes negative and the mean is far from the middle (a tail cell: its rows crowd one end), the
-    exponential density with that mean ("exp", (λ,)); otherwise the linear density with that mean
-    ("linear"). d0, d1 are the KDE's density at the ends relative to the cell's mean density (None: not
+    that goes negative (a tail cell whose density falls steeply) and the mean is more than :data:`EXP_FROM` from
+    the middle, the exponential density with that mean ("exp", (λ,)); otherwise the linear density with that
+    mean ("linear"). Without usable densities (None, negative), the exponential only where the line cannot
+    reach the mean (more than ⅙ from the middle). d0, d1 are the KDE's density at the ends relative to the cell's mean density (None: not
     known)."""
-    if d0 is not None and d1 is not None and d0 >= 0 and d1 >= 0:
+    known = d0 is not None and d1 is not None and d0 >= 0 and d1 >= 0
+    if known:
         coef = cubic(d0, d1, mean)
         if cubic_is_density(*coef):
             return coef, "cubic"
-    if abs(mean - 0.5) > 1 / 6:
+    # (without the KDE's ends, the line wherever it reaches the mean)
+    if abs(mean - 0.5) > (EXP_FROM if known else 1 / 6):
         return (exponential_rate(mean),), "exp"
     return linear(mean), "linear"
 
