@@ -163,12 +163,12 @@ exponential_rate(double mean)
 
 	if (flip)
 		m = 1 - m;
-	lam = fmin(RATE_LIMIT, m < 1.0 / 3 ? 1.0 / m : 12 * (0.5 - m));
+	lam = fmin(RATE_LIMIT, fmax(1e-6, m < 1.0 / 3 ? 1.0 / m : 12 * (0.5 - m)));
 	for (int i = 0; i < 30; i++)
 	{
 		double		e = exp(-lam);
 		double		f = 1 / lam - e / (1 - e) - m;
-		double		d = -1 / (lam * lam) + e / pow(1 - e, 2);
+		double		d = -1 / (lam * lam) + e / ((1 - e) * (1 - e));
 		double		next = fmin(RATE_LIMIT, fmax(1e-6, lam - f / d));
 
 		if (fabs(next - lam) <= 1e-12 * lam)
@@ -968,8 +968,9 @@ kde_range(PG_FUNCTION_ARGS)
 					{
 						double		held = fmin(count.high, fmax(count.low, held_rows(count.estimate)));
 
+						/* (the slot's mean value first: a subnormal count would make held / count infinite) */
 						part.estimate = order == 0 ? held
-							: fmin(part.high, fmax(part.low, part.estimate * (held / count.estimate)));
+							: fmin(part.high, fmax(part.low, held * (part.estimate / count.estimate)));
 					}
 				}
 			}

@@ -602,11 +602,11 @@ def exponential_rate(mean: float) -> float:
     flip = m > 0.5
     if flip:
         m = 1 - m
-    lam = min(RATE_LIMIT, 1.0 / m if m < 1.0 / 3 else 12 * (0.5 - m))
+    lam = min(RATE_LIMIT, max(1e-6, 1.0 / m if m < 1.0 / 3 else 12 * (0.5 - m)))
     for _ in range(30):
         e = math.exp(-lam)
         f = 1 / lam - e / (1 - e) - m
-        d = -1 / (lam * lam) + e / ((1 - e) ** 2)
+        d = -1 / (lam * lam) + e / ((1 - e) * (1 - e))  # (a product, as C: pow and ** can differ by an ulp)
         new = min(RATE_LIMIT, max(1e-6, lam - f / d))
         if abs(new - lam) <= 1e-12 * lam:
             lam = new

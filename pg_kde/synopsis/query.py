@@ -301,7 +301,8 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
                 count = smooth if order == 0 else smooth_1d(s, *snapped, 0, whole)
                 if count.low < count.high and count.estimate > 0:
                     held = min(count.high, max(count.low, held_rows(count.estimate)))
-                    scaled = smooth.estimate * (held / count.estimate)
+                    # (the slot's mean value first: a subnormal count would make held / count infinite)
+                    scaled = held * (smooth.estimate / count.estimate)
                     smooth.estimate = held if order == 0 else min(smooth.high, max(smooth.low, scaled))
     else:
         smooth = smooth_1d(s, a, b, order)

@@ -885,6 +885,14 @@ def test_points_answer_as_the_reference_across_expected_rows(db):
     assert min(slots) < 0.1 and max(slots) > 20 and whole > 100
     assert any(1.2 < x < 1.256 for x in slots) and any(1.257 < x < 1.4 for x in slots)
     assert any(9.5 < x < 10 for x in slots) and any(10 <= x < 10.5 for x in slots)
+    # A slot that expects a subnormal count (a cell 1e300 wide on a lattice of 1e-10; a red team): its count 1,
+    # its sum that row's value, where the ratio held / expected had overflowed and the sum read its bound, 3.
+    tiny = crafted([0.0, 1e300, 2e300], [3, 3], [1.5e300, 4.5e300], [1.0, 1.0, 1.0], 1e-10)
+    for order, want in ((0, 1.0), (1, 1.0)):
+        got = db.execute(f"SELECT (_kde_range({PAYLOAD_ROW}, 1.0, 1.0, %(o)s)).*", {**tiny, "o": order}).fetchone()
+        ref = range_1d(tiny, 1.0, 1.0, order)
+        assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9)
+        assert got[0] == pytest.approx(want, rel=1e-9), order
 
 
 def test_a_box_bound_is_on_a_grid_line_only_within_two_ulps(db):

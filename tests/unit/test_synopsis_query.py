@@ -417,6 +417,19 @@ WIDE_CELL = {"atom_values": [], "atom_cum_count": [], "atom_cum_sum": [], "kde_r
              "shape_var": 0.0, "period": 0.0, "profile": []}
 
 
+def test_a_points_sum_keeps_its_mean_where_its_slot_expects_a_subnormal_count():
+    """A point's sum is its count times the slot's mean value: a red team's cell 1e300 wide on a lattice of
+    1e-10, whose slot at 1.0 expects 1.5e-310 rows, read the count 1 and the sum 3 (its hard upper bound: the
+    ratio held / expected overflowed to inf before the mean was taken). The exponential's rate is finite at a
+    mean of exactly ½ (it divided by zero there; the shapes never ask for it)."""
+    cell = {"atom_values": [], "atom_cum_count": [], "atom_cum_sum": [], "kde_rows": 6, "grid": [0.0, 1e300, 2e300],
+            "grid_size": 3, "cell_cum_count": [0.0, 3.0, 6.0], "cell_cum_sum": [0.0, 1.5e300, 6e300], "step": 1e-10,
+            "density": [1.0, 1.0, 1.0], "shape_var": 0.0, "period": 0.0, "profile": []}
+    count, total = range_1d(cell, 1.0, 1.0, 0), range_1d(cell, 1.0, 1.0, 1)
+    assert count.estimate == 1.0 and total.estimate == pytest.approx(1.0, rel=1e-9)
+    assert math.isfinite(exponential_rate(0.5)) and exponential_rate(0.5) > 0
+
+
 def test_a_bound_inside_a_very_wide_cell_keeps_the_cut_cells_hard_bounds():
     """0.001 lies inside [-1e300, 0.006): the range cuts that cell, whatever (0.001 + 1e300) / 1e300 rounds
     to. Before, it counted as holding the cell whole: exact 57 with zero width, where the table held 11."""
