@@ -620,8 +620,8 @@ def cell_shape(d0: Optional[float], d1: Optional[float], mean: float) -> Tuple[T
     that goes negative (a tail cell whose density falls steeply) and the mean is more than :data:`EXP_FROM` from
     the middle, the exponential density with that mean ("exp", (λ,)); otherwise the linear density with that
     mean ("linear"). Without usable densities (None, negative), the exponential only where the line cannot
-    reach the mean (more than ⅙ from the middle). d0, d1 are the KDE's density at the ends relative to the cell's mean density (None: not
-    known)."""
+    reach the mean (more than ⅙ from the middle). d0, d1 are the KDE's density at the ends relative to the
+    cell's mean density (None: not known)."""
     known = d0 is not None and d1 is not None and d0 >= 0 and d1 >= 0
     if known:
         coef = cubic(d0, d1, mean)

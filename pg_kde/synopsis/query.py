@@ -301,9 +301,10 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
                 count = smooth if order == 0 else smooth_1d(s, *snapped, 0, whole)
                 if count.low < count.high and count.estimate > 0:
                     held = min(count.high, max(count.low, held_rows(count.estimate)))
-                    # (the slot's mean value first: a subnormal count would make held / count infinite)
-                    scaled = held * (smooth.estimate / count.estimate)
-                    smooth.estimate = held if order == 0 else min(smooth.high, max(smooth.low, scaled))
+                    if order == 0:
+                        smooth.estimate = held
+                    else:  # (the slot's mean value first: a subnormal count would make held / count infinite)
+                        smooth.estimate = min(smooth.high, max(smooth.low, held * (smooth.estimate / count.estimate)))
     else:
         smooth = smooth_1d(s, a, b, order)
     return Range(exact + smooth.estimate, smooth.variance, exact + smooth.low, exact + smooth.high)
