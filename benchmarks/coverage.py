@@ -15,6 +15,10 @@ server's: 1,024 blocks of 157 rows), and answers budget.py's four workloads with
 float64 reference that the server's _kde_range follows step for step (tests/sql/test_synopsis_v2.py). Coverage
 counts the queries whose hard bounds are not already exact. No PostgreSQL is needed. Writes
 benchmarks/results/coverage.md (and each data set's coverage in coverage.json) and prints it.
+
+What if: ``--doubt-weight W`` answers with the shape's doubt weighted W (docs/math.md §7, "The shape's
+doubt") where pg_kde weighs it 1 (pg_kde.synopsis.query.SHAPE_DOUBT, SHAPE_DOUBT in extension/range.c), to
+see what another weight would do to each data set's coverage; the report says so in its title and command.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -36,6 +41,7 @@ from budget import WORKLOADS, cpu_model, make_workloads  # noqa: E402
 from pg_kde import __version__  # noqa: E402
 from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth  # noqa: E402
 from pg_kde.synopsis.cells import DAY_PROFILE  # noqa: E402
+from pg_kde.synopsis import query  # noqa: E402
 from pg_kde.synopsis.query import interval_1d, range_1d  # noqa: E402
 
 #: column -> (budget.py's kind of bounds, the periodic profile its type would get)
@@ -63,19 +69,26 @@ def quiet_select(sample, method, backend, required=True, scale=None):
         return select_bandwidth(sample, method, backend, required=required, scale=scale)
 
 
-def coverage(payload: dict, loads: dict) -> dict:
-    """{workload: (covered share of the inexact queries, their number)}."""
+def coverage(payload: dict, loads: dict, doubt_weight: Optional[float] = None) -> dict:
+    """{workload: (covered share of the inexact queries, their number)}; with ``doubt_weight``, what the
+    intervals would cover with the shape's doubt weighed that much (pg_kde's weight is restored after)."""
     out = {}
-    for workload, (lo, hi, exact) in loads.items():
-        covered = inexact = 0
-        for a, b, truth in zip(lo, hi, exact):
-            r = range_1d(payload, float(a), float(b), 0)
-            if r.low == r.high:
-                continue
-            _, low, high = interval_1d(payload, float(a), float(b), 0.95)
-            inexact += 1
-            covered += low - 1e-9 <= truth <= high + 1e-9
-        out[workload] = (covered / inexact if inexact else float("nan"), inexact)
+    weight = query.SHAPE_DOUBT
+    if doubt_weight is not None:
+        query.SHAPE_DOUBT = doubt_weight  # (range_1d reads it at each query)
+    try:
+        for workload, (lo, hi, exact) in loads.items():
+            covered = inexact = 0
+            for a, b, truth in zip(lo, hi, exact):
+                r = range_1d(payload, float(a), float(b), 0)
+                if r.low == r.high:
+                    continue
+                _, low, high = interval_1d(payload, float(a), float(b), 0.95)
+                inexact += 1
+                covered += low - 1e-9 <= truth <= high + 1e-9
+            out[workload] = (covered / inexact if inexact else float("nan"), inexact)
+    finally:
+        query.SHAPE_DOUBT = weight
     return out
 
 
@@ -87,7 +100,12 @@ def main(argv=None) -> int:
     parser.add_argument("--budgets", default="2048,8192,65536")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--doubt-weight", type=float, default=None,
+                        help=f"what if the shape's doubt weighed this much (pg_kde: {query.SHAPE_DOUBT:g})")
     args = parser.parse_args(argv)
+    if args.doubt_weight is not None and not (args.doubt_weight >= 0 and np.isfinite(args.doubt_weight)):
+        parser.error("--doubt-weight must be a finite number ≥ 0")
+    what_if = "" if args.doubt_weight is None else f" --doubt-weight {args.doubt_weight:g}"
     budgets = [int(b) for b in args.budgets.split(",")]
     started = time.perf_counter()
     found: dict = {}
@@ -100,15 +118,17 @@ def main(argv=None) -> int:
             for budget in budgets:
                 reader = ArrayTableReader((x,), blocks=(BLOCK_ROWS, SAMPLE_BLOCKS))
                 built = build_1d(reader, Requested("auto", 50000, None, "auto", budget), quiet_select, period=period)
-                for workload, result in coverage(built.payload(), loads).items():
+                for workload, result in coverage(built.payload(), loads, args.doubt_weight).items():
                     found.setdefault((col, budget, workload), []).append(result)
         print(f"[{time.perf_counter() - started:6.1f}s] realisation {r + 1} of {args.realisations}", flush=True)
 
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"# Coverage of the 95% intervals over {args.realisations} data sets ({when})", "",
+    title = "" if not what_if else (f", what if the shape's doubt weighed {args.doubt_weight:g} "
+                                    f"(pg_kde: {query.SHAPE_DOUBT:g})")
+    lines = [f"# Coverage of the 95% intervals over {args.realisations} data sets{title} ({when})", "",
              f"Measured {when} on {cpu_model()} ({platform.machine()}), pg_kde {__version__}, in memory (no server). "
              f"Command: `python benchmarks/coverage.py --rows {args.rows} --realisations {args.realisations} "
-             f"--queries {args.queries} --budgets {args.budgets} --seed {args.seed}`; "
+             f"--queries {args.queries} --budgets {args.budgets} --seed {args.seed}{what_if}`; "
              f"{(time.perf_counter() - started) / 60:.1f} min. Coverage of the inexact queries: the mean over the data "
              f"sets, their standard deviation [the part of it their query counts alone give: a binomial share's], the "
              f"lowest and highest, how many data sets lie within {BAND[0]:g}–{BAND[1]:g}%, the mean number of inexact "
