@@ -4,6 +4,7 @@ worker_partial_agg, combined on the coordinator), the synopsis' cells are exact,
 second refresh repeats it bit for bit. Skipped without a coordinator."""
 
 import os
+import time
 import uuid
 
 import numpy as np
@@ -177,7 +178,6 @@ def _stale(citus, table, want: bool, seconds: float = 30.0, modified: int = 0):
     """kde_synopses' (stale, rows_modified) of the table's first synopsis once stale is ``want`` and at least
     ``modified`` rows are counted (workers report their counters within about 10 s), or the last seen after
     ``seconds``."""
-    import time
     deadline = time.monotonic() + seconds
     while True:
         row = citus.execute("SELECT stale, rows_modified FROM kde_synopses WHERE relid = %s::regclass "
@@ -198,7 +198,6 @@ def test_a_distributed_table_goes_stale_as_its_shards_change(citus):
                       "FROM generate_series(1, 50000) g")
         citus.execute(f"SELECT kde_refresh('{table}', 'amount')")
         citus.execute(f"SELECT kde_refresh('{table}', ARRAY['amount', 'qty', 'score'])")
-        import time
         time.sleep(11)  # the load's counters reach the workers' statistics; then a refresh counts them all
         citus.execute(f"SELECT kde_refresh('{table}', 'amount')")
         citus.execute(f"SELECT kde_refresh('{table}', ARRAY['amount', 'qty', 'score'])")
@@ -276,7 +275,6 @@ def test_a_large_distributed_table_is_read_once(citus):
     """The coordinator's relation is an empty shell: the size that decides a block sample is the shards'. With
     pg_kde.sample_blocks well below it, a block sample places the grid and the refresh scans each shard once;
     with 0 it scans each at least twice. The cells are exact either way."""
-    import time
     table = f"kde_citus_{uuid.uuid4().hex[:8]}"
     citus.execute(f"CREATE TABLE {table} (id bigint, amount numeric(12,2))")
     try:
@@ -315,7 +313,6 @@ def test_a_distributed_table_partitioned_by_time_rebuilds_the_partitions_that_ch
     """A distributed table partitioned by month: kde_refresh builds each partition's synopsis where its shards
     live and merges them; rows appended to the last month make the parent stale, and the next refresh rebuilds
     that partition only (its shards' counters moved, the others' did not); the merged total is exact."""
-    import time
     table = f"kde_citus_{uuid.uuid4().hex[:8]}"
     citus.execute(f"CREATE TABLE {table} (id bigint, at timestamptz, amount numeric(12,2)) PARTITION BY RANGE (at)")
     try:
@@ -433,7 +430,6 @@ def test_a_refresh_reads_again_only_the_shards_that_changed(citus):
     answers, and gives the synopsis a scan of every shard gives with the same plan, bit for bit; its cells are
     exact and its total is the table's. The same for a pair, and for a pair with a discretised axis. A role
     that may not write kde_parts refreshes too, and keeps nothing there."""
-    import time
     table = f"kde_citus_{uuid.uuid4().hex[:8]}"
     citus.execute(f"CREATE TABLE {table} (id bigint, amount numeric(12,2), score float8, qty integer)")
     role = f"kde_citus_role_{uuid.uuid4().hex[:8]}"
