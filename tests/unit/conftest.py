@@ -7,6 +7,7 @@ device."""
 import ctypes
 import shutil
 import subprocess
+import sys
 import weakref
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import numpy as np
 import pytest
 
 from pg_kde.backend import cuda as _cuda
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchhelpers, shared by the test modules here
 
 EMULATOR_DIR = Path(__file__).resolve().parent / "cuda_emulator"
 

@@ -2,25 +2,16 @@
 sizes, so that the benchmark a GPU session runs (make gpu-check) cannot rot where no GPU is."""
 
 import argparse
-import importlib.util
 import os
 import time
-from pathlib import Path
 
 from pg_kde import backend as _backends
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bandwidth.py"
-
-
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location("pg_kde_bench_bandwidth", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchhelpers import load_benchmark
 
 
 def test_cuda_section_end_to_end(emulated_cuda_class, monkeypatch, rng):
-    bench = load_benchmark()
+    bench = load_benchmark("bandwidth.py")
     monkeypatch.setitem(_backends.BACKENDS, "cuda", emulated_cuda_class)
     monkeypatch.delenv("PG_KDE_CUDA_REDUCTION", raising=False)
 

@@ -19,11 +19,8 @@ pg_kde's H, d > 1). The answers of the two packages then differ by the normalise
 looser tolerances below allow for (measured values in each test's comment; docs/benchmarks.md).
 """
 
-import importlib.util
 import math
-import sys
 import warnings
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -31,20 +28,11 @@ import pytest
 
 from pg_kde import bandwidth
 
+from benchhelpers import load_benchmark
+
 pytestmark = pytest.mark.ks
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "ks_oracle.py"
-
-
-def load_oracle():
-    spec = importlib.util.spec_from_file_location("pg_kde_bench_ks_oracle", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-oracle = load_oracle()
+oracle = load_benchmark("ks_oracle.py")
 
 #: 1-D sets where both packages find an interior minimum of LSCV (ties included: rounded_normal and
 #: faithful's eruptions have a proper local minimum above the rounding unit, and ks finds the same one).

@@ -795,18 +795,14 @@ def test_the_search_for_the_shapes_mean_does_not_overshoot(rng):
     assert near >= 0.95 * 300, near
 
 
-def test_coverage_what_if_weighs_the_doubt_and_gives_the_weight_back():
+def test_coverage_what_if_weighs_the_doubt_and_gives_the_weight_back(monkeypatch):
     """benchmarks/coverage.py --doubt-weight: the intervals of a cut cell whose shape is far from the straight
     line narrow with a smaller weight (with 0, to the rows' own spread) and widen with a larger one, and
     pg_kde's weight stands again after, whatever happened in between."""
-    import importlib.util
-    import pathlib
+    from benchhelpers import load_benchmark
 
     from pg_kde.synopsis import query
-    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "coverage.py"
-    spec = importlib.util.spec_from_file_location("coverage_benchmark", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("coverage.py")
     data = bench.sales(200_000, np.random.default_rng([2026, 0]))
     x = np.sort(data["amount"])
     s = build_1d(ArrayTableReader((x,), blocks=(157, 1024)), Requested("auto", 50000, None, "auto", 2048),
@@ -815,9 +811,9 @@ def test_coverage_what_if_weighs_the_doubt_and_gives_the_weight_back():
     weight = query.SHAPE_DOUBT
     widths = []
     for w in (0.0, weight, 3.0):
-        query.SHAPE_DOUBT = w
+        monkeypatch.setattr(query, "SHAPE_DOUBT", w)
         widths.append([interval_1d(s, float(a), float(b), 0.95) for a, b in zip(lo, hi)])
-    query.SHAPE_DOUBT = weight
+    monkeypatch.undo()
     for k in range(2):
         assert widths[0][k][2] - widths[0][k][1] < widths[1][k][2] - widths[1][k][1] < widths[2][k][2] - widths[2][k][1]
     # answers at the top of pg_kde's intervals: inside them and the wider ones, outside the narrower ones
