@@ -16,14 +16,29 @@ float64 reference that the server's _kde_range follows step for step (tests/sql/
 counts the queries whose hard bounds are not already exact. No PostgreSQL is needed. Writes
 benchmarks/results/coverage.md (and each data set's coverage in coverage.json) and prints it.
 
+The floor: a count of a few rows is a whole number, and an interval that holds a count's likeliest value
+covers it at least as often as that value comes up. For each inexact query whose standard deviation
+(pg_kde's own) is FLOOR_SD rows or less, the benchmark takes the count's law as pg_kde's cells model it (each
+cut cell's rows binomial about the shape's share, a point 1 + its slot's binomial, :func:`count_law`) and
+the chance of its likeliest value (:func:`query_floor`); other queries count 0. A data set's floor, the mean
+over its inexact queries, bounds from below the coverage of any intervals that hold each count's likeliest
+value, as far as the cells' model holds: where it lies above 97%, only intervals that leave out the likeliest
+answer of some queries could bring that data set into the band.
+
 What if: ``--doubt-weight W`` answers with the shape's doubt weighted W (docs/math.md §7, "The shape's
 doubt") where pg_kde weighs it 1 (pg_kde.synopsis.query.SHAPE_DOUBT, SHAPE_DOUBT in extension/range.c), to
-see what another weight would do to each data set's coverage; the report says so in its title and command.
+see what another weight would do to each data set's coverage; ``--calibrate`` weighs each synopsis' doubt by
+the weight (of WEIGHTS) whose intervals cover nearest 95% of CALIBRATION_RANGES ranges of each of two kinds
+(between pairs of CALIBRATION_CUTS of the column's values at evenly spaced ranks, and of as many values evenly
+spaced over its span), against their exact counts: what a build could do with exact counts at those cuts
+from its one scan. The report says so in its title and command.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
+import contextlib
 import datetime as dt
 import json
 import platform
@@ -31,12 +46,14 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from statistics import NormalDist
 from typing import Optional
 
 import numpy as np
+from scipy.special import gammaln
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmarks' helpers, under python -P too
-from budget import WORKLOADS, cpu_model, make_workloads  # noqa: E402
+from budget import WORKLOADS, count_between, cpu_model, make_workloads, snap  # noqa: E402
 
 from pg_kde import __version__  # noqa: E402
 from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth  # noqa: E402
@@ -49,6 +66,13 @@ COLUMNS = {"amount": ("numeric", None), "qty": ("integer", None), "created_at": 
 BLOCK_ROWS, SAMPLE_BLOCKS = 157, 1024  # sales' rows a block, and pg_kde.sample_blocks' default
 MIN_INEXACT = 50  # fewer inexact queries than this in a realisation: its coverage is left out
 BAND = (93.0, 97.0)  # issue 11's band for a 95% interval's coverage
+NOMINAL = 0.95
+#: Queries whose standard deviation (pg_kde's) is above this many rows count 0 in the floor, which stays a
+#: lower bound (their laws spread over hundreds of counts; the cost of convolving those is saved).
+FLOOR_SD = 15.0
+#: --calibrate: the cuts of each kind, the ranges between pairs of them, and the weights tried.
+CALIBRATION_CUTS, CALIBRATION_RANGES = 1024, 6000
+WEIGHTS = tuple(round(0.2 + 0.05 * k, 2) for k in range(47))  # 0.2 .. 2.5
 
 
 def sales(rows: int, rng) -> dict:
@@ -69,27 +93,128 @@ def quiet_select(sample, method, backend, required=True, scale=None):
         return select_bandwidth(sample, method, backend, required=required, scale=scale)
 
 
-def coverage(payload: dict, loads: dict, doubt_weight: Optional[float] = None) -> dict:
-    """{workload: (covered share of the inexact queries, their number)}; with ``doubt_weight``, what the
-    intervals would cover with the shape's doubt weighed that much (pg_kde's weight is restored after)."""
-    out = {}
-    weight = query.SHAPE_DOUBT
-    if doubt_weight is not None:
-        query.SHAPE_DOUBT = doubt_weight  # (range_1d reads it at each query)
+@contextlib.contextmanager
+def doubt_weight(weight: Optional[float]):
+    """pg_kde.synopsis.query answers with the shape's doubt weighed ``weight`` (None: pg_kde's) inside the
+    block; pg_kde's weight is restored after, whatever happens in it."""
+    kept = query.SHAPE_DOUBT
+    if weight is not None:
+        query.SHAPE_DOUBT = weight  # (range_1d reads it at each query)
     try:
+        yield
+    finally:
+        query.SHAPE_DOUBT = kept
+
+
+def coverage(payload: dict, loads: dict, doubt_weight_: Optional[float] = None) -> dict:
+    """{workload: (covered share of the inexact queries, their number, their mean floor)}; with
+    ``doubt_weight_``, what the intervals would cover with the shape's doubt weighed that much (pg_kde's
+    weight is restored after). The floor: :func:`query_floor` where pg_kde's standard deviation is at most
+    FLOOR_SD rows, 0 elsewhere."""
+    out = {}
+    with doubt_weight(doubt_weight_):
         for workload, (lo, hi, exact) in loads.items():
             covered = inexact = 0
+            floor = 0.0
             for a, b, truth in zip(lo, hi, exact):
                 r = range_1d(payload, float(a), float(b), 0)
                 if r.low == r.high:
                     continue
-                _, low, high = interval_1d(payload, float(a), float(b), 0.95)
+                _, low, high = interval_1d(payload, float(a), float(b), NOMINAL)
                 inexact += 1
                 covered += low - 1e-9 <= truth <= high + 1e-9
-            out[workload] = (covered / inexact if inexact else float("nan"), inexact)
-    finally:
-        query.SHAPE_DOUBT = weight
+                floor += query_floor(payload, float(a), float(b)) if r.variance <= FLOOR_SD ** 2 else 0.0
+            out[workload] = ((covered / inexact, inexact, floor / inexact) if inexact
+                             else (float("nan"), 0, float("nan")))
     return out
+
+
+def binomial(n: int, f: float) -> tuple:
+    """(first count, probabilities): Binomial(n, f) over the counts within 12 standard deviations and 12 of
+    its mean (what lies beyond is below 1e-30 of it), normalised."""
+    f = min(max(f, 0.0), 1.0)
+    if n <= 0 or f == 0.0:
+        return 0, np.ones(1)
+    if f == 1.0:
+        return n, np.ones(1)
+    sd = np.sqrt(n * f * (1 - f))
+    first, last = max(0, int(n * f - 12 * sd - 12)), min(n, int(n * f + 12 * sd + 12))
+    k = np.arange(first, last + 1, dtype=np.float64)
+    log = gammaln(n + 1.0) - gammaln(k + 1) - gammaln(n - k + 1) + k * np.log(f) + (n - k) * np.log1p(-f)
+    p = np.exp(log - log.max())
+    return first, p / p.sum()
+
+
+def _cells_rows(payload: dict, a: float, b: float) -> float:
+    """The estimate of [a, b]'s rows that lie in the cells (the heavy values' rows taken off)."""
+    bare = dict(payload, cell_cum_count=[0.0] * len(payload["cell_cum_count"]),
+                cell_cum_sum=[0.0] * len(payload["cell_cum_sum"]))
+    return range_1d(payload, a, b, 0).estimate - range_1d(bare, a, b, 0).estimate
+
+
+def count_law(payload: dict, a: float, b: float) -> tuple:
+    """The law of [a, b]'s rows in its cut cells, as pg_kde's cells model them: each cut cell's n rows
+    binomial about the shape's share of them (independent cells); a point on a lattice (a = b), a value the
+    column holds, 1 + Binomial(n − 1, λ / n), λ the rows its slot expects (the centre of its interval,
+    :func:`pg_kde.synopsis.query.interval_1d`). (first count, probabilities of consecutive counts from it)."""
+    grid, counts = payload["grid"], payload["cell_cum_count"]
+    if len(grid) < 2:
+        return 0, np.ones(1)
+
+    def rows(c):
+        return int(round(counts[c + 1] - counts[c])) if 0 <= c < len(grid) - 1 else 0
+
+    if a == b:
+        n = rows(bisect.bisect_right(grid, a) - 1)
+        if n < 1 or not payload["step"] > 0:
+            return 0, np.ones(1)
+        first, law = binomial(n - 1, _cells_rows(payload, a, a + payload["step"] / 4) / n)
+        return first + 1, law
+    ca, cb = bisect.bisect_right(grid, a) - 1, bisect.bisect_right(grid, b) - 1
+    parts = [(ca, a, b)] if ca == cb else [(ca, a, grid[min(ca + 1, len(grid) - 1)]), (cb, grid[max(cb, 0)], b)]
+    first, law = 0, np.ones(1)
+    for c, u, v in parts:
+        n = rows(c)
+        if n >= 1:
+            start, part = binomial(n, _cells_rows(payload, u, v) / n)
+            first, law = first + start, np.convolve(law, part)
+    return first, law
+
+
+def query_floor(payload: dict, a: float, b: float) -> float:
+    """The chance of the likeliest value of [a, b]'s count (:func:`count_law`): the least coverage an interval
+    that holds it can have."""
+    return float(count_law(payload, a, b)[1].max())
+
+
+def calibrated_weight(payload: dict, values: np.ndarray, kind: str, rng) -> float:
+    """--calibrate: the weight of WEIGHTS whose intervals cover nearest 95% of the calibration ranges (the
+    module's docstring) of this synopsis of the sorted ``values``, against their exact counts."""
+    picks = np.linspace(0, len(values) - 1, CALIBRATION_CUTS).round().astype(np.int64)
+    even = np.array([snap(kind, v) for v in np.linspace(values[0], values[-1], CALIBRATION_CUTS)])
+    errors, spread, doubt = [], [], []
+    for cuts in (values[picks], even):
+        pairs = np.sort(cuts[rng.integers(0, len(cuts), (CALIBRATION_RANGES, 2))], axis=1)
+        pairs = pairs[pairs[:, 0] < pairs[:, 1]]
+        exact = count_between(values, pairs[:, 0], pairs[:, 1])
+        for (a, b), truth in zip(pairs, exact):
+            with doubt_weight(1.0):
+                whole = range_1d(payload, float(a), float(b), 0)
+            if whole.low == whole.high:
+                continue
+            with doubt_weight(0.0):
+                rows = range_1d(payload, float(a), float(b), 0).variance
+            errors.append(whole.estimate - truth)
+            spread.append(rows)
+            doubt.append(max(0.0, whole.variance - rows))
+    if not errors:
+        return query.SHAPE_DOUBT
+    z = -NormalDist().inv_cdf((1 - NOMINAL) / 2)
+    e, v, d = (np.asarray(x) for x in (errors, spread, doubt))
+    misses = np.array([abs(np.mean(np.abs(e) <= z * np.sqrt(v + w * w * d) + 1e-9) - NOMINAL) for w in WEIGHTS])
+    # of the weights as near as any, the one nearest pg_kde's (all of them where the ranges have no doubt)
+    return min((w for w, m in zip(WEIGHTS, misses) if m <= misses.min() + 1e-12),
+               key=lambda w: abs(w - query.SHAPE_DOUBT))
 
 
 def main(argv=None) -> int:
@@ -102,10 +227,15 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     parser.add_argument("--doubt-weight", type=float, default=None,
                         help=f"what if the shape's doubt weighed this much (pg_kde: {query.SHAPE_DOUBT:g})")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="what if each synopsis' doubt weight were calibrated on exact counts (the docstring)")
     args = parser.parse_args(argv)
+    if args.calibrate and args.doubt_weight is not None:
+        parser.error("--calibrate chooses each synopsis' weight: give it or --doubt-weight, not both")
     if args.doubt_weight is not None and not (args.doubt_weight >= 0 and np.isfinite(args.doubt_weight)):
         parser.error("--doubt-weight must be a finite number ≥ 0")
-    what_if = "" if args.doubt_weight is None else f" --doubt-weight {args.doubt_weight:g}"
+    what_if = (" --calibrate" if args.calibrate else
+               "" if args.doubt_weight is None else f" --doubt-weight {args.doubt_weight:g}")
     budgets = [int(b) for b in args.budgets.split(",")]
     started = time.perf_counter()
     found: dict = {}
@@ -113,18 +243,26 @@ def main(argv=None) -> int:
         data = sales(args.rows, np.random.default_rng([args.seed, r]))
         for index, (col, (kind, period)) in enumerate(COLUMNS.items()):
             x = data[col]
-            loads = make_workloads(np.sort(x), kind, np.random.default_rng([args.seed, r, index]), args.queries,
+            ordered = np.sort(x)
+            loads = make_workloads(ordered, kind, np.random.default_rng([args.seed, r, index]), args.queries,
                                    args.queries // 2)
             for budget in budgets:
                 reader = ArrayTableReader((x,), blocks=(BLOCK_ROWS, SAMPLE_BLOCKS))
                 built = build_1d(reader, Requested("auto", 50000, None, "auto", budget), quiet_select, period=period)
-                for workload, result in coverage(built.payload(), loads, args.doubt_weight).items():
-                    found.setdefault((col, budget, workload), []).append(result)
+                payload = built.payload()
+                weight = args.doubt_weight
+                if args.calibrate:
+                    weight = calibrated_weight(payload, ordered, kind,
+                                               np.random.default_rng([args.seed, r, index, budget]))
+                for workload, result in coverage(payload, loads, weight).items():
+                    found.setdefault((col, budget, workload), []).append((*result, weight))
         print(f"[{time.perf_counter() - started:6.1f}s] realisation {r + 1} of {args.realisations}", flush=True)
 
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    title = "" if not what_if else (f", what if the shape's doubt weighed {args.doubt_weight:g} "
-                                    f"(pg_kde: {query.SHAPE_DOUBT:g})")
+    title = ("" if not what_if else
+             f", what if each synopsis' doubt weight were calibrated on exact counts (pg_kde: {query.SHAPE_DOUBT:g})"
+             if args.calibrate else
+             f", what if the shape's doubt weighed {args.doubt_weight:g} (pg_kde: {query.SHAPE_DOUBT:g})")
     lines = [f"# Coverage of the 95% intervals over {args.realisations} data sets{title} ({when})", "",
              f"Measured {when} on {cpu_model()} ({platform.machine()}), pg_kde {__version__}, in memory (no server). "
              f"Command: `python benchmarks/coverage.py --rows {args.rows} --realisations {args.realisations} "
@@ -132,40 +270,54 @@ def main(argv=None) -> int:
              f"{(time.perf_counter() - started) / 60:.1f} min. Coverage of the inexact queries: the mean over the data "
              f"sets, their standard deviation [the part of it their query counts alone give: a binomial share's], the "
              f"lowest and highest, how many data sets lie within {BAND[0]:g}–{BAND[1]:g}%, the mean number of inexact "
-             f"queries a data set; data sets "
+             f"queries a data set, their floor's mean (the chance of each count's likeliest value: a lower "
+             f"bound on the coverage of intervals that hold it, the module's docstring) and how many data sets' "
+             f"floor lies above {BAND[1]:g}%{'; the weights chosen' if args.calibrate else ''}; data sets "
              f"with fewer than {MIN_INEXACT} inexact queries of a kind are left out of it (—: none had as many, and "
              f"'all' is every data set's inexact queries of that kind together); "
              f"'all': the share of every data set's inexact queries together.", "",
              "| column | budget | " + " | ".join(WORKLOADS) + " |", "|---|---:|" + "---|" * len(WORKLOADS)]
-    inside = sets = kinds_inside = kinds = 0
+    inside = sets = kinds_inside = kinds = above = 0
     for col in COLUMNS:
         for budget in budgets:
             cells = []
             for workload in WORKLOADS:
-                kept = [(c, n) for c, n in found.get((col, budget, workload), []) if n >= MIN_INEXACT]
-                every = [(c, n) for c, n in found.get((col, budget, workload), []) if n > 0]
+                results = found.get((col, budget, workload), [])
+                kept = [(c, n, f, w) for c, n, f, w in results if n >= MIN_INEXACT]
+                every = [(c, n) for c, n, _, _ in results if n > 0]
                 pooled = 100 * sum(c * n for c, n in every) / sum(n for _, n in every) if every else float("nan")
                 if not kept:  # (the few inexact queries of every data set together)
                     cells.append(f"— (all: {pooled:.1f}% of {sum(n for _, n in every)})" if every else "—")
                     continue
-                shares = np.array([c for c, _ in kept]) * 100
+                shares = np.array([c for c, _, _, _ in kept]) * 100
+                floors = np.array([f for _, _, f, _ in kept]) * 100
                 # the spread the data sets' coverage would have from their query counts alone, each data set's
                 # true coverage being the mean: a binomial share's standard deviation
-                noise = 100 * np.sqrt(np.mean([shares.mean() / 100 * (1 - shares.mean() / 100) / n for _, n in kept]))
+                noise = 100 * np.sqrt(np.mean([shares.mean() / 100 * (1 - shares.mean() / 100) / n
+                                               for _, n, _, _ in kept]))
                 within = int(((shares >= BAND[0]) & (shares <= BAND[1])).sum())
-                inside, sets = inside + within, sets + len(kept)
+                out_of_reach = int((floors > BAND[1]).sum())
+                inside, sets, above = inside + within, sets + len(kept), above + out_of_reach
                 kinds_inside, kinds = kinds_inside + (within == len(kept)), kinds + 1
+                weights = ""
+                if args.calibrate:
+                    chosen = [w for _, _, _, w in kept]
+                    weights = f"; weights {min(chosen):g}–{max(chosen):g}"
                 cells.append(f"{shares.mean():.1f}% ± {shares.std():.1f} [{noise:.1f}] ({shares.min():.1f}–"
                              f"{shares.max():.1f}; {within} of {len(kept)} set{'s' if len(kept) > 1 else ''} in the band, "
-                             f"{np.mean([n for _, n in kept]):.0f}; all {pooled:.1f}%)")
+                             f"{np.mean([n for _, n, _, _ in kept]):.0f}; all {pooled:.1f}%; floor {floors.mean():.1f}%, "
+                             f"{out_of_reach} above {BAND[1]:g}%{weights})")
             lines.append(f"| {col} | {budget:,} B | " + " | ".join(cells) + " |")
     lines += ["", f"Data sets whose coverage lies within {BAND[0]:g}–{BAND[1]:g}%: {inside} of {sets}; kinds (column, "
-              f"budget, workload) with every data set within it: {kinds_inside} of {kinds}."]
+              f"budget, workload) with every data set within it: {kinds_inside} of {kinds}. Data sets whose floor "
+              f"lies above {BAND[1]:g}% (out of the band's reach for intervals that hold each count's likeliest "
+              f"value): {above}."]
     report = "\n".join(lines)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "coverage.md").write_text(report + "\n")
     (args.out / "coverage.json").write_text(json.dumps(
-        [{"column": c, "budget": b, "workload": w, "sets": [{"coverage": v, "inexact": n} for v, n in r]}
+        [{"column": c, "budget": b, "workload": w,
+          "sets": [{"coverage": v, "inexact": n, "floor": f, "weight": wt} for v, n, f, wt in r]}
          for (c, b, w), r in found.items()], indent=1) + "\n")
     print(report)
     return 0

@@ -793,34 +793,3 @@ def test_the_search_for_the_shapes_mean_does_not_overshoot(rng):
         own = fit_holes(cubic_shape(*rng.uniform(0.1, 3.0, 2)), target, heavy_slots(heavy, 1.0, 99.5, 149.5))
         near += abs(own.share(0.0, 1.0, -math.inf, math.inf)[1] - target) <= 1e-3
     assert near >= 0.95 * 300, near
-
-
-def test_coverage_what_if_weighs_the_doubt_and_gives_the_weight_back(monkeypatch):
-    """benchmarks/coverage.py --doubt-weight: the intervals of a cut cell whose shape is far from the straight
-    line narrow with a smaller weight (with 0, to the rows' own spread) and widen with a larger one, and
-    pg_kde's weight stands again after, whatever happened in between."""
-    from benchhelpers import load_benchmark
-
-    from pg_kde.synopsis import query
-    bench = load_benchmark("coverage.py")
-    data = bench.sales(200_000, np.random.default_rng([2026, 0]))
-    x = np.sort(data["amount"])
-    s = build_1d(ArrayTableReader((x,), blocks=(157, 1024)), Requested("auto", 50000, None, "auto", 2048),
-                 quiet).payload()
-    lo, hi = np.quantile(x, [0.03, 0.6]), np.quantile(x, [0.4, 0.97])
-    weight = query.SHAPE_DOUBT
-    widths = []
-    for w in (0.0, weight, 3.0):
-        monkeypatch.setattr(query, "SHAPE_DOUBT", w)
-        widths.append([interval_1d(s, float(a), float(b), 0.95) for a, b in zip(lo, hi)])
-    monkeypatch.undo()
-    for k in range(2):
-        assert widths[0][k][2] - widths[0][k][1] < widths[1][k][2] - widths[1][k][1] < widths[2][k][2] - widths[2][k][1]
-    # answers at the top of pg_kde's intervals: inside them and the wider ones, outside the narrower ones
-    loads = {"data": (lo, hi, np.array([high for _, _, high in widths[1]]))}
-    assert bench.coverage(s, loads) == {"data": (1.0, 2)} and query.SHAPE_DOUBT == weight
-    assert bench.coverage(s, loads, 3.0) == {"data": (1.0, 2)} and query.SHAPE_DOUBT == weight
-    assert bench.coverage(s, loads, 0.0) == {"data": (0.0, 2)} and query.SHAPE_DOUBT == weight
-    with pytest.raises(TypeError):
-        bench.coverage(s, {"data": (lo, hi, None)}, 3.0)  # (fails mid-way: the weight is given back all the same)
-    assert query.SHAPE_DOUBT == weight
