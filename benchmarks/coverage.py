@@ -187,17 +187,27 @@ def query_floor(payload: dict, a: float, b: float) -> float:
     return float(count_law(payload, a, b)[1].max())
 
 
-def calibrated_weight(payload: dict, values: np.ndarray, kind: str, rng) -> float:
-    """--calibrate: the weight of WEIGHTS whose intervals cover nearest 95% of the calibration ranges (the
-    module's docstring) of this synopsis of the sorted ``values``, against their exact counts."""
+def calibration_ranges(values: np.ndarray, kind: str, rng) -> dict:
+    """--calibrate's ranges of the sorted ``values`` (a column of ``kind``, budget.py's): {"data": ..., "uniform":
+    ...}, each (lo, hi, exact), CALIBRATION_RANGES pairs of CALIBRATION_CUTS cuts (of the values at evenly spaced
+    ranks, or evenly spaced over their span at the column's resolution), those with lo < hi."""
     picks = np.linspace(0, len(values) - 1, CALIBRATION_CUTS).round().astype(np.int64)
     even = np.array([snap(kind, v) for v in np.linspace(values[0], values[-1], CALIBRATION_CUTS)])
-    errors, spread, doubt = [], [], []
-    for cuts in (values[picks], even):
+    out = {}
+    for name, cuts in (("data", values[picks]), ("uniform", even)):
         pairs = np.sort(cuts[rng.integers(0, len(cuts), (CALIBRATION_RANGES, 2))], axis=1)
         pairs = pairs[pairs[:, 0] < pairs[:, 1]]
-        exact = count_between(values, pairs[:, 0], pairs[:, 1])
-        for (a, b), truth in zip(pairs, exact):
+        out[name] = (pairs[:, 0], pairs[:, 1], count_between(values, pairs[:, 0], pairs[:, 1]))
+    return out
+
+
+def calibrated_weight(payload: dict, values: np.ndarray, kind: str, rng) -> float:
+    """--calibrate: the weight of WEIGHTS whose intervals cover nearest 95% of :func:`calibration_ranges`'
+    inexact ranges together (of this synopsis of the sorted ``values``), against their exact counts; of the
+    weights as near as any, the one nearest pg_kde's."""
+    errors, spread, doubt = [], [], []
+    for lo, hi, exact in calibration_ranges(values, kind, rng).values():
+        for a, b, truth in zip(lo, hi, exact):
             with doubt_weight(1.0):
                 whole = range_1d(payload, float(a), float(b), 0)
             if whole.low == whole.high:
@@ -212,7 +222,7 @@ def calibrated_weight(payload: dict, values: np.ndarray, kind: str, rng) -> floa
     z = -NormalDist().inv_cdf((1 - NOMINAL) / 2)
     e, v, d = (np.asarray(x) for x in (errors, spread, doubt))
     misses = np.array([abs(np.mean(np.abs(e) <= z * np.sqrt(v + w * w * d) + 1e-9) - NOMINAL) for w in WEIGHTS])
-    # of the weights as near as any, the one nearest pg_kde's (all of them where the ranges have no doubt)
+    # (all of them as near where the ranges have no doubt: a periodic profile's)
     return min((w for w, m in zip(WEIGHTS, misses) if m <= misses.min() + 1e-12),
                key=lambda w: abs(w - query.SHAPE_DOUBT))
 
