@@ -131,7 +131,7 @@ def coverage(payload: dict, loads: dict, doubt_weight_: Optional[float] = None) 
 
 def binomial(n: int, f: float) -> tuple:
     """(first count, probabilities): Binomial(n, f) over the counts within 12 standard deviations and 12 of
-    its mean (what lies beyond is below 1e-30 of it), normalised."""
+    its mean (what lies beyond is below 1e-25 of it), normalised."""
     f = min(max(f, 0.0), 1.0)
     if n <= 0 or f == 0.0:
         return 0, np.ones(1)
