@@ -47,7 +47,7 @@ import time
 import warnings
 from pathlib import Path
 from statistics import NormalDist
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 from scipy.special import gammaln
@@ -93,6 +93,21 @@ def quiet_select(sample, method, backend, required=True, scale=None):
         return select_bandwidth(sample, method, backend, required=required, scale=scale)
 
 
+def synopsis(x: np.ndarray, budget: int, period=None) -> dict:
+    """The payload of the 1-D synopsis a server would build of the column ``x`` at ``budget`` bytes (its block
+    sample the server's), in memory."""
+    reader = ArrayTableReader((x,), blocks=(BLOCK_ROWS, SAMPLE_BLOCKS))
+    return build_1d(reader, Requested("auto", 50000, None, "auto", budget), quiet_select, period=period).payload()
+
+
+class Covered(NamedTuple):
+    """One workload's coverage in one data set: the covered share of its inexact queries, their number, their
+    mean floor (the module's docstring)."""
+    coverage: float
+    inexact: int
+    floor: float
+
+
 @contextlib.contextmanager
 def doubt_weight(weight: Optional[float]):
     """pg_kde.synopsis.query answers with the shape's doubt weighed ``weight`` (None: pg_kde's) inside the
@@ -107,7 +122,7 @@ def doubt_weight(weight: Optional[float]):
 
 
 def coverage(payload: dict, loads: dict, doubt_weight_: Optional[float] = None) -> dict:
-    """{workload: (covered share of the inexact queries, their number, their mean floor)}; with
+    """{workload: :class:`Covered`}; with
     ``doubt_weight_``, what the intervals would cover with the shape's doubt weighed that much (pg_kde's
     weight is restored after). The floor: :func:`query_floor` where pg_kde's standard deviation is at most
     FLOOR_SD rows, 0 elsewhere."""
@@ -124,8 +139,8 @@ def coverage(payload: dict, loads: dict, doubt_weight_: Optional[float] = None) 
                 inexact += 1
                 covered += low - 1e-9 <= truth <= high + 1e-9
                 floor += query_floor(payload, float(a), float(b)) if r.variance <= FLOOR_SD ** 2 else 0.0
-            out[workload] = ((covered / inexact, inexact, floor / inexact) if inexact
-                             else (float("nan"), 0, float("nan")))
+            out[workload] = (Covered(covered / inexact, inexact, floor / inexact) if inexact
+                             else Covered(float("nan"), 0, float("nan")))
     return out
 
 
@@ -145,10 +160,15 @@ def binomial(n: int, f: float) -> tuple:
     return first, p / p.sum()
 
 
-def _cells_rows(payload: dict, a: float, b: float) -> float:
-    """The estimate of [a, b]'s rows that lie in the cells (the heavy values' rows taken off)."""
-    bare = dict(payload, cell_cum_count=[0.0] * len(payload["cell_cum_count"]),
+def _empty_cells(payload: dict) -> dict:
+    """The payload with no row in its cells: its estimates are the heavy values' rows alone."""
+    return dict(payload, cell_cum_count=[0.0] * len(payload["cell_cum_count"]),
                 cell_cum_sum=[0.0] * len(payload["cell_cum_sum"]))
+
+
+def _cells_rows(payload: dict, bare: dict, a: float, b: float) -> float:
+    """The estimate of [a, b]'s rows that lie in the cells: the payload's, less its :func:`_empty_cells`'
+    (``bare``)."""
     return range_1d(payload, a, b, 0).estimate - range_1d(bare, a, b, 0).estimate
 
 
@@ -160,6 +180,7 @@ def count_law(payload: dict, a: float, b: float) -> tuple:
     grid, counts = payload["grid"], payload["cell_cum_count"]
     if len(grid) < 2:
         return 0, np.ones(1)
+    bare = _empty_cells(payload)
 
     def rows(c):
         return int(round(counts[c + 1] - counts[c])) if 0 <= c < len(grid) - 1 else 0
@@ -168,7 +189,7 @@ def count_law(payload: dict, a: float, b: float) -> tuple:
         n = rows(bisect.bisect_right(grid, a) - 1)
         if n < 1 or not payload["step"] > 0:
             return 0, np.ones(1)
-        first, law = binomial(n - 1, _cells_rows(payload, a, a + payload["step"] / 4) / n)
+        first, law = binomial(n - 1, _cells_rows(payload, bare, a, a + payload["step"] / 4) / n)
         return first + 1, law
     ca, cb = bisect.bisect_right(grid, a) - 1, bisect.bisect_right(grid, b) - 1
     parts = [(ca, a, b)] if ca == cb else [(ca, a, grid[min(ca + 1, len(grid) - 1)]), (cb, grid[max(cb, 0)], b)]
@@ -176,7 +197,7 @@ def count_law(payload: dict, a: float, b: float) -> tuple:
     for c, u, v in parts:
         n = rows(c)
         if n >= 1:
-            start, part = binomial(n, _cells_rows(payload, u, v) / n)
+            start, part = binomial(n, _cells_rows(payload, bare, u, v) / n)
             first, law = first + start, np.convolve(law, part)
     return first, law
 
@@ -244,8 +265,13 @@ def main(argv=None) -> int:
         parser.error("--calibrate chooses each synopsis' weight: give it or --doubt-weight, not both")
     if args.doubt_weight is not None and not (args.doubt_weight >= 0 and np.isfinite(args.doubt_weight)):
         parser.error("--doubt-weight must be a finite number ≥ 0")
-    what_if = (" --calibrate" if args.calibrate else
-               "" if args.doubt_weight is None else f" --doubt-weight {args.doubt_weight:g}")
+    what_if = title = ""
+    if args.calibrate:
+        what_if = " --calibrate"
+        title = f", what if each synopsis' doubt weight were calibrated on exact counts (pg_kde: {query.SHAPE_DOUBT:g})"
+    elif args.doubt_weight is not None:
+        what_if = f" --doubt-weight {args.doubt_weight:g}"
+        title = f", what if the shape's doubt weighed {args.doubt_weight:g} (pg_kde: {query.SHAPE_DOUBT:g})"
     budgets = [int(b) for b in args.budgets.split(",")]
     started = time.perf_counter()
     found: dict = {}
@@ -257,22 +283,16 @@ def main(argv=None) -> int:
             loads = make_workloads(ordered, kind, np.random.default_rng([args.seed, r, index]), args.queries,
                                    args.queries // 2)
             for budget in budgets:
-                reader = ArrayTableReader((x,), blocks=(BLOCK_ROWS, SAMPLE_BLOCKS))
-                built = build_1d(reader, Requested("auto", 50000, None, "auto", budget), quiet_select, period=period)
-                payload = built.payload()
+                payload = synopsis(x, budget, period)
                 weight = args.doubt_weight
                 if args.calibrate:
                     weight = calibrated_weight(payload, ordered, kind,
                                                np.random.default_rng([args.seed, r, index, budget]))
                 for workload, result in coverage(payload, loads, weight).items():
-                    found.setdefault((col, budget, workload), []).append((*result, weight))
+                    found.setdefault((col, budget, workload), []).append((result, weight))
         print(f"[{time.perf_counter() - started:6.1f}s] realisation {r + 1} of {args.realisations}", flush=True)
 
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    title = ("" if not what_if else
-             f", what if each synopsis' doubt weight were calibrated on exact counts (pg_kde: {query.SHAPE_DOUBT:g})"
-             if args.calibrate else
-             f", what if the shape's doubt weighed {args.doubt_weight:g} (pg_kde: {query.SHAPE_DOUBT:g})")
     lines = [f"# Coverage of the 95% intervals over {args.realisations} data sets{title} ({when})", "",
              f"Measured {when} on {cpu_model()} ({platform.machine()}), pg_kde {__version__}, in memory (no server). "
              f"Command: `python benchmarks/coverage.py --rows {args.rows} --realisations {args.realisations} "
@@ -293,29 +313,30 @@ def main(argv=None) -> int:
             cells = []
             for workload in WORKLOADS:
                 results = found.get((col, budget, workload), [])
-                kept = [(c, n, f, w) for c, n, f, w in results if n >= MIN_INEXACT]
-                every = [(c, n) for c, n, _, _ in results if n > 0]
-                pooled = 100 * sum(c * n for c, n in every) / sum(n for _, n in every) if every else float("nan")
+                kept = [(c, w) for c, w in results if c.inexact >= MIN_INEXACT]
+                every = [c for c, _ in results if c.inexact > 0]
+                pooled = (100 * sum(c.coverage * c.inexact for c in every) / sum(c.inexact for c in every)
+                          if every else float("nan"))
                 if not kept:  # (the few inexact queries of every data set together)
-                    cells.append(f"— (all: {pooled:.1f}% of {sum(n for _, n in every)})" if every else "—")
+                    cells.append(f"— (all: {pooled:.1f}% of {sum(c.inexact for c in every)})" if every else "—")
                     continue
-                shares = np.array([c for c, _, _, _ in kept]) * 100
-                floors = np.array([f for _, _, f, _ in kept]) * 100
+                shares = np.array([c.coverage for c, _ in kept]) * 100
+                floors = np.array([c.floor for c, _ in kept]) * 100
                 # the spread the data sets' coverage would have from their query counts alone, each data set's
                 # true coverage being the mean: a binomial share's standard deviation
-                noise = 100 * np.sqrt(np.mean([shares.mean() / 100 * (1 - shares.mean() / 100) / n
-                                               for _, n, _, _ in kept]))
+                noise = 100 * np.sqrt(np.mean([shares.mean() / 100 * (1 - shares.mean() / 100) / c.inexact
+                                               for c, _ in kept]))
                 within = int(((shares >= BAND[0]) & (shares <= BAND[1])).sum())
                 out_of_reach = int((floors > BAND[1]).sum())
                 inside, sets, above = inside + within, sets + len(kept), above + out_of_reach
                 kinds_inside, kinds = kinds_inside + (within == len(kept)), kinds + 1
                 weights = ""
                 if args.calibrate:
-                    chosen = [w for _, _, _, w in kept]
+                    chosen = [w for _, w in kept]
                     weights = f"; weights {min(chosen):g}–{max(chosen):g}"
                 cells.append(f"{shares.mean():.1f}% ± {shares.std():.1f} [{noise:.1f}] ({shares.min():.1f}–"
                              f"{shares.max():.1f}; {within} of {len(kept)} set{'s' if len(kept) > 1 else ''} in the band, "
-                             f"{np.mean([n for _, n, _, _ in kept]):.0f}; all {pooled:.1f}%; floor {floors.mean():.1f}%, "
+                             f"{np.mean([c.inexact for c, _ in kept]):.0f}; all {pooled:.1f}%; floor {floors.mean():.1f}%, "
                              f"{out_of_reach} above {BAND[1]:g}%{weights})")
             lines.append(f"| {col} | {budget:,} B | " + " | ".join(cells) + " |")
     lines += ["", f"Data sets whose coverage lies within {BAND[0]:g}–{BAND[1]:g}%: {inside} of {sets}; kinds (column, "
@@ -327,7 +348,7 @@ def main(argv=None) -> int:
     (args.out / "coverage.md").write_text(report + "\n")
     (args.out / "coverage.json").write_text(json.dumps(
         [{"column": c, "budget": b, "workload": w,
-          "sets": [{"coverage": v, "inexact": n, "floor": f, "weight": wt} for v, n, f, wt in r]}
+          "sets": [dict(c._asdict(), weight=w) for c, w in r]}
          for (c, b, w), r in found.items()], indent=1) + "\n")
     print(report)
     return 0

@@ -6,19 +6,16 @@ import pytest
 from benchhelpers import load_benchmark
 from scipy.stats import binom
 
-from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, query
+from pg_kde.synopsis import query
 from pg_kde.synopsis.query import interval_1d, range_1d
 
 bench = load_benchmark("coverage.py")
 
 
 def _built(column: str, rows: int, budget: int = 2048, seed: int = 0):
-    data = bench.sales(rows, np.random.default_rng([2026, seed]))
-    x = np.sort(data[column])
+    x = np.sort(bench.sales(rows, np.random.default_rng([2026, seed]))[column])
     kind, period = bench.COLUMNS[column]
-    s = build_1d(ArrayTableReader((x,), blocks=(157, 1024)), Requested("auto", 50000, None, "auto", budget),
-                 bench.quiet_select, period=period).payload()
-    return x, kind, s
+    return x, kind, bench.synopsis(x, budget, period)
 
 
 def test_coverage_what_if_weighs_the_doubt_and_gives_the_weight_back(monkeypatch):
@@ -71,7 +68,7 @@ def test_a_ranges_count_law_centres_on_the_estimate_and_a_points_on_its_slot():
     t, _, ts = _built("created_at", 200_000)
     point = float(t[len(t) // 2])
     first, law = bench.count_law(ts, point, point)
-    expected = bench._cells_rows(ts, point, point + ts["step"] / 4)
+    expected = bench._cells_rows(ts, bench._empty_cells(ts), point, point + ts["step"] / 4)
     assert first + np.dot(np.arange(len(law)), law) == pytest.approx(1 + expected * (1 - 1 / 200_000), rel=1e-3)
     assert expected < 1 and bench.query_floor(ts, point, point) == pytest.approx(np.exp(-expected), abs=0.01)
 
@@ -96,6 +93,5 @@ def test_calibrated_weight_brings_its_ranges_nearest_95_percent_and_gives_the_we
     assert query.SHAPE_DOUBT == weight
     # a column the synopsis holds exactly (a few values, a frequency table): no inexact range, pg_kde's weight
     few = np.sort(np.random.default_rng(3).integers(0, 20, 50_000).astype(np.float64))
-    exact = build_1d(ArrayTableReader((few,), blocks=(157, 1024)), Requested("auto", 50000, None, "auto", 2048),
-                     bench.quiet_select).payload()
+    exact = bench.synopsis(few, 2048)
     assert bench.calibrated_weight(exact, few, "integer", np.random.default_rng(1)) == weight
