@@ -220,10 +220,63 @@ END
 $$;
 COMMENT ON FUNCTION _kde_z(float8) IS 'pg_kde internal: z of a two-sided interval at a confidence';
 
+-- The whole counts a point's interval holds where its lattice slot's cells expect lambda rows (0 <= lambda < 10),
+-- as half-rows about them: a value asked about because a row holds it has 1 + Poisson(lambda) rows; its likeliest
+-- counts are taken from the law's mode outward, the likelier neighbour first, until their chance reaches the
+-- confidence, and the last one is left out again where the chance without it is nearer the confidence (never
+-- the mode). query.held_interval, step for step (0.19.0); docs/math.md §7, "Points".
+CREATE FUNCTION _kde_held_interval(lambda float8, confidence float8, OUT low float8, OUT high float8)
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p float8[];  -- p[j + 1] = P(Poisson(lambda) = j)
+    last integer;
+    a integer;
+    b integer;
+    chance float8;
+    kept_a integer;
+    kept_b integer;
+    kept float8;
+BEGIN
+    lambda := greatest(lambda, 0);
+    p := ARRAY[exp(-lambda)];
+    -- j = 0 .. 64 (query.HELD_LAW_COUNTS), none past a chance below 1e-150 (HELD_LAW_FLOOR), nor where lambda
+    -- is below it: float8's product raises an error where it underflows
+    WHILE cardinality(p) <= 64 AND p[cardinality(p)] >= 1e-150 AND lambda >= 1e-150 LOOP
+        p := p || p[cardinality(p)] * lambda / cardinality(p);
+    END LOOP;
+    last := cardinality(p) - 1;
+    a := floor(lambda)::integer;  -- the mode
+    b := a;
+    chance := p[a + 1];
+    WHILE chance < confidence AND (a > 0 OR b < last) LOOP
+        kept_a := a;
+        kept_b := b;
+        kept := chance;
+        IF b < last AND (a = 0 OR p[b + 2] > p[a]) THEN
+            b := b + 1;
+            chance := chance + p[b + 1];
+        ELSE
+            a := a - 1;
+            chance := chance + p[a + 1];
+        END IF;
+    END LOOP;
+    IF kept IS NOT NULL AND confidence - kept < chance - confidence THEN
+        a := kept_a;
+        b := kept_b;
+    END IF;
+    low := a + 0.5;
+    high := b + 1.5;
+END
+$$;
+COMMENT ON FUNCTION _kde_held_interval(float8, float8) IS 'pg_kde internal: the whole counts of a point''s interval';
+
 -- An interval at the given confidence: estimate ± z sqrt(variance), never outside the hard bounds (which
 -- always hold the answer of the table as of the build); a point query's count (lo = hi) has half a row more
--- each side, for the value's own rows (query.COUNT_CONTINUITY, 0.15.0; up to 0.14.0 every count's had).
--- docs/math.md §7.
+-- each side, for the value's own rows (query.COUNT_CONTINUITY, 0.15.0; up to 0.14.0 every count's had), and
+-- on a lattice, where its slot's cells expect fewer than 10 rows, holds the likeliest whole counts of a value
+-- a row holds instead (_kde_held_interval, 0.19.0). Widened to hold the estimate. docs/math.md §7.
 CREATE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
                               OUT estimate float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -233,20 +286,28 @@ DECLARE
     z float8 := @extschema@._kde_z(confidence);
     s @extschema@.kde_synopsis;
     r record;
+    held record;
     centre float8;
     half float8;
 BEGIN
     s := @extschema@._kde_synopsis_for(tbl, ARRAY[col]);
     r := @extschema@._kde_range(s, lo, hi, moment);
+    estimate := r.estimate;
     centre := r.estimate;
     IF moment = 0 AND lo = hi AND s.step > 0 AND r.low < r.high THEN
-        -- A point's count estimates the rows of a value the column holds; its interval stays about the rows
-        -- its lattice slot's cells expect (the slot asked as a range), with half a row each side (0.16.0;
-        -- query.interval_1d).
+        -- A point's count estimates the rows of a value the column holds; its slot's cells expect centre rows
+        -- there (the slot asked as a range). Below 10 (query.HELD_MEDIAN_BELOW) its interval holds the whole
+        -- counts of 1 + Poisson(centre) (0.19.0); from there it lies about centre, with half a row each side
+        -- (0.16.0; query.interval_1d).
         centre := (@extschema@._kde_range(s, lo, lo + s.step / 4, 0)).estimate;
+        IF centre < 10 THEN
+            held := @extschema@._kde_held_interval(centre, confidence);
+            low := least(greatest(r.low, held.low), r.estimate);
+            high := greatest(least(r.high, held.high), r.estimate);
+            RETURN;
+        END IF;
     END IF;
     half := z * sqrt(r.variance) + CASE WHEN moment = 0 AND lo = hi THEN 0.5 ELSE 0 END;
-    estimate := r.estimate;
     low := least(greatest(r.low, centre - half), r.estimate);
     high := greatest(least(r.high, centre + half), r.estimate);
 END
@@ -284,7 +345,7 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM @extschema@._kde_interval(tbl, col, lo, hi, confidence, 0) $$;
 COMMENT ON FUNCTION approx_count_ci(regclass, text, float8, float8, float8) IS
-    'approx_count with an interval: heavy values and whole cells are exact; only the cells the range cuts are uncertain (estimate ± z·sd at the given confidence, half a row more for a point query lo = hi, within hard bounds that always hold the answer as of the build)';
+    'approx_count with an interval: heavy values and whole cells are exact; only the cells the range cuts are uncertain (estimate ± z·sd at the given confidence, half a row more for a point query lo = hi, or on a lattice where its value is expected to hold fewer than 10 rows the likeliest whole counts of a value a row holds; within hard bounds that always hold the answer as of the build)';
 
 CREATE FUNCTION approx_sum_ci(tbl regclass, col text, lo float8, hi float8, confidence float8 DEFAULT 0.95,
                               OUT estimate float8, OUT low float8, OUT high float8)

@@ -14,7 +14,7 @@ from psycopg import sql  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
 from pg_kde.synopsis.cells import make_profile, period_counts  # noqa: E402
-from pg_kde.synopsis.query import heavy_values, held_rows, interval_1d, range_1d  # noqa: E402
+from pg_kde.synopsis.query import heavy_values, held_interval, held_rows, interval_1d, range_1d  # noqa: E402
 from sqlhelpers import load, refresh  # noqa: E402
 
 
@@ -893,6 +893,29 @@ def test_points_answer_as_the_reference_across_expected_rows(db):
         ref = range_1d(tiny, 1.0, 1.0, order)
         assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9)
         assert got[0] == pytest.approx(want, rel=1e-9), order
+
+
+def test_a_points_interval_on_the_server_is_the_references(db, table):
+    """Below 10 expected rows a point's count interval holds the likeliest whole counts of 1 + Poisson(λ)
+    (0.19.0; docs/math.md §7, "Points"): _kde_held_interval equals query.held_interval bit for bit over λ and
+    confidences, and approx_count_ci of points on a column of about 0.05 rows a second equals the reference, its
+    hard bounds holding the exact counts; most of those intervals hold one row only, [0.5, 1.5]."""
+    rng = np.random.default_rng(19)
+    lams = np.concatenate([[0.0, 1e-300, 0.049, 0.0513, 0.36, 1.0, 2.0, 9.999], rng.uniform(0, 10, 400)]).tolist()
+    for confidence in (0.5, 0.9, 0.95, 0.99):
+        got = db.execute("SELECT (_kde_held_interval(l, %s)).* FROM unnest(%s::float8[]) WITH ORDINALITY AS q(l, i) "
+                         "ORDER BY q.i", (confidence, lams)).fetchall()
+        assert [tuple(g) for g in got] == [held_interval(lam, confidence) for lam in lams], confidence
+    assert db.execute("SELECT (_kde_held_interval(NULL, 0.95)).low").fetchone()[0] is None
+    x = np.sort(rng.integers(0, 4_000_000, 200_000))
+    load(db, table, {"secs": x}, types={"secs": "bigint"})
+    x = x.astype(np.float64)
+    refresh(db, table, "secs", budget=2048)
+    s = payload(db, table, "secs")
+    points = [(float(v), float(v)) for v in rng.choice(x, 400)]
+    server_equals_reference(db, table, "secs", s, x, rng, bounds=points)
+    one = sum(interval_1d(s, lo, lo, 0.95)[1:] == (0.5, 1.5) for lo, _ in points)
+    assert one > 300, one
 
 
 def test_a_box_bound_is_on_a_grid_line_only_within_two_ulps(db):
