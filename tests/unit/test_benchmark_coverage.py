@@ -95,3 +95,21 @@ def test_calibrated_weight_brings_its_ranges_nearest_95_percent_and_gives_the_we
     few = np.sort(np.random.default_rng(3).integers(0, 20, 50_000).astype(np.float64))
     exact = bench.synopsis(few, 2048)
     assert bench.calibrated_weight(exact, few, "integer", np.random.default_rng(1)) == weight
+
+
+@pytest.mark.parametrize("column,budget", [("amount", 2048), ("amount", 65536), ("qty", 2048), ("created_at", 8192)])
+def test_calibration_terms_from_cut_pieces_equal_the_reference_range_by_range(monkeypatch, column, budget):
+    """calibration_terms' ranges, put together from each bound's cut piece, the whole cells between and the
+    heavy values' exact rows, give range_terms' estimate, spread and hard bounds' verdict exactly and its doubt
+    to 1e-9 (a square root and its square again), on both kinds of calibration ranges: over many cells, inside
+    one, and among heavy values alone (qty's)."""
+    monkeypatch.setattr(bench, "CALIBRATION_RANGES", 1500)
+    x, kind, s = _built(column, 200_000, budget)
+    for name, (lo, hi, _) in bench.calibration_ranges(x, kind, np.random.default_rng(11)).items():
+        est, spread, doubt, inexact = bench.calibration_terms(s, lo, hi)
+        want = [bench.range_terms(s, float(a), float(b)) for a, b in zip(lo, hi)]
+        assert est.tolist() == [w[0] for w in want] and spread.tolist() == [w[1] for w in want], name
+        assert inexact.tolist() == [w[3] for w in want], name
+        assert doubt == pytest.approx([w[2] for w in want], rel=1e-9, abs=1e-12), name
+        # (qty's cuts lie among its heavy values, where every range is exact: the branch with no cell)
+        assert inexact.sum() > 300 if column != "qty" else not inexact.any(), (name, inexact.sum())
