@@ -371,15 +371,20 @@ def held_interval(expected: float, confidence: float) -> tuple:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
     expected = max(expected, 0.0)
-    p = [math.exp(-expected)]  # p[j] = P(Poisson(λ) = j), while the last is not negligible
-    while len(p) <= HELD_LAW_COUNTS and p[-1] >= HELD_LAW_FLOOR and expected >= HELD_LAW_FLOOR:
-        p.append(p[-1] * expected / len(p))
-    last = len(p) - 1
     a = b = int(math.floor(expected))  # the mode
+    p = [math.exp(-expected)]  # p[j] = P(Poisson(λ) = j), up to the mode, then as the counts are taken
+
+    def more() -> bool:  # whether the law goes on past the last count computed
+        return len(p) <= HELD_LAW_COUNTS and p[-1] >= HELD_LAW_FLOOR and expected >= HELD_LAW_FLOOR
+
+    while len(p) <= a:
+        p.append(p[-1] * expected / len(p))
     chance, kept = p[a], None
-    while chance < confidence and (a > 0 or b < last):
+    while chance < confidence and (a > 0 or b + 1 < len(p) or more()):
         kept = (a, b, chance)
-        if b < last and (a == 0 or p[b + 1] > p[a - 1]):
+        if b + 1 == len(p) and more():
+            p.append(p[-1] * expected / len(p))
+        if b + 1 < len(p) and (a == 0 or p[b + 1] > p[a - 1]):
             b += 1
             chance += p[b]
         else:

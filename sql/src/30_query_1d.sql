@@ -230,8 +230,8 @@ LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    p float8[];  -- p[j + 1] = P(Poisson(lambda) = j)
-    last integer;
+    p float8[];  -- p[j + 1] = P(Poisson(lambda) = j), up to the mode, then as the counts are taken
+    more boolean;  -- whether the law goes on past the last count computed
     a integer;
     b integer;
     chance float8;
@@ -240,21 +240,25 @@ DECLARE
     kept float8;
 BEGIN
     lambda := greatest(lambda, 0);
-    p := ARRAY[exp(-lambda)];
-    -- j = 0 .. 64 (query.HELD_LAW_COUNTS), none past a chance below 1e-150 (HELD_LAW_FLOOR), nor where lambda
-    -- is below it: float8's product raises an error where it underflows
-    WHILE cardinality(p) <= 64 AND p[cardinality(p)] >= 1e-150 AND lambda >= 1e-150 LOOP
-        p := p || p[cardinality(p)] * lambda / cardinality(p);
-    END LOOP;
-    last := cardinality(p) - 1;
     a := floor(lambda)::integer;  -- the mode
     b := a;
+    p := ARRAY[exp(-lambda)];
+    WHILE cardinality(p) <= a LOOP
+        p := p || p[cardinality(p)] * lambda / cardinality(p);
+    END LOOP;
     chance := p[a + 1];
-    WHILE chance < confidence AND (a > 0 OR b < last) LOOP
+    LOOP
+        -- counts j = 0 .. 64 (query.HELD_LAW_COUNTS), none past a chance below 1e-150 (HELD_LAW_FLOOR), nor
+        -- where lambda is below it: float8's product raises an error where it underflows
+        more := cardinality(p) <= 64 AND p[cardinality(p)] >= 1e-150 AND lambda >= 1e-150;
+        EXIT WHEN NOT (chance < confidence AND (a > 0 OR b + 1 < cardinality(p) OR more));
         kept_a := a;
         kept_b := b;
         kept := chance;
-        IF b < last AND (a = 0 OR p[b + 2] > p[a]) THEN
+        IF b + 1 = cardinality(p) AND more THEN
+            p := p || p[cardinality(p)] * lambda / cardinality(p);
+        END IF;
+        IF b + 1 < cardinality(p) AND (a = 0 OR p[b + 2] > p[a]) THEN
             b := b + 1;
             chance := chance + p[b + 1];
         ELSE
