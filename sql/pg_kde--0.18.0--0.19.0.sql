@@ -75,29 +75,34 @@ DECLARE
     s @extschema@.kde_synopsis;
     r record;
     held record;
+    slot boolean;  -- a point's count on a lattice, not exact
     centre float8;
     half float8;
 BEGIN
     s := @extschema@._kde_synopsis_for(tbl, ARRAY[col]);
     r := @extschema@._kde_range(s, lo, hi, moment);
-    estimate := r.estimate;
+    slot := coalesce(moment = 0 AND lo = hi AND s.step > 0 AND r.low < r.high, false);
     centre := r.estimate;
-    IF moment = 0 AND lo = hi AND s.step > 0 AND r.low < r.high THEN
+    IF slot THEN
         -- A point's count estimates the rows of a value the column holds; its slot's cells expect centre rows
         -- there (the slot asked as a range). Below 10 (query.HELD_MEDIAN_BELOW) its interval holds the whole
         -- counts of 1 + Poisson(centre) (0.19.0); from there it lies about centre, with half a row each side
         -- (0.16.0; query.interval_1d).
         centre := (@extschema@._kde_range(s, lo, lo + s.step / 4, 0)).estimate;
-        IF centre < 10 THEN
-            held := @extschema@._kde_held_interval(centre, confidence);
-            low := least(greatest(r.low, held.low), r.estimate);
-            high := greatest(least(r.high, held.high), r.estimate);
-            RETURN;
-        END IF;
     END IF;
-    half := z * sqrt(r.variance) + CASE WHEN moment = 0 AND lo = hi THEN 0.5 ELSE 0 END;
-    low := least(greatest(r.low, centre - half), r.estimate);
-    high := greatest(least(r.high, centre + half), r.estimate);
+    IF slot AND centre < 10 THEN
+        held := @extschema@._kde_held_interval(centre, confidence);
+        low := held.low;
+        high := held.high;
+    ELSE
+        half := z * sqrt(r.variance) + CASE WHEN moment = 0 AND lo = hi THEN 0.5 ELSE 0 END;
+        low := centre - half;
+        high := centre + half;
+    END IF;
+    -- within the hard bounds, widened to hold the estimate (query.within_bounds)
+    estimate := r.estimate;
+    low := least(greatest(r.low, low), r.estimate);
+    high := greatest(least(r.high, high), r.estimate);
 END
 $$;
 COMMENT ON FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer) IS 'pg_kde internal: an interval';

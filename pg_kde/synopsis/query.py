@@ -346,8 +346,12 @@ def interval(r: Range, confidence: float, order: int = 0, point: bool = False, c
     z = -NormalDist().inv_cdf((1 - confidence) / 2)
     half = z * math.sqrt(r.variance) + (COUNT_CONTINUITY if order == 0 and point else 0.0)
     c = r.estimate if centre is None else centre
-    low, high = max(r.low, c - half), min(r.high, c + half)
-    return r.estimate, min(low, r.estimate), max(high, r.estimate)
+    return within_bounds(r, c - half, c + half)
+
+
+def within_bounds(r: Range, low: float, high: float) -> tuple:
+    """(estimate, low, high): [low, high] kept within ``r``'s hard bounds and widened to hold its estimate."""
+    return r.estimate, min(max(r.low, low), r.estimate), max(min(r.high, high), r.estimate)
 
 
 #: The counts a point's law (:func:`held_interval`) spans: 1 + 0 … 1 + HELD_LAW_COUNTS rows, enough below
@@ -407,8 +411,7 @@ def interval_1d(s: dict, lo: Optional[float], hi: Optional[float], confidence: f
     if order == 0 and point and s["step"] > 0 and r.low < r.high:
         expected = range_1d(s, lo, lo + s["step"] / 4, 0).estimate
         if expected < HELD_MEDIAN_BELOW:
-            low, high = held_interval(expected, confidence)
-            return r.estimate, min(max(r.low, low), r.estimate), max(min(r.high, high), r.estimate)
+            return within_bounds(r, *held_interval(expected, confidence))
         return interval(r, confidence, order, point, expected)
     return interval(r, confidence, order, point)
 

@@ -595,8 +595,8 @@ def test_a_points_interval_holds_its_likeliest_whole_counts(rng):
         if slot.low == slot.high:
             continue
         est, low, high = interval_1d(s, v, v, 0.95)
-        assert (low, high) == tuple(min(max(slot.low, h), est) if i == 0 else max(min(slot.high, h), est)
-                                    for i, h in enumerate(held_interval(slot.estimate, 0.95)))
+        held = held_interval(slot.estimate, 0.95)
+        assert (low, high) == (min(max(slot.low, held[0]), est), max(min(slot.high, held[1]), est))
         covered.append(low <= exact(xs, v, v, 0) <= high)
     assert len(covered) > 1900 and 0.93 <= np.mean(covered) <= 0.97, (len(covered), np.mean(covered))
 
