@@ -177,7 +177,7 @@ def _cells_rows(payload: dict, bare: dict, a: float, b: float) -> float:
 def count_law(payload: dict, a: float, b: float) -> tuple:
     """The law of [a, b]'s rows in its cut cells, as pg_kde's cells model them: each cut cell's n rows
     binomial about the shape's share of them (independent cells); a point on a lattice (a = b), a value the
-    column holds, 1 + Binomial(n − 1, λ / n), λ the rows its slot expects (the centre of its interval,
+    column holds, 1 + Binomial(n − 1, λ / n), λ the rows its slot expects (the λ its interval takes,
     :func:`pg_kde.synopsis.query.interval_1d`). (first count, probabilities of consecutive counts from it)."""
     grid, counts = payload["grid"], payload["cell_cum_count"]
     if len(grid) < 2:
