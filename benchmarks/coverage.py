@@ -25,22 +25,16 @@ over its inexact queries, bounds from below the coverage of any intervals that h
 value, as far as the cells' model holds: where it lies above 97%, only intervals that leave out the likeliest
 answer of some queries could bring that data set into the band.
 
-What if: ``--doubt-weight W`` answers with the shape's doubt weighted W (docs/math.md §7, "The shape's
-doubt") where pg_kde weighs it 1 (pg_kde.synopsis.query.SHAPE_DOUBT, SHAPE_DOUBT in extension/range.c), to
-see what another weight would do to each data set's coverage; ``--calibrate`` weighs each synopsis' doubt by
-the weight (of WEIGHTS) whose intervals cover nearest 95% of CALIBRATION_RANGES ranges of each of two kinds
-(between pairs of CALIBRATION_CUTS of the column's values at evenly spaced ranks, and of as many values evenly
-spaced over its span), against their exact counts: what a build could do with exact counts at those cuts
-from its one scan (each range put together from its bounds' cut pieces, :func:`calibration_terms`, which
-give range_1d's terms: 6,000 ranges of a 300,000-row column took 0.01–3.1 s against 5–15 s range by
-range, the time column's profile cells the slowest). The report says so in its title and command.
+Each synopsis' shape's doubt is weighed as its build calibrated it (pg_kde.synopsis.calibration: exact counts
+between the cuts of its scan), and the report gives the weights the builds chose. What if: ``--doubt-weight
+W`` answers with every synopsis' doubt weighted W instead (docs/math.md §7, "The shape's doubt"), to see what
+another weight would do to each data set's coverage. The report says so in its title and command.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
-import contextlib
 import datetime as dt
 import json
 import platform
@@ -48,14 +42,13 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from statistics import NormalDist
 from typing import NamedTuple, Optional
 
 import numpy as np
 from scipy.special import gammaln
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmarks' helpers, under python -P too
-from budget import WORKLOADS, count_between, cpu_model, make_workloads, snap  # noqa: E402
+from budget import WORKLOADS, cpu_model, make_workloads  # noqa: E402
 
 from pg_kde import __version__  # noqa: E402
 from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth  # noqa: E402
@@ -72,9 +65,6 @@ NOMINAL = 0.95
 #: Queries whose standard deviation (pg_kde's) is above this many rows count 0 in the floor, which stays a
 #: lower bound (their laws spread over hundreds of counts; the cost of convolving those is saved).
 FLOOR_SD = 15.0
-#: --calibrate: the cuts of each kind, the ranges between pairs of them, and the weights tried.
-CALIBRATION_CUTS, CALIBRATION_RANGES = 1024, 6000
-WEIGHTS = tuple(round(0.2 + 0.05 * k, 2) for k in range(47))  # 0.2 .. 2.5
 
 
 def sales(rows: int, rng) -> dict:
@@ -110,39 +100,26 @@ class Covered(NamedTuple):
     floor: float
 
 
-@contextlib.contextmanager
-def doubt_weight(weight: Optional[float]):
-    """pg_kde.synopsis.query answers with the shape's doubt weighed ``weight`` (None: pg_kde's) inside the
-    block; pg_kde's weight is restored after, whatever happens in it."""
-    kept = query.SHAPE_DOUBT
-    if weight is not None:
-        query.SHAPE_DOUBT = weight  # (range_1d reads it at each query)
-    try:
-        yield
-    finally:
-        query.SHAPE_DOUBT = kept
-
-
-def coverage(payload: dict, loads: dict, doubt_weight_: Optional[float] = None) -> dict:
-    """{workload: :class:`Covered`}; with
-    ``doubt_weight_``, what the intervals would cover with the shape's doubt weighed that much (pg_kde's
-    weight is restored after). The floor: :func:`query_floor` where pg_kde's standard deviation is at most
-    FLOOR_SD rows, 0 elsewhere."""
+def coverage(payload: dict, loads: dict, doubt_weight: Optional[float] = None) -> dict:
+    """{workload: :class:`Covered`}; with ``doubt_weight``, what the intervals would cover with the shape's
+    doubt weighed that much instead of as the synopsis' build calibrated it. The floor: :func:`query_floor`
+    where pg_kde's standard deviation is at most FLOOR_SD rows, 0 elsewhere."""
     out = {}
-    with doubt_weight(doubt_weight_):
-        for workload, (lo, hi, exact) in loads.items():
-            covered = inexact = 0
-            floor = 0.0
-            for a, b, truth in zip(lo, hi, exact):
-                r = range_1d(payload, float(a), float(b), 0)
-                if r.low == r.high:
-                    continue
-                _, low, high = interval_1d(payload, float(a), float(b), NOMINAL)
-                inexact += 1
-                covered += low - 1e-9 <= truth <= high + 1e-9
-                floor += query_floor(payload, float(a), float(b)) if r.variance <= FLOOR_SD ** 2 else 0.0
-            out[workload] = (Covered(covered / inexact, inexact, floor / inexact) if inexact
-                             else Covered(float("nan"), 0, float("nan")))
+    if doubt_weight is not None:
+        payload = dict(payload, doubt_weight=doubt_weight)
+    for workload, (lo, hi, exact) in loads.items():
+        covered = inexact = 0
+        floor = 0.0
+        for a, b, truth in zip(lo, hi, exact):
+            r = range_1d(payload, float(a), float(b), 0)
+            if r.low == r.high:
+                continue
+            _, low, high = interval_1d(payload, float(a), float(b), NOMINAL)
+            inexact += 1
+            covered += low - 1e-9 <= truth <= high + 1e-9
+            floor += query_floor(payload, float(a), float(b)) if r.variance <= FLOOR_SD ** 2 else 0.0
+        out[workload] = (Covered(covered / inexact, inexact, floor / inexact) if inexact
+                         else Covered(float("nan"), 0, float("nan")))
     return out
 
 
@@ -210,114 +187,6 @@ def query_floor(payload: dict, a: float, b: float) -> float:
     return float(count_law(payload, a, b)[1].max())
 
 
-def calibration_ranges(values: np.ndarray, kind: str, rng) -> dict:
-    """--calibrate's ranges of the sorted ``values`` (a column of ``kind``, budget.py's): {"data": ..., "uniform":
-    ...}, each (lo, hi, exact), CALIBRATION_RANGES pairs of CALIBRATION_CUTS cuts (of the values at evenly spaced
-    ranks, or evenly spaced over their span at the column's resolution), those with lo < hi."""
-    picks = np.linspace(0, len(values) - 1, CALIBRATION_CUTS).round().astype(np.int64)
-    even = np.array([snap(kind, v) for v in np.linspace(values[0], values[-1], CALIBRATION_CUTS)])
-    out = {}
-    for name, cuts in (("data", values[picks]), ("uniform", even)):
-        pairs = np.sort(cuts[rng.integers(0, len(cuts), (CALIBRATION_RANGES, 2))], axis=1)
-        pairs = pairs[pairs[:, 0] < pairs[:, 1]]
-        out[name] = (pairs[:, 0], pairs[:, 1], count_between(values, pairs[:, 0], pairs[:, 1]))
-    return out
-
-
-def range_terms(payload: dict, a: float, b: float) -> tuple:
-    """(estimate, spread, doubt, inexact) of [a, b]'s count, one range at a time: its estimate, its variance
-    with the shape's doubt weighed 0 (the rows' own spread), the doubt's square (its variance with weight 1,
-    less the spread), and whether its hard bounds leave it open. The float64 reference that
-    :func:`calibration_terms` is tested against, and what it falls back on."""
-    with doubt_weight(1.0):
-        whole = range_1d(payload, a, b, 0)
-    with doubt_weight(0.0):
-        rows = range_1d(payload, a, b, 0).variance
-    return whole.estimate, rows, max(0.0, whole.variance - rows), whole.low != whole.high
-
-
-def _piece(payload: dict, a: float, b: float, heavy) -> tuple:
-    """(estimate, spread, disagreement, low, high) of the cells' part of the snapped [a, b]: the piece of one
-    cut cell, where a or b is one of its ends."""
-    with doubt_weight(0.0):
-        rows = query.smooth_1d(payload, a, b, 0, heavy)
-    with doubt_weight(1.0):
-        doubt = query.smooth_1d(payload, a, b, 0, heavy).variance - rows.variance
-    return rows.estimate, rows.variance, np.sqrt(max(0.0, doubt)), rows.low, rows.high
-
-
-def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> tuple:
-    """:func:`range_terms` of the ranges [lo_i, hi_i] (lo_i < hi_i), as arrays, from cut pieces: a range over
-    two or more cells of a lattice is its heavy values' exact rows, the whole cells between, the piece of its
-    first cell from its snapped lo and that of its last cell up to its snapped hi (each cut cell's estimate,
-    spread and hard bounds its own, its disagreement with the straight line added before it is squared:
-    pg_kde.synopsis.query.smooth_1d). Each bound's piece is taken once, so thousands of ranges between a few
-    thousand cuts cost a few thousand pieces, not a range each. Ranges inside one cell, and every range of a
-    column with no lattice, take :func:`range_terms`."""
-    n = len(lo)
-    est, spread, doubt = np.zeros(n), np.zeros(n), np.zeros(n)
-    inexact = np.zeros(n, dtype=bool)
-    grid, step = payload["grid"], payload["step"]
-    m = len(grid)
-    heavy = None
-    values, cum, _ = query.heavy_values(payload)
-    if payload.get("heavy_whole"):
-        heavy = values
-    lower, upper = {}, {}  # a bound -> its cut cell's piece (:func:`_piece`), as lo and as hi
-
-    def cell(x):
-        return min(max(bisect.bisect_right(grid, x) - 1, 0), m - 2)
-
-    for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
-        snapped = query.snap(a, b, step) if step > 0 and m >= 2 and payload["kde_rows"] > 0 else None
-        if snapped is None:
-            est[i], spread[i], doubt[i], inexact[i] = range_terms(payload, a, b)
-            continue
-        upto, below = bisect.bisect_right(values, b), bisect.bisect_left(values, a)
-        exact = (cum[upto - 1] if upto else 0.0) - (cum[below - 1] if below else 0.0)
-        A, B = max(snapped[0], grid[0]), min(snapped[1], grid[-1])
-        if not A < B:  # (no cell in it: its heavy values' rows, exact)
-            est[i] = exact + 0.0
-            continue
-        ka, kb = cell(A), cell(B)
-        if ka == kb:
-            est[i], spread[i], doubt[i], inexact[i] = range_terms(payload, a, b)
-            continue
-        if a not in lower:
-            lower[a] = _piece(payload, snapped[0], grid[ka + 1], heavy)
-        if b not in upper:
-            upper[b] = _piece(payload, grid[kb], snapped[1], heavy)
-        first, last = lower[a], upper[b]
-        # as smooth_1d adds them: the whole cells between, then the first cut cell, then the last
-        whole = payload["cell_cum_count"][kb] - payload["cell_cum_count"][ka + 1] if kb > ka + 1 else 0.0
-        est[i] = exact + (0.0 + whole + first[0] + last[0])
-        spread[i] = 0.0 + first[1] + last[1]
-        apart = 0.0 + first[2] + last[2]
-        doubt[i] = apart * apart
-        inexact[i] = exact + (0.0 + whole + first[3] + last[3]) != exact + (0.0 + whole + first[4] + last[4])
-    return est, spread, doubt, inexact
-
-
-def calibrated_weight(payload: dict, values: np.ndarray, kind: str, rng) -> float:
-    """--calibrate: the weight of WEIGHTS whose intervals cover nearest 95% of :func:`calibration_ranges`'
-    inexact ranges together (of this synopsis of the sorted ``values``), against their exact counts; of the
-    weights as near as any, the one nearest pg_kde's."""
-    errors, spread, doubt = [], [], []
-    for lo, hi, exact in calibration_ranges(values, kind, rng).values():
-        est, rows, shape, inexact = calibration_terms(payload, lo, hi)
-        errors.append((est - exact)[inexact])
-        spread.append(rows[inexact])
-        doubt.append(shape[inexact])
-    e, v, d = (np.concatenate(x) for x in (errors, spread, doubt))
-    if not len(e):
-        return query.SHAPE_DOUBT
-    z = -NormalDist().inv_cdf((1 - NOMINAL) / 2)
-    misses = np.array([abs(np.mean(np.abs(e) <= z * np.sqrt(v + w * w * d) + 1e-9) - NOMINAL) for w in WEIGHTS])
-    # (all of them as near where the ranges have no doubt: a periodic profile's)
-    return min((w for w, m in zip(WEIGHTS, misses) if m <= misses.min() + 1e-12),
-               key=lambda w: abs(w - query.SHAPE_DOUBT))
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -327,21 +196,14 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     parser.add_argument("--doubt-weight", type=float, default=None,
-                        help=f"what if the shape's doubt weighed this much (pg_kde: {query.SHAPE_DOUBT:g})")
-    parser.add_argument("--calibrate", action="store_true",
-                        help="what if each synopsis' doubt weight were calibrated on exact counts (the docstring)")
+                        help="what if every synopsis' shape's doubt weighed this much (pg_kde: its build's calibration)")
     args = parser.parse_args(argv)
-    if args.calibrate and args.doubt_weight is not None:
-        parser.error("--calibrate chooses each synopsis' weight: give it or --doubt-weight, not both")
     if args.doubt_weight is not None and not (args.doubt_weight >= 0 and np.isfinite(args.doubt_weight)):
         parser.error("--doubt-weight must be a finite number ≥ 0")
     what_if = title = ""
-    if args.calibrate:
-        what_if = " --calibrate"
-        title = f", what if each synopsis' doubt weight were calibrated on exact counts (pg_kde: {query.SHAPE_DOUBT:g})"
-    elif args.doubt_weight is not None:
+    if args.doubt_weight is not None:
         what_if = f" --doubt-weight {args.doubt_weight:g}"
-        title = f", what if the shape's doubt weighed {args.doubt_weight:g} (pg_kde: {query.SHAPE_DOUBT:g})"
+        title = f", what if the shape's doubt weighed {args.doubt_weight:g} (pg_kde: its build's calibration)"
     budgets = [int(b) for b in args.budgets.split(",")]
     started = time.perf_counter()
     found: dict = {}
@@ -354,11 +216,8 @@ def main(argv=None) -> int:
                                    args.queries // 2)
             for budget in budgets:
                 payload = synopsis(x, budget, period)
-                weight = args.doubt_weight
-                if args.calibrate:
-                    weight = calibrated_weight(payload, ordered, kind,
-                                               np.random.default_rng([args.seed, r, index, budget]))
-                for workload, result in coverage(payload, loads, weight).items():
+                weight = args.doubt_weight if args.doubt_weight is not None else payload.get("doubt_weight")
+                for workload, result in coverage(payload, loads, args.doubt_weight).items():
                     found.setdefault((col, budget, workload), []).append((result, weight))
         print(f"[{time.perf_counter() - started:6.1f}s] realisation {r + 1} of {args.realisations}", flush=True)
 
@@ -372,7 +231,8 @@ def main(argv=None) -> int:
              f"lowest and highest, how many data sets lie within {BAND[0]:g}–{BAND[1]:g}%, the mean number of inexact "
              f"queries a data set, their floor's mean (the chance of each count's likeliest value: a lower "
              f"bound on the coverage of intervals that hold it, the module's docstring) and how many data sets' "
-             f"floor lies above {BAND[1]:g}%{'; the weights chosen' if args.calibrate else ''}; data sets "
+             f"floor lies above {BAND[1]:g}%; the doubt's weights (the builds' calibration, or the what-if's; —: not "
+             f"calibrated, weighed {query.SHAPE_DOUBT:g}); data sets "
              f"with fewer than {MIN_INEXACT} inexact queries of a kind are left out of it (—: none had as many, and "
              f"'all' is every data set's inexact queries of that kind together); "
              f"'all': the share of every data set's inexact queries together.", "",
@@ -400,10 +260,8 @@ def main(argv=None) -> int:
                 out_of_reach = int((floors > BAND[1]).sum())
                 inside, sets, above = inside + within, sets + len(kept), above + out_of_reach
                 kinds_inside, kinds = kinds_inside + (within == len(kept)), kinds + 1
-                weights = ""
-                if args.calibrate:
-                    chosen = [w for _, w in kept]
-                    weights = f"; weights {min(chosen):g}–{max(chosen):g}"
+                chosen = [w for _, w in kept if w is not None]
+                weights = f"; weights {min(chosen):g}–{max(chosen):g}" if chosen else "; weights —"
                 cells.append(f"{shares.mean():.1f}% ± {shares.std():.1f} [{noise:.1f}] ({shares.min():.1f}–"
                              f"{shares.max():.1f}; {within} of {len(kept)} set{'s' if len(kept) > 1 else ''} in the band, "
                              f"{np.mean([c.inexact for c, _ in kept]):.0f}; all {pooled:.1f}%; floor {floors.mean():.1f}%, "

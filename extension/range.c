@@ -61,7 +61,8 @@ mean_known(double w, double step)
 	return MEAN_KNOWN;
 }
 /* The share of the cut cells' disagreement with the straight line that counts as the shape's standard
- * error (query.SHAPE_DOUBT). */
+ * error where a synopsis does not say its own (doubt_weight NULL, or a row of a version before 0.20.0:
+ * query.SHAPE_DOUBT). */
 #define SHAPE_DOUBT 1.0
 /* Largest rate of an exponential shape (cells.RATE_LIMIT). */
 #define RATE_LIMIT 500.0
@@ -808,9 +809,16 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			out.high += fmax(0.0, n * (g0 * (1 - t1) + g1 * t1));
 		}
 	}
-	/* the shape's own uncertainty: how far its shares are from the straight line's */
-	d = SHAPE_DOUBT * disagreement;
-	out.variance += d * d;
+	/* the shape's own uncertainty: how far its shares are from the straight line's, weighed as the build
+	 * calibrated it (doubt_weight, 0.20.0: calibration.py) */
+	if (disagreement != 0)
+	{
+		bool		weight_null;
+		Datum		weight_datum = kde_row_field_optional(row, "doubt_weight", &weight_null);
+
+		d = (weight_null ? SHAPE_DOUBT : DatumGetFloat8(weight_datum)) * disagreement;
+		out.variance += d * d;
+	}
 	return out;
 }
 

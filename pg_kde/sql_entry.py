@@ -482,7 +482,8 @@ def _stored_1d(plpy, schema: str, relid, cols):
         period=float(r["period"]), profile=[float(v) for v in r["profile"]],
         sum_slack=None if r.get("sum_slack") is None else float(r["sum_slack"]),
         sum_quantum=None if r.get("sum_quantum") is None else float(r["sum_quantum"]),
-        heavy_whole=r.get("heavy_whole"))
+        heavy_whole=r.get("heavy_whole"),
+        doubt_weight=None if r.get("doubt_weight") is None else float(r["doubt_weight"]))
     return built, facts
 
 

@@ -11,7 +11,7 @@ import json
 import math
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Tuple
 
 import numpy as np
@@ -19,6 +19,7 @@ import numpy as np
 from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
+from .calibration import calibrate, fold_scan, probes, rows_below
 from .catalog import Built1D, Built2D, Requested
 from .packing import PACK_LIMIT, exact_dot, lattice_indices, pack_atoms, pack_pairs, packed_size
 from .cells import (
@@ -152,6 +153,13 @@ class _Plan1D:
     most_cells: int  # cells the budget holds with no heavy value: a cell's share of rows is 1 / most_cells
     flagged: np.ndarray  # the values the sample showed as heavy (counted apart, given cells, or not in the budget)
     heavy_bytes: int  # the bytes the plan leaves the heavy values (a frequency table: its pack's estimate)
+    #: half-steps of the lattice whose rows below the scan also counts, boundaries of its grid beside
+    #: ``points`` (folded back after it): the calibration's cuts (:mod:`.calibration`); empty: none
+    probes: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+    def scanned_grid(self) -> np.ndarray:
+        """The grid the scan counts over: ``points`` and the ``probes`` (:func:`.calibration.fold_scan`)."""
+        return np.union1d(self.points, self.probes) if len(self.probes) else self.points
 
 
 @dataclass(frozen=True)
@@ -180,6 +188,7 @@ class Pinned1D:
             "plan_quantum": float(p.quantum), "step": float(p.step), "few": bool(p.few),
             "atoms_room": int(p.atoms_room), "most_cells": int(p.most_cells),
             "flagged": [float(v) for v in p.flagged], "heavy_bytes": int(p.heavy_bytes),
+            "probes": [float(v) for v in p.probes],
             "scale": float(self.scale), "continuous": bool(self.continuous),
             "quantum": None if self.quantum is None else float(self.quantum),
             "period": None if self.period is None else [float(self.period[0]), int(self.period[1])],
@@ -195,7 +204,7 @@ class Pinned1D:
             array = lambda k: np.asarray(d[k], dtype=np.float64)  # noqa: E731
             plan = _Plan1D(array("points"), array("candidates"), float(d["plan_quantum"]), float(d["step"]),
                            bool(d["few"]), int(d["atoms_room"]), int(d["most_cells"]), array("flagged"),
-                           int(d["heavy_bytes"]))
+                           int(d["heavy_bytes"]), array("probes"))
             period = None if d["period"] is None else (float(d["period"][0]), int(d["period"][1]))
             pinned = Pinned1D(plan, float(d["scale"]), bool(d["continuous"]),
                               None if d["quantum"] is None else float(d["quantum"]), period, bool(d["table"]),
@@ -205,7 +214,9 @@ class Pinned1D:
         ok = (len(plan.points) >= 2 and np.all(np.isfinite(plan.points)) and np.all(np.diff(plan.points) > 0)
               and math.isfinite(plan.quantum) and plan.quantum > 0 and 0 < pinned.share and pinned.rows > 0
               and math.isfinite(pinned.scale) and pinned.scale > 0 and len(pinned.shares) == len(plan.points) - 1
-              and all(math.isfinite(v) and v >= 0 for v in pinned.shares))
+              and all(math.isfinite(v) and v >= 0 for v in pinned.shares)
+              and np.all(np.isfinite(plan.probes)) and np.all(np.diff(plan.probes) > 0)
+              and (not len(plan.probes) or plan.points[0] < plan.probes[0] and plan.probes[-1] < plan.points[-1]))
         return pinned if ok else None
 
 
@@ -302,8 +313,10 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     # the ends of float8), such a point would not map back to the column's units exactly, and rows would
     # change cells on the way.
     points = np.unique(np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points))
+    # The calibration's cuts, on a lattice (.calibration)
+    cuts = probes(sample, points, step) if step > 0 else np.empty(0)
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells,
-                   np.asarray(heavy, dtype=np.float64), heavy_bytes)
+                   np.asarray(heavy, dtype=np.float64), heavy_bytes, cuts)
 
 
 def _table_bytes(plan: _Plan1D, scan) -> int:
@@ -596,8 +609,11 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
                             grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale), rows, table)
         # (a time column's profile is counted over every row in the same pass, on its own units only)
         phases = (period[0], period[1], plan.step) if period and scale == 1.0 else None
-        scan = reader.scaled([scale]).scan_1d(plan.points, plan.candidates, plan.quantum, taking, phases)
+        # (with the calibration's cuts as boundaries too, folded back into the plan's cells)
+        fine = plan.scanned_grid()
+        scan = reader.scaled([scale]).scan_1d(fine, plan.candidates, plan.quantum, taking, phases)
         _scan_errors(scan, rel, col)
+        scan, fine_below = fold_scan(scan, plan.points, fine)
         rows = scan.non_null
         # (another scan below plans from the row sample too; so does a pinned plan made for far fewer or more rows)
         # (a kept plan made for far fewer or more rows, or whose cells the rows have outgrown, is made again)
@@ -762,14 +778,20 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
                 (np.asarray(a, dtype=np.float64) / scale).tolist() for a in (grid, cell_sum, atom_sum))
             slack, rounding = slack / scale, rounding / scale  # (a power of two: exact)
             atoms = Atoms(atoms.values / scale, atoms.counts)
-    return Built1D(
+    built = Built1D(
         method=used_method, bandwidth=float(h), sample_size=used_sample, backend=used_backend, scale=used_scale,
         n_rows=n, n_null=n_all - n, step=float(step), atom_values=atoms.values.tolist(),
         atom_cum_count=atom_count, atom_cum_sum=atom_sum, heavy_rows=heavy_rows, kde_rows=kde_rows, grid=grid,
         grid_size=len(grid), cell_cum_count=cell_count, cell_cum_sum=cell_sum, density=density, shape_var=float(tau2),
-        budget=budget, seconds=time.perf_counter() - started, period=used_period, profile=used_profile,
+        budget=budget, seconds=0.0, period=used_period, profile=used_profile,
         sum_slack=slack, sum_quantum=rounding, heavy_whole=True, pinned=pin,
     )
+    weight = None
+    if len(plan.probes) and scale == 1.0 and kde_rows > 0:
+        # The shape's doubt's weight, from the exact counts between the scan's cuts (.calibration)
+        counted = rows_below(plan.probes, fine, fine_below, plan.candidates, scan.candidate_rows)
+        weight = calibrate(built.payload(), plan.probes, counted)
+    return replace(built, doubt_weight=weight, seconds=time.perf_counter() - started)
 
 
 @dataclass(frozen=True)

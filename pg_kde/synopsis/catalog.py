@@ -23,6 +23,7 @@ CATALOG_TYPES = {
     "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
     "sat_sum": "float8[]", "kde_sat": "float8[]", "attnums": "int2[]", "coltypes": "text[]", "built_relid": "oid",
     "storage_id": "text", "pages": "int8", "kind": "text", "atom_pack": "bytea", "heavy_whole": "bool",
+    "doubt_weight": "float8",
 }
 
 #: Columns of the header table, kde_catalog, in the order written; the rest of a row is its kind's payload
@@ -109,6 +110,11 @@ class Built1D:
     #: where every part's are and no part has the value in a cell): the queries then take the heavy values'
     #: slots out of a cut cell's shape (docs/math.md §7). None: not known, a synopsis stored before 0.17.0.
     heavy_whole: Optional[bool] = None
+    #: The weight of the shape's doubt in a cut cell's interval, calibrated by the build on exact counts
+    #: between the cuts of its scan (:mod:`.calibration`); None: not calibrated (a continuous column, a
+    #: frequency table, a periodic profile's cells, a synopsis stored before 0.20.0), weighed
+    #: :data:`pg_kde.synopsis.query.SHAPE_DOUBT`.
+    doubt_weight: Optional[float] = None
     #: The plan of the build's last scan (:class:`.build.Pinned1D`; None for a merge or a stored synopsis):
     #: a Citus table's next refresh scans its shards with it (:mod:`.shards`). Not stored with the synopsis.
     pinned: Optional[object] = field(default=None, compare=False, repr=False)
@@ -126,7 +132,8 @@ class Built1D:
         return {"step": self.step, **atoms, "kde_rows": self.kde_rows, "grid": self.grid,
                 "cell_cum_count": self.cell_cum_count, "cell_cum_sum": self.cell_cum_sum, "density": self.density,
                 "shape_var": self.shape_var, "period": self.period, "profile": self.profile,
-                "sum_slack": self.sum_slack, "sum_quantum": self.sum_quantum, "heavy_whole": self.heavy_whole}
+                "sum_slack": self.sum_slack, "sum_quantum": self.sum_quantum, "heavy_whole": self.heavy_whole,
+                "doubt_weight": self.doubt_weight}
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
         """The row of this synopsis, header and payload columns together (column -> value); split it with
@@ -152,6 +159,7 @@ class Built1D:
                 "sample_size": self.sample_size, "backend": self.backend,
                 **({"scale": self.scale} if self.scale else {}),
                 "grid_size": self.grid_size, **({"period": self.period} if self.period else {}),
+                **({"doubt_weight": self.doubt_weight} if self.doubt_weight is not None else {}),
                 "budget": self.budget, "seconds": round(self.seconds, 4)}
 
 

@@ -20,6 +20,7 @@ from .catalog import Built1D, Built2D
 from .cells import (ATOM_BYTES, BOUNDARY_BYTES, PROFILE_PRIOR, ROW_BYTES_1D, cells_for_budget, make_profile, on_lattice,
                     period_counts, profile_bytes, stored_density)
 from .packing import pack_atoms
+from .query import SHAPE_DOUBT
 from .maths import Atoms, ulp
 
 
@@ -187,8 +188,19 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         period=period, profile=profile, sum_slack=_merged_slack(parts, celled, len(demoted)) if grid else 0.0,
         sum_quantum=(None if any(p.sum_quantum is None for p in celled)
                      else max((p.sum_quantum for p in celled), default=0.0)) if grid else 0.0,
-        heavy_whole=whole,
+        heavy_whole=whole, doubt_weight=_merged_weight(celled),
     )
+
+
+def _merged_weight(celled: Sequence[Built1D]) -> Optional[float]:
+    """The merged synopsis' doubt weight: the largest of its celled parts' (one not calibrated weighs
+    :data:`~pg_kde.synopsis.query.SHAPE_DOUBT`), None where none of them is calibrated. Each part's weight was
+    calibrated on its own cells; the merged cells' errors are not measured, so the merge takes the widest
+    intervals any part's calibration asked for (as it takes the largest shape variance)."""
+    weights = [p.doubt_weight for p in celled]
+    if all(w is None for w in weights):
+        return None
+    return max(SHAPE_DOUBT if w is None else w for w in weights)
 
 
 def _merged_slack(parts: Sequence[Built1D], celled: Sequence[Built1D], demoted: int) -> Optional[float]:

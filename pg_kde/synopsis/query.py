@@ -18,7 +18,9 @@ from .maths import is_tie_cell, ulp
 from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_pairs
 
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard
-#: error (docs/math.md §7).
+#: error (docs/math.md §7) where a synopsis does not say its own (doubt_weight: NULL before 0.20.0, and on a
+#: continuous column, a frequency table or a periodic profile, which its build does not calibrate:
+#: :mod:`.calibration`).
 SHAPE_DOUBT = 1.0
 #: Half a row each side of a point query's count interval (lo = hi; docs/math.md §7) where its law's whole
 #: counts do not give it (:func:`interval_1d`: a continuous column, or a slot of at least HELD_MEDIAN_BELOW
@@ -47,6 +49,9 @@ class Range:
     variance: float = 0.0
     low: float = 0.0
     high: float = 0.0
+    #: The cut cells' disagreement with the straight line (rows, or a sum's units), before it is weighed: the
+    #: shape's doubt is its weight times this (:func:`smooth_1d`).
+    disagreement: float = 0.0
 
 
 def snap(a: float, b: float, step: float):
@@ -80,9 +85,30 @@ def _position(part: float, first: float, t0: float, t1: float) -> tuple:
     return share, min(t1, max(t0, pos))
 
 
-def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None) -> Range:
+def doubt_weight(s: dict) -> float:
+    """The weight of a synopsis' shape's doubt: its stored ``doubt_weight`` (its build's calibration,
+    :mod:`.calibration`), :data:`SHAPE_DOUBT` where it has none."""
+    w = s.get("doubt_weight")
+    return SHAPE_DOUBT if w is None else float(w)
+
+
+def cell_of(grid, x: float) -> int:
+    """The cell of ``grid`` (two or more boundaries) that holds x: grid[k] <= x < grid[k + 1], the last cell
+    also holding its end, the outer cells what lies beyond."""
+    return min(max(bisect.bisect_right(grid, x) - 1, 0), len(grid) - 2)
+
+
+def heavy_between(values, cum, a: float, b: float) -> tuple:
+    """(exact, upto, below): the sorted heavy ``values`` in [a, b] are values[below:upto], and ``exact`` the sum
+    of their steps of ``cum`` (cumulative counts or sums)."""
+    upto, below = bisect.bisect_right(values, b), bisect.bisect_left(values, a)
+    return (cum[upto - 1] if upto else 0.0) - (cum[below - 1] if below else 0.0), upto, below
+
+
+def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optional[float] = None) -> Range:
     """The cells' part of [a, b] (bounds already snapped on a lattice); ``heavy``: the synopsis' heavy values,
-    sorted (their slots inside a cut cell hold none of its rows)."""
+    sorted (their slots inside a cut cell hold none of its rows); ``weight``: the shape's doubt's weight
+    (None: the synopsis' own, :func:`doubt_weight`)."""
     out = Range()
     grid, counts = s["grid"], s["cell_cum_count"]
     sums, density = s["cell_cum_sum"], s["density"]
@@ -94,9 +120,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None) -> Range:
     A, B = max(a, grid[0]), min(b, grid[-1])
     if A > B or (A == B and s["step"] > 0):
         return out
-    # ka, kb: the cells holding A and B (grid[k] <= x < grid[k + 1]; the last cell also holds its end).
-    ka = min(max(bisect.bisect_right(grid, A) - 1, 0), m - 2)
-    kb = min(max(bisect.bisect_right(grid, B) - 1, 0), m - 2)
+    ka, kb = cell_of(grid, A), cell_of(grid, B)
     continuous = s["step"] == 0
     disagreement = 0.0
     slack, rounding = s.get("sum_slack"), s.get("sum_quantum")
@@ -192,8 +216,9 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None) -> Range:
             out.low += min(0.0, n * (g0 * (1 - t0) + g1 * t0))
             out.high += max(0.0, n * (g0 * (1 - t1) + g1 * t1))
     # The shape's own uncertainty: how far its shares are from the straight line's (docs/math.md §7).
-    shape_error = SHAPE_DOUBT * disagreement
+    shape_error = (doubt_weight(s) if weight is None else weight) * disagreement
     out.variance += shape_error * shape_error  # (not ** 2: that raises OverflowError where IEEE 754 gives inf)
+    out.disagreement = disagreement
     return out
 
 
@@ -283,11 +308,9 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
         values, cum, _, ks = unpack_atoms(pack, s["step"], index_sums=True)
     else:
         values, cum, ks = s["atom_values"], s["atom_cum_count"] if order == 0 else s["atom_cum_sum"], None
-    upto, below = bisect.bisect_right(values, b), bisect.bisect_left(values, a)  # the heavy values in [a, b]
+    exact, upto, below = heavy_between(values, cum, a, b)
     if order == 1 and ks is not None:
         exact = range_sum(ks, upto, below, s["step"])
-    else:
-        exact = (cum[upto - 1] if upto else 0.0) - (cum[below - 1] if below else 0.0)
     smooth = Range()
     if s["step"] > 0:
         snapped = snap(a, b, s["step"])
@@ -307,7 +330,8 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
                         smooth.estimate = min(smooth.high, max(smooth.low, held * (smooth.estimate / count.estimate)))
     else:
         smooth = smooth_1d(s, a, b, order)
-    return Range(exact + smooth.estimate, smooth.variance, exact + smooth.low, exact + smooth.high)
+    return Range(exact + smooth.estimate, smooth.variance, exact + smooth.low, exact + smooth.high,
+                 smooth.disagreement)
 
 
 #: Below this many expected rows a point's count is the median of its held rows, a whole number; from it on, their

@@ -15,6 +15,7 @@ from psycopg.rows import dict_row  # noqa: E402
 
 from pg_kde.synopsis.cells import make_profile, period_counts  # noqa: E402
 from pg_kde.synopsis.query import heavy_values, held_interval, held_rows, interval_1d, range_1d  # noqa: E402
+from pg_kde.synopsis.calibration import WEIGHTS  # noqa: E402
 from sqlhelpers import load, refresh  # noqa: E402
 
 
@@ -98,6 +99,10 @@ def test_sql_equals_the_reference_and_hard_bounds_hold(db, table):
         refresh(db, table, col, budget=1024 if col == "fahrenheit" else 2048)
         s = payload(db, table, col)
         assert col != "fahrenheit" or s["shape_var"] > 0
+        # the doubt's weight the build calibrated on its scan's cuts (0.20.0): on a lattice with cells, one of
+        # the weights tried; none on a continuous column (ties)
+        assert (s["doubt_weight"] in WEIGHTS) if col in ("cents", "secs") else (col != "ties" or s["doubt_weight"] is None), \
+            (col, s["doubt_weight"])
         server_equals_reference(db, table, col, s, np.sort(x), rng)
 
 
@@ -785,7 +790,7 @@ PAYLOAD_ROW = ("ROW('pg_class'::regclass, '{x}'::text[], %(atom_values)s::float8
                "%(atom_cum_sum)s::float8[], %(kde_rows)s, %(grid)s::float8[], %(grid_size)s, "
                "%(cell_cum_count)s::float8[], %(cell_cum_sum)s::float8[], %(step)s, %(density)s::float4[], "
                "%(shape_var)s, %(period)s, %(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8, "
-               "%(sum_quantum)s::float8, %(heavy_whole)s::boolean)::kde_synopsis")
+               "%(sum_quantum)s::float8, %(heavy_whole)s::boolean, %(doubt_weight)s::float8)::kde_synopsis")
 
 
 def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
@@ -796,7 +801,7 @@ def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
                  "grid": [-1e300, 0.006, 10.0], "grid_size": 3, "cell_cum_count": [0.0, 57.0, 157.0],
                  "cell_cum_sum": [0.0, -1e300 + 0.1, -1e300 + 500.0], "step": 0.0, "density": [0.0, 1.0, 1.0],
                  "shape_var": 0.0, "period": 0.0, "profile": [], "atom_pack": b"", "sum_slack": None,
-                 "sum_quantum": None, "heavy_whole": None}
+                 "sum_quantum": None, "heavy_whole": None, "doubt_weight": None}
     for lo, hi in [(None, 0.001), (None, 0.006), (-1e300 + 1e285, 0.001)]:
         got = db.execute(f"SELECT (_kde_range({PAYLOAD_ROW}, %(lo)s, %(hi)s, 0)).*", {**WIDE_CELL, "lo": lo, "hi": hi}).fetchone()
         ref = range_1d(WIDE_CELL, lo, hi, 0)
@@ -815,7 +820,7 @@ def crafted(grid, cell_counts, cell_sums, density, step, atoms=(), atom_counts=(
             "cell_cum_count": [0.0] + np.cumsum(cell_counts).astype(float).tolist(),
             "cell_cum_sum": [0.0] + np.cumsum(cell_sums).astype(float).tolist(), "step": float(step),
             "density": f32(density), "shape_var": float(shape_var), "period": float(period), "profile": f32(profile),
-            "atom_pack": b"", "sum_slack": 0.0, "sum_quantum": 0.0, "heavy_whole": whole}
+            "atom_pack": b"", "sum_slack": 0.0, "sum_quantum": 0.0, "heavy_whole": whole, "doubt_weight": None}
 
 
 def test_crafted_heavy_values_inside_cells_answer_as_the_reference(db):
@@ -850,6 +855,31 @@ def test_crafted_heavy_values_inside_cells_answer_as_the_reference(db):
                 ref = range_1d(s, float(lo), float(hi), order)
                 assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9, abs=1e-9,
                                             nan_ok=True), (name, lo, hi, order)
+
+
+def test_the_server_weighs_the_doubt_by_the_synopsis_weight(db):
+    """_kde_range weighs a cut cell's disagreement with the straight line by the row's doubt_weight (0.20.0, the
+    build's calibration), 1 where it is NULL, as the reference does: counts and sums, over one cut cell and two;
+    a range with no cut cell, and a periodic profile's cells, have no disagreement and the same variance
+    whatever the weight."""
+    s = crafted([0.5, 40.5, 70.5, 100.5], [400, 300, 500], [400 * 18.0, 300 * 52.0, 500 * 90.0],
+                [0.3, 1.7, 0.6, 1.2], 1.0, shape_var=0.002)
+    seen = {}
+    for weight in (None, 0.0, 0.35, 1.0, 2.5):
+        row = dict(s, doubt_weight=weight)
+        for lo, hi in ((7.0, 29.0), (13.0, 88.0), (41.0, 70.0)):
+            for order in (0, 1):
+                got = db.execute(f"SELECT (_kde_range({PAYLOAD_ROW}, %(lo)s, %(hi)s, %(o)s)).*",
+                                 {**row, "lo": lo, "hi": hi, "o": order}).fetchone()
+                ref = range_1d(row, lo, hi, order)
+                assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9, abs=1e-9), \
+                    (weight, lo, hi, order)
+                seen.setdefault((lo, hi, order), {})[weight] = got[1]
+    for (lo, hi, order), variances in seen.items():
+        if (lo, hi) == (41.0, 70.0):  # (one whole cell: exact, no doubt)
+            assert len(set(variances.values())) == 1
+        else:
+            assert variances[None] == variances[1.0] and variances[0.0] < variances[0.35] < variances[1.0] < variances[2.5]
 
 
 def test_points_answer_as_the_reference_across_expected_rows(db):

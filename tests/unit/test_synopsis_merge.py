@@ -253,3 +253,15 @@ def test_merged_heavy_values_are_whole_only_where_no_part_has_them_in_a_cell(rng
     exact_cells(joined, x)
     # a part stored before 0.17.0 does not say: nor does the merge
     assert merge_1d([low, dataclasses.replace(high, heavy_whole=None)], 8192 * 2).heavy_whole is False
+
+
+def test_a_merged_synopsis_takes_its_parts_largest_doubt_weight(rng):
+    """The merged cells' errors are not measured: the merge keeps the largest doubt weight its celled parts'
+    builds calibrated (a part not calibrated weighs 1), and none where no part is calibrated."""
+    x = np.round(rng.lognormal(3.0, 1.5, 300000), 2)
+    low, high = built(x[x < 20.0], budget=2048), built(x[x >= 20.0], budget=2048)
+    assert low.doubt_weight is not None and high.doubt_weight is not None  # (calibrated by their builds)
+    assert merge_1d([low, high], 4096).doubt_weight == max(low.doubt_weight, high.doubt_weight)
+    for a, b, want in ((0.4, 2.2, 2.2), (0.4, None, 1.0), (1.7, None, 1.7), (None, None, None)):
+        merged = merge_1d([dataclasses.replace(low, doubt_weight=a), dataclasses.replace(high, doubt_weight=b)], 4096)
+        assert merged.doubt_weight == want, (a, b)

@@ -31,7 +31,7 @@ from pg_kde.synopsis.cells import (
     profile_share_variance,
     shape_of,
 )
-from pg_kde.synopsis.query import (heavy_values, held_interval, held_rows, interval, interval_1d, lattice_value, mean_bounds, range_1d,
+from pg_kde.synopsis.query import (doubt_weight, heavy_values, held_interval, held_rows, interval, interval_1d, lattice_value, mean_bounds, range_1d,
                                    snap)
 
 
@@ -341,13 +341,14 @@ def test_a_range_inside_one_cell_adds_its_two_cuts_shape_errors(rng):
     binomial = n * (f * (1 - f) - known * (f * (1 - below - upto)) ** 2)
     shape = 4 * n * n * s["shape_var"] * (below * (1 - below) + upto * (1 - upto))
     apart = n * abs(f - (mass(linear(mean), tb) - mass(linear(mean), ta)))  # the shape's doubt, squared below
-    assert inside.variance == pytest.approx(binomial + shape + apart ** 2, rel=1e-9)
+    weight = doubt_weight(s)  # (the build's calibrated weight, 0.20.0)
+    assert inside.variance == pytest.approx(binomial + shape + (weight * apart) ** 2, rel=1e-9)
     assert shape > 4 * n * n * s["shape_var"] * f * (1 - f)  # more than the range's own share gave
     # From the cell's start: one cut, the shape's error of its share alone.
     one = mass(coef, tb)
     assert from_start.variance == pytest.approx(
         one * (1 - one) * n * (1 - known * one * (1 - one)) + 4 * n * n * s["shape_var"] * one * (1 - one)
-        + (n * abs(one - mass(linear(mean), tb))) ** 2, rel=1e-9)
+        + (weight * n * abs(one - mass(linear(mean), tb))) ** 2, rel=1e-9)
     covered = total = 0
     for v in rng.choice(x, 300):
         est, low, high = interval(range_1d(s, float(v), float(v), 0), 0.95, point=True)

@@ -1,0 +1,175 @@
+"""The build's calibration of the shape's doubt (pg_kde.synopsis.calibration): the scan's cuts count the rows
+below them exactly and leave the synopsis as it was, the ranges between them are put together as the
+reference answers them, and the stored weight is the one whose intervals cover those ranges nearest 95%."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from pg_kde.synopsis import ArrayTableReader, Requested, build, build_1d, calibration, query
+from pg_kde.synopsis.calibration import (WEIGHTS, calibrated_weight, calibration_ranges, calibration_terms, fold_scan,
+                                         probes, range_terms, rows_below)
+from pg_kde.synopsis.cells import DAY_PROFILE
+
+
+def _column(name: str, rows: int, seed: int = 0) -> np.ndarray:
+    """Columns like benchmarks/budget.py's: log-normal cents, Zipf-like integers, whole seconds with a daily
+    rhythm."""
+    rng = np.random.default_rng([2026, seed])
+    if name == "amount":
+        return np.round(np.exp(3 + rng.standard_normal(rows)), 2)
+    if name == "qty":
+        return np.minimum(np.floor(1 / np.power(1 - rng.random(rows), 1 / 1.2)), 100000.0)
+    day = np.floor(366 * (np.sqrt(1 + 8 * rng.random(rows)) - 1) / 2) * 86400
+    clock = np.mod(np.floor(46800 + 12600 * rng.standard_normal(rows)), 86400)
+    return 1704067200.0 + day + clock
+
+
+def _build(x: np.ndarray, budget: int = 2048, period=None):
+    reader = ArrayTableReader((x,), blocks=(157, 1024))
+    return build_1d(reader, Requested("auto", 50000, None, "auto", budget), period=period)
+
+
+def _ranges(x: np.ndarray, step: float, rng, n: int = 1500):
+    """Ranges [lo, hi] of lattice values: between values at random ranks, and between evenly spaced values."""
+    ordered = np.sort(x)
+    data = ordered[rng.integers(0, len(x), (n, 2))]
+    even = np.round(rng.uniform(ordered[0], ordered[-1], (n, 2)) / step) * step
+    pairs = np.sort(np.concatenate([data, even]), axis=1)
+    return pairs[pairs[:, 0] < pairs[:, 1]].T
+
+
+def test_the_scans_cuts_count_the_rows_below_them_and_fold_back_into_the_plans_cells():
+    """A scan over the grid and the cuts, folded back, is the scan over the grid (rows and exact sums per
+    cell, everything else the same); the rows below each cut are the column's rows below it, heavy values
+    counted apart included; the cuts are half-steps strictly inside the grid."""
+    x = _column("amount", 60_000)
+    step = 0.01
+    points = np.unique((np.round(np.quantile(x, np.linspace(0, 1, 30)) / step) + 0.5) * step)
+    points[0], points[-1] = x.min() - step / 2, x.max() + step / 2
+    cuts = probes(x, points, step)
+    assert 1000 < len(cuts) <= 2 * calibration.PROBES
+    assert np.all((cuts > points[0]) & (cuts < points[-1])) and np.all(np.diff(cuts) > 0)
+    assert np.allclose(np.round(cuts / step + 0.5) - 0.5, cuts / step, atol=1e-6)  # half-steps
+    candidates = np.unique(x)[:: 50]  # (counted apart from the cells)
+    reader = ArrayTableReader((x,))
+    plain = reader.scan_1d(points, candidates, step)
+    fine = np.union1d(points, cuts)
+    folded, below = fold_scan(reader.scan_1d(fine, candidates, step), points, fine)
+    assert np.array_equal(folded.cell_rows, plain.cell_rows) and folded.cell_quanta == plain.cell_quanta
+    for f in dataclasses.fields(plain):
+        a, b = getattr(folded, f.name), getattr(plain, f.name)
+        assert np.array_equal(a, b) if isinstance(b, np.ndarray) else a == b, f.name
+    counted = rows_below(cuts, fine, below, candidates, folded.candidate_rows)
+    assert counted.tolist() == np.searchsorted(np.sort(x), cuts).astype(float).tolist()
+    # a mutation: the cells alone (no heavy value) miss rows
+    assert not np.array_equal(below[np.searchsorted(fine, cuts)], counted)
+    # the ranges between them: their bounds move out to the cuts (query.snap) and their counts are exact
+    lo, hi, exact, pairs = calibration_ranges(cuts, counted, step)
+    assert len(lo) > 0.9 * calibration.RANGES
+    assert all(query.snap(a, b, step) == (cuts[i], cuts[j]) for a, b, (i, j) in zip(lo[:2000], hi[:2000], pairs))
+    ordered = np.sort(x)
+    assert exact.tolist() == (np.searchsorted(ordered, hi, side="right") - np.searchsorted(ordered, lo)).astype(float).tolist()
+
+
+@pytest.mark.parametrize("column,budget", [("amount", 2048), ("amount", 65536), ("qty", 2048), ("created_at", 8192)])
+def test_calibration_terms_from_cut_pieces_equal_the_reference_range_by_range(column, budget):
+    """calibration_terms' ranges, put together from each bound's cut piece, the whole cells between and the
+    heavy values' exact rows, give range_terms' estimate, spread, doubt and hard bounds' verdict exactly, on
+    ranges over many cells, inside one, and among heavy values alone (qty's)."""
+    x = _column(column, 200_000)
+    s = _build(x, budget, DAY_PROFILE if column == "created_at" else None).payload()
+    lo, hi = _ranges(x, s["step"], np.random.default_rng(11))
+    est, spread, doubt, inexact = calibration_terms(s, lo, hi)
+    want = [range_terms(s, float(a), float(b)) for a, b in zip(lo, hi)]
+    assert est.tolist() == [w[0] for w in want] and spread.tolist() == [w[1] for w in want]
+    assert doubt.tolist() == [w[2] for w in want] and inexact.tolist() == [w[3] for w in want]
+    # (qty's ranges lie among its heavy values, where every range is exact: the branch with no cell)
+    assert inexact.sum() > 300 if column != "qty" else not inexact.any(), inexact.sum()
+    # range_terms is range_1d's own answer: its variance at a weight is the spread plus the weight² · doubt
+    for a, b, w in list(zip(lo, hi, want))[:200]:
+        r = query.range_1d(dict(s, doubt_weight=0.7), float(a), float(b), 0)
+        assert r.estimate == w[0] and r.variance == pytest.approx(w[1] + 0.49 * w[2], rel=1e-12, abs=1e-12)
+
+
+def test_a_build_stores_the_weight_whose_intervals_cover_its_ranges_nearest_95_percent(monkeypatch):
+    """The stored doubt_weight is the one of WEIGHTS whose intervals cover nearest 95% of the ranges between
+    the scan's cuts, counted exactly from the column itself; the cuts leave every other part of the synopsis
+    as a build without them makes it; two builds store the same synopsis."""
+    x = _column("amount", 200_000)
+    built = _build(x)
+    assert built.doubt_weight in WEIGHTS
+    assert dataclasses.replace(_build(x), seconds=0.0) == dataclasses.replace(built, seconds=0.0)
+    cuts = built.pinned.plan.probes
+    assert len(cuts) > 1000
+    # the weight from the column's own counts (sorted values), on the same ranges
+    ordered = np.sort(x)
+    lo, hi, exact, _ = calibration_ranges(cuts, np.searchsorted(ordered, cuts).astype(float), built.step)
+    s = built.payload()
+    assert calibration.calibrate(s, cuts, np.searchsorted(ordered, cuts).astype(float)) == built.doubt_weight
+    est, spread, doubt, inexact = calibration_terms(s, lo, hi)
+    z = 1.959963984540054
+
+    def miss(w):
+        e, v, d = (est - exact)[inexact], spread[inexact], doubt[inexact]
+        return abs(np.mean(np.abs(e) <= z * np.sqrt(v + w * w * d) + 1e-9) - 0.95)
+
+    # (of the ranges inside one cell, at most ONE_CELL_MOST answer for all: near, not always equal)
+    assert miss(built.doubt_weight) <= min(miss(w) for w in WEIGHTS) + 0.01
+    assert calibrated_weight(s, lo, hi, exact) == min(
+        (w for w in WEIGHTS if miss(w) <= min(miss(v) for v in WEIGHTS) + 1e-12), key=lambda w: abs(w - 1))
+    # without the cuts: the same synopsis, not calibrated
+    monkeypatch.setattr(build, "probes", lambda *a: np.empty(0))
+    plain = _build(x)
+    assert plain.doubt_weight is None
+    assert dataclasses.replace(plain, doubt_weight=built.doubt_weight, seconds=0.0) == \
+        dataclasses.replace(built, seconds=0.0)
+
+
+def test_what_the_build_does_not_calibrate_stays_weighed_as_before():
+    """A continuous column, a column the synopsis holds exactly and a time column's periodic profile store no
+    weight (NULL): their doubt weighs query.SHAPE_DOUBT, as before 0.20.0."""
+    rng = np.random.default_rng(5)
+    assert _build(rng.standard_normal(100_000)).doubt_weight is None
+    few = _build(rng.integers(0, 20, 50_000).astype(np.float64))
+    assert few.kde_rows == 0 and few.doubt_weight is None
+    timed = _build(_column("created_at", 200_000), 8192, DAY_PROFILE)
+    assert timed.period > 0 and timed.doubt_weight is None
+    s = dict(timed.payload(), doubt_weight=None)
+    assert query.doubt_weight(s) == query.SHAPE_DOUBT == 1.0
+
+
+def test_a_stored_weight_weighs_the_doubt_of_every_range():
+    """range_1d weighs the shape's doubt by the synopsis' doubt_weight: the variance is the spread plus the
+    weight² · the disagreement², and NULL weighs SHAPE_DOUBT."""
+    x = _column("amount", 100_000)
+    s = _build(x).payload()
+    lo, hi = np.quantile(x, 0.21), np.quantile(x, 0.67)
+    base = query.range_1d(dict(s, doubt_weight=0.0), lo, hi, 0)
+    assert base.disagreement > 0
+    for w in (None, 0.3, 1.0, 2.5):
+        got = query.range_1d(dict(s, doubt_weight=w), lo, hi, 0)
+        weight = 1.0 if w is None else w
+        assert got.estimate == base.estimate and got.disagreement == base.disagreement
+        assert got.variance == pytest.approx(base.variance + (weight * base.disagreement) ** 2, rel=1e-12)
+
+
+def test_a_kept_plan_keeps_its_cuts_and_a_plan_kept_before_them_is_made_again():
+    """A Citus table's kept plan (kde_parts.plan) holds the scan's cuts, so that the next refresh sends its shards
+    the same scan and calibrates the same weight; a plan kept by 0.19.0, without cuts, reads as none (the build
+    plans anew), as does one whose cuts are not inside its grid."""
+    x = _column("amount", 200_000)
+    built = _build(x)
+    text = built.pinned.to_json()
+    again = build.Pinned1D.from_json(text)
+    assert np.array_equal(again.plan.probes, built.pinned.plan.probes) and len(again.plan.probes) > 1000
+    reader = ArrayTableReader((x,), blocks=(157, 1024))
+    rebuilt = build_1d(reader, Requested("auto", 50000, None, "auto", 2048), pinned=again)
+    assert dataclasses.replace(rebuilt, seconds=0.0) == dataclasses.replace(built, seconds=0.0)
+    old = json.loads(text)
+    del old["probes"]
+    assert build.Pinned1D.from_json(json.dumps(old)) is None
+    outside = dict(json.loads(text), probes=[old["points"][0] - 1.0] + json.loads(text)["probes"][1:])
+    assert build.Pinned1D.from_json(json.dumps(outside)) is None
