@@ -19,7 +19,7 @@ import numpy as np
 from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
-from .calibration import calibrate, fold_scan, probes, rows_below
+from .calibration import calibrate, cuts_of, fold_scan, probes, rows_below
 from .catalog import Built1D, Built2D, Requested
 from .packing import PACK_LIMIT, exact_dot, lattice_indices, pack_atoms, pack_pairs, packed_size
 from .cells import (
@@ -153,13 +153,27 @@ class _Plan1D:
     most_cells: int  # cells the budget holds with no heavy value: a cell's share of rows is 1 / most_cells
     flagged: np.ndarray  # the values the sample showed as heavy (counted apart, given cells, or not in the budget)
     heavy_bytes: int  # the bytes the plan leaves the heavy values (a frequency table: its pack's estimate)
-    #: half-steps of the lattice whose rows below the scan also counts, boundaries of its grid beside
-    #: ``points`` (folded back after it): the calibration's cuts (:mod:`.calibration`); empty: none
+    #: the calibration's bounds, as lattice indices (:func:`.calibration.probes`): the sample's values at evenly
+    #: spaced ranks, and values evenly spaced over the column's range; the scan also counts the rows below the
+    #: half-steps about them (:meth:`cuts`), folded back into ``points``' cells after it; empty: none
     probes: np.ndarray = field(default_factory=lambda: np.empty(0))
+    even: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+    def cuts(self) -> list:
+        """[(lattice indices, their cuts)] of each kind of calibration bound (none on a continuous column)."""
+        return [(ks, cuts_of(ks, self.step)) for ks in (self.probes, self.even) if len(ks)]
 
     def scanned_grid(self) -> np.ndarray:
-        """The grid the scan counts over: ``points`` and the ``probes`` (:func:`.calibration.fold_scan`)."""
-        return np.union1d(self.points, self.probes) if len(self.probes) else self.points
+        """The grid the scan counts over: ``points``, the calibration's cuts and a half-step a step beyond the
+        outermost cut on each side (the outer cells hold every value beyond the grid: with those, each cut's
+        rows below are the cells' below it). Folded back into ``points``' cells after the scan
+        (:func:`.calibration.fold_scan`)."""
+        kinds = self.cuts()
+        if not kinds:
+            return self.points
+        cuts = np.concatenate([c for _, c in kinds])
+        ends = np.array([cuts.min() - self.step, cuts.max() + self.step])
+        return np.unique(np.concatenate([self.points, cuts, ends]))
 
 
 @dataclass(frozen=True)
@@ -188,7 +202,7 @@ class Pinned1D:
             "plan_quantum": float(p.quantum), "step": float(p.step), "few": bool(p.few),
             "atoms_room": int(p.atoms_room), "most_cells": int(p.most_cells),
             "flagged": [float(v) for v in p.flagged], "heavy_bytes": int(p.heavy_bytes),
-            "probes": [float(v) for v in p.probes],
+            "probes": [float(v) for v in p.probes], "even": [float(v) for v in p.even],
             "scale": float(self.scale), "continuous": bool(self.continuous),
             "quantum": None if self.quantum is None else float(self.quantum),
             "period": None if self.period is None else [float(self.period[0]), int(self.period[1])],
@@ -204,7 +218,7 @@ class Pinned1D:
             array = lambda k: np.asarray(d[k], dtype=np.float64)  # noqa: E731
             plan = _Plan1D(array("points"), array("candidates"), float(d["plan_quantum"]), float(d["step"]),
                            bool(d["few"]), int(d["atoms_room"]), int(d["most_cells"]), array("flagged"),
-                           int(d["heavy_bytes"]), array("probes"))
+                           int(d["heavy_bytes"]), array("probes"), array("even"))
             period = None if d["period"] is None else (float(d["period"][0]), int(d["period"][1]))
             pinned = Pinned1D(plan, float(d["scale"]), bool(d["continuous"]),
                               None if d["quantum"] is None else float(d["quantum"]), period, bool(d["table"]),
@@ -215,8 +229,8 @@ class Pinned1D:
               and math.isfinite(plan.quantum) and plan.quantum > 0 and 0 < pinned.share and pinned.rows > 0
               and math.isfinite(pinned.scale) and pinned.scale > 0 and len(pinned.shares) == len(plan.points) - 1
               and all(math.isfinite(v) and v >= 0 for v in pinned.shares)
-              and np.all(np.isfinite(plan.probes)) and np.all(np.diff(plan.probes) > 0)
-              and (not len(plan.probes) or plan.points[0] < plan.probes[0] and plan.probes[-1] < plan.points[-1]))
+              and all(np.all(np.isfinite(ks)) and np.all(np.abs(ks) < 2.0**52) and np.all(ks == np.round(ks))
+                      for ks in (plan.probes, plan.even)) and (not len(plan.probes) or plan.step > 0))
         return pinned if ok else None
 
 
@@ -314,9 +328,9 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     # change cells on the way.
     points = np.unique(np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points))
     # The calibration's cuts, on a lattice (.calibration)
-    cuts = probes(sample, points, step) if step > 0 else np.empty(0)
+    ranked, even = probes(sample, (lo, hi), step)
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells,
-                   np.asarray(heavy, dtype=np.float64), heavy_bytes, cuts)
+                   np.asarray(heavy, dtype=np.float64), heavy_bytes, ranked, even)
 
 
 def _table_bytes(plan: _Plan1D, scan) -> int:
@@ -787,10 +801,11 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         sum_slack=slack, sum_quantum=rounding, heavy_whole=True, pinned=pin,
     )
     weight = None
-    if len(plan.probes) and scale == 1.0 and kde_rows > 0:
+    if plan.cuts() and scale == 1.0 and kde_rows > 0:
         # The shape's doubt's weight, from the exact counts between the scan's cuts (.calibration)
-        counted = rows_below(plan.probes, fine, fine_below, plan.candidates, scan.candidate_rows)
-        weight = calibrate(built.payload(), plan.probes, counted)
+        weight = calibrate(built.payload(), [
+            (ks, cuts, rows_below(cuts, fine, fine_below, plan.candidates, scan.candidate_rows))
+            for ks, cuts in plan.cuts()])
     return replace(built, doubt_weight=weight, seconds=time.perf_counter() - started)
 
 

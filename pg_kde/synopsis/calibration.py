@@ -3,11 +3,12 @@
 A cut cell's interval adds the shape's doubt, a weight times the cells' disagreement with the straight line,
 to the rows' own spread (:func:`pg_kde.synopsis.query.smooth_1d`). No one weight suits every column: a
 column whose rows follow the KDE's shape closely needs less of it than one whose rows are clustered. The
-build measures it: its one scan also counts the rows below :data:`PROBES` of each of two kinds of cuts
-(:func:`probes`: half-steps of the column's lattice at evenly spaced ranks of the sample, and evenly spaced over
-the grid), which are boundaries of the scan's grid beside the synopsis' own (folded back after the scan,
-:func:`fold_scan`: counts and sums add exactly). Between pairs of them lie :data:`RANGES` ranges whose exact
-counts the build knows; the stored weight (``doubt_weight``) is the one of :data:`WEIGHTS` whose 95% intervals
+build measures it. It takes :data:`PROBES` lattice values of each of two kinds (:func:`probes`: the sample's
+values at evenly spaced ranks, as bounds drawn from the data fall, and values evenly spaced over the column's
+range, as bounds uniform over its domain fall), and its one scan also counts the rows below the half-steps
+about each (:func:`cuts_of`), which are boundaries of the scan's grid beside the synopsis' own (folded back
+after the scan, :func:`fold_scan`: counts and sums add exactly). Between pairs of values of one kind lie
+:data:`RANGES` ranges (as many of each kind) whose exact counts the build knows; the stored weight (``doubt_weight``) is the one of :data:`WEIGHTS` whose 95% intervals
 cover those ranges' counts nearest 95% (:func:`calibrated_weight`), each range put together from its bounds'
 cut pieces (:func:`calibration_terms`, tested range by range against :func:`range_terms`, the reference's
 own answer). The same ranges (a seeded choice) and the same counts give the same weight: a refresh of
@@ -44,26 +45,32 @@ SEED = 20261128
 NOMINAL = 0.95
 
 
-def probes(sample: np.ndarray, points: np.ndarray, step: float) -> np.ndarray:
-    """The half-steps of a lattice (``step`` > 0) strictly inside the grid ``points`` whose rows below the scan
-    counts for the calibration, sorted: :data:`PROBES` of them just below the ``sample``'s values at evenly
-    spaced ranks (where ranges drawn from the data begin), and as many evenly spaced over the grid. Each is
-    (k − ½)·step, as :func:`pg_kde.synopsis.query.snap` writes a bound moved out to a half-step."""
-    points = np.asarray(points, dtype=np.float64)
-    if not step > 0 or len(points) < 2 or not len(sample):
-        return np.empty(0)
+def probes(sample: np.ndarray, span: Tuple[float, float], step: float) -> Tuple[np.ndarray, np.ndarray]:
+    """The calibration's bounds on a lattice (``step`` > 0), as lattice indices k (value k·step): (ranked, even),
+    :data:`PROBES` of the ``sample``'s values at evenly spaced ranks (repeats kept: bounds drawn from the data
+    fall on a common value often), and :data:`PROBES` values evenly spaced over ``span``, the column's
+    (lo, hi) (bounds uniform over its domain). Empty arrays elsewhere."""
+    if not step > 0 or not len(sample):
+        return np.empty(0), np.empty(0)
     ordered = np.sort(np.asarray(sample, dtype=np.float64))
-    ranked = ordered[np.linspace(0, len(ordered) - 1, PROBES).round().astype(np.int64)]
-    even = np.linspace(points[0], points[-1], PROBES)
-    k = np.concatenate([np.round(ranked / step), np.round(even / step)])
-    cuts = np.unique((k - 0.5) * step)
-    return cuts[(cuts > points[0]) & (cuts < points[-1])]
+    ranked = np.round(ordered[np.linspace(0, len(ordered) - 1, PROBES).round().astype(np.int64)] / step)
+    even = np.unique(np.round(np.linspace(span[0], span[1], PROBES) / step))
+    return ranked, even
+
+
+def cuts_of(ks: np.ndarray, step: float) -> np.ndarray:
+    """The half-steps about the lattice values k·step (k in ``ks``), sorted: (k − ½)·step, where a range from
+    that value begins, and (k + ½)·step, where a range up to it ends (as :func:`pg_kde.synopsis.query.snap`
+    writes them). The scan counts the rows below each."""
+    ks = np.unique(np.asarray(ks, dtype=np.float64))
+    return np.unique(np.concatenate([(ks - 0.5) * step, (ks + 0.5) * step]))
 
 
 def fold_scan(scan, points: np.ndarray, fine: np.ndarray) -> Tuple[object, np.ndarray]:
-    """(the scan over ``fine``, a grid holding every one of ``points``, as the scan over ``points`` would
-    have counted it; the rows of its cells below each of ``fine``'s boundaries). Each fine cell's rows and
-    quanta go to the cell of ``points`` that holds it: exact integers, the same sums in any order."""
+    """(the scan over ``fine``, a grid holding every one of ``points`` and maybe more beyond them, as the scan
+    over ``points`` would have counted it; the rows of its cells below each of ``fine``'s boundaries). Each
+    fine cell's rows and quanta go to the cell of ``points`` that holds it, those beyond ``points`` to its
+    outer cells (which hold every value beyond the grid): exact integers, the same sums in any order."""
     below = np.concatenate([[0.0], np.cumsum(scan.cell_rows)])
     if len(fine) == len(points):
         return scan, below
@@ -78,27 +85,30 @@ def fold_scan(scan, points: np.ndarray, fine: np.ndarray) -> Tuple[object, np.nd
 
 def rows_below(cuts: np.ndarray, fine: np.ndarray, below: np.ndarray, candidates: np.ndarray,
                candidate_rows: np.ndarray) -> np.ndarray:
-    """The rows below each of ``cuts`` (boundaries of ``fine``, half-steps no row sits on): the fine cells'
-    below them (``below``, :func:`fold_scan`'s) and the candidate heavy values' (counted apart from the
+    """The rows below each of ``cuts`` (boundaries of ``fine`` strictly inside it, half-steps no row sits
+    on): the fine cells' below them (``below``, :func:`fold_scan`'s) and the candidate heavy values' (counted apart from the
     cells)."""
     at = np.searchsorted(fine, cuts)
     heavy = np.concatenate([[0.0], np.cumsum(np.asarray(candidate_rows, dtype=np.float64))])
     return below[at] + heavy[np.searchsorted(np.asarray(candidates, dtype=np.float64), cuts)]
 
 
-def calibration_ranges(cuts: np.ndarray, counted: np.ndarray, step: float) -> tuple:
-    """(lo, hi, exact, pairs): :data:`RANGES` ranges [lo, hi] between pairs of ``cuts`` (drawn with
-    :data:`SEED`; two lattice values or more each), lo the lattice value above one cut and hi the one below the
-    other (so that the cuts are the range's bounds moved out to half-steps, :func:`pg_kde.synopsis.query.snap`),
-    their exact counts from the rows below each cut (``counted``), and the cuts' indices (one row a range)."""
-    if len(cuts) < 3:
-        return np.empty(0), np.empty(0), np.empty(0), np.empty((0, 2), dtype=np.int64)
-    pairs = np.sort(np.random.default_rng(SEED).integers(0, len(cuts), (RANGES, 2)), axis=1)
-    pairs = pairs[cuts[pairs[:, 1]] - cuts[pairs[:, 0]] > 1.5 * step]
-    k = np.round(cuts / step + 0.5)  # cut i is (k_i − ½)·step
-    lo = np.array([lattice_value(float(v), step) for v in k[pairs[:, 0]]])
-    hi = np.array([lattice_value(float(v) - 1, step) for v in k[pairs[:, 1]]])
-    return lo, hi, counted[pairs[:, 1]] - counted[pairs[:, 0]], pairs
+def calibration_ranges(ks: np.ndarray, cuts: np.ndarray, counted: np.ndarray, step: float, ranges: int = RANGES,
+                       seed: int = SEED) -> tuple:
+    """(lo, hi, exact, A, B): about ``ranges`` ranges [lo, hi] between pairs of the lattice values k·step (k in
+    ``ks``; pairs drawn with ``seed``, those with lo < hi), their exact counts from the rows below each of
+    ``cuts`` (``counted``; :func:`cuts_of` of ``ks``), and their bounds moved out to half-steps, A = (k_lo −
+    ½)·step and B = (k_hi + ½)·step."""
+    ks = np.asarray(ks, dtype=np.float64)
+    if len(ks) < 2:
+        return (np.empty(0),) * 5
+    pairs = np.sort(ks[np.random.default_rng(seed).integers(0, len(ks), (ranges, 2))], axis=1)
+    pairs = pairs[pairs[:, 0] < pairs[:, 1]]
+    A, B = (pairs[:, 0] - 0.5) * step, (pairs[:, 1] + 0.5) * step
+    lo = np.array([lattice_value(float(k), step) for k in pairs[:, 0]])
+    hi = np.array([lattice_value(float(k), step) for k in pairs[:, 1]])
+    exact = counted[np.searchsorted(cuts, B)] - counted[np.searchsorted(cuts, A)]
+    return lo, hi, exact, A, B
 
 
 def range_terms(payload: dict, a: float, b: float) -> tuple:
@@ -191,18 +201,22 @@ def calibrated_weight(payload: dict, lo: np.ndarray, hi: np.ndarray, exact: np.n
     return weight_for((est - exact)[inexact], spread[inexact], doubt[inexact], counts[inexact])
 
 
-def calibrate(payload: dict, cuts: np.ndarray, counted: np.ndarray) -> Optional[float]:
-    """The build's weight of a lattice synopsis ``payload`` from the rows below its scan's ``cuts``
-    (:func:`rows_below`), on :func:`calibration_ranges`' ranges, of those inside one cell at most
-    :data:`ONE_CELL_MOST`; None where it is not calibrated (the module's docstring)."""
+def calibrate(payload: dict, kinds) -> Optional[float]:
+    """The build's weight of a lattice synopsis ``payload`` from ``kinds``, each (lattice indices, their cuts
+    (:func:`cuts_of`), the rows below each cut, :func:`rows_below`): on :func:`calibration_ranges`' ranges
+    between values of one kind, :data:`RANGES` in all, of those inside one cell at most :data:`ONE_CELL_MOST`;
+    None where it is not calibrated (the module's docstring)."""
     step, grid = payload["step"], np.asarray(payload["grid"], dtype=np.float64)
-    if not step > 0 or payload["kde_rows"] <= 0 or payload.get("period", 0.0) > 0 or len(grid) < 2:
+    if not step > 0 or payload["kde_rows"] <= 0 or payload.get("period", 0.0) > 0 or len(grid) < 2 or not kinds:
         return None
-    cuts = np.asarray(cuts, dtype=np.float64)
-    lo, hi, exact, pairs = calibration_ranges(cuts, np.asarray(counted, dtype=np.float64), step)
-    # the cells of each range's ends (its bounds moved out to half-steps are its cuts: query.cell_of)
-    cell = np.clip(np.searchsorted(grid, np.clip(cuts, grid[0], grid[-1]), side="right") - 1, 0, len(grid) - 2)
-    one = np.flatnonzero(cell[pairs[:, 0]] == cell[pairs[:, 1]])
+    found = [calibration_ranges(ks, np.asarray(cuts, dtype=np.float64), np.asarray(counted, dtype=np.float64), step,
+                                RANGES // len(kinds), SEED + i) for i, (ks, cuts, counted) in enumerate(kinds)]
+    lo, hi, exact, A, B = (np.concatenate(a) for a in zip(*found))
+
+    def cell(x):  # query.cell_of of the bounds within the grid
+        return np.clip(np.searchsorted(grid, np.clip(x, grid[0], grid[-1]), side="right") - 1, 0, len(grid) - 2)
+
+    one = np.flatnonzero(cell(A) == cell(B))
     counts = np.ones(len(lo))
     if len(one) > ONE_CELL_MOST:
         kept = one[np.unique(np.linspace(0, len(one) - 1, ONE_CELL_MOST).round().astype(np.int64))]

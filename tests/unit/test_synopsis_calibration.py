@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pg_kde.synopsis import ArrayTableReader, Requested, build, build_1d, calibration, query
-from pg_kde.synopsis.calibration import (WEIGHTS, calibrated_weight, calibration_ranges, calibration_terms, fold_scan,
-                                         probes, range_terms, rows_below)
+from pg_kde.synopsis.calibration import (SEED, WEIGHTS, calibrated_weight, calibration_ranges, calibration_terms,
+                                         cuts_of, fold_scan, probes, range_terms, rows_below)
 from pg_kde.synopsis.cells import DAY_PROFILE
 
 
@@ -42,36 +42,44 @@ def _ranges(x: np.ndarray, step: float, rng, n: int = 1500):
 
 
 def test_the_scans_cuts_count_the_rows_below_them_and_fold_back_into_the_plans_cells():
-    """A scan over the grid and the cuts, folded back, is the scan over the grid (rows and exact sums per
-    cell, everything else the same); the rows below each cut are the column's rows below it, heavy values
-    counted apart included; the cuts are half-steps strictly inside the grid."""
+    """A scan over the grid and the calibration's cuts (with a half-step beyond them each side, some of them
+    beyond the grid), folded back, is the scan over the grid (rows and exact sums per cell, everything else the
+    same); the rows below each cut are the column's rows below it, heavy values counted apart included; the
+    ranges between the calibration's values have the cuts as their bounds moved out, and exact counts."""
     x = _column("amount", 60_000)
     step = 0.01
-    points = np.unique((np.round(np.quantile(x, np.linspace(0, 1, 30)) / step) + 0.5) * step)
-    points[0], points[-1] = x.min() - step / 2, x.max() + step / 2
-    cuts = probes(x, points, step)
-    assert 1000 < len(cuts) <= 2 * calibration.PROBES
-    assert np.all((cuts > points[0]) & (cuts < points[-1])) and np.all(np.diff(cuts) > 0)
-    assert np.allclose(np.round(cuts / step + 0.5) - 0.5, cuts / step, atol=1e-6)  # half-steps
+    # a grid placed on a part of the column (as a sample of blocks may), and bounds over its whole range
+    points = np.unique((np.round(np.quantile(x, np.linspace(0.01, 0.99, 30)) / step) + 0.5) * step)
+    ranked, even = probes(x[:20_000], (x.min(), x.max()), step)
+    assert len(ranked) == calibration.PROBES and np.all(ranked == np.round(ranked))
+    # (repeats kept: common values come up often in the data)
+    assert len(np.unique(probes(_column("qty", 20_000), (1.0, 1e5), 1.0)[0])) < 100
+    assert len(even) == calibration.PROBES and even[0] == round(x.min() / step) and even[-1] == round(x.max() / step)
+    kinds = [(ks, cuts_of(ks, step)) for ks in (ranked, even)]
+    for ks, cuts in kinds:
+        assert np.array_equal(cuts, np.union1d((np.unique(ks) - 0.5) * step, (np.unique(ks) + 0.5) * step))
+    plan = build._Plan1D(points, np.empty(0), step, step, False, 0, 64, np.empty(0), 0, ranked, even)
+    fine = plan.scanned_grid()
+    assert fine[0] < x.min() < points[0] and fine[-1] > x.max() > points[-1]
     candidates = np.unique(x)[:: 50]  # (counted apart from the cells)
     reader = ArrayTableReader((x,))
     plain = reader.scan_1d(points, candidates, step)
-    fine = np.union1d(points, cuts)
     folded, below = fold_scan(reader.scan_1d(fine, candidates, step), points, fine)
     assert np.array_equal(folded.cell_rows, plain.cell_rows) and folded.cell_quanta == plain.cell_quanta
     for f in dataclasses.fields(plain):
         a, b = getattr(folded, f.name), getattr(plain, f.name)
         assert np.array_equal(a, b) if isinstance(b, np.ndarray) else a == b, f.name
-    counted = rows_below(cuts, fine, below, candidates, folded.candidate_rows)
-    assert counted.tolist() == np.searchsorted(np.sort(x), cuts).astype(float).tolist()
-    # a mutation: the cells alone (no heavy value) miss rows
-    assert not np.array_equal(below[np.searchsorted(fine, cuts)], counted)
-    # the ranges between them: their bounds move out to the cuts (query.snap) and their counts are exact
-    lo, hi, exact, pairs = calibration_ranges(cuts, counted, step)
-    assert len(lo) > 0.9 * calibration.RANGES
-    assert all(query.snap(a, b, step) == (cuts[i], cuts[j]) for a, b, (i, j) in zip(lo[:2000], hi[:2000], pairs))
     ordered = np.sort(x)
-    assert exact.tolist() == (np.searchsorted(ordered, hi, side="right") - np.searchsorted(ordered, lo)).astype(float).tolist()
+    for ks, cuts in kinds:
+        counted = rows_below(cuts, fine, below, candidates, folded.candidate_rows)
+        assert counted.tolist() == np.searchsorted(ordered, cuts).astype(float).tolist()
+        # a mutation: the cells alone (no heavy value) miss rows
+        assert not np.array_equal(below[np.searchsorted(fine, cuts)], counted)
+        lo, hi, exact, A, B = calibration_ranges(ks, cuts, counted, step, 4000, 3)
+        assert len(lo) > 3000 and np.all(lo < hi)
+        assert all(query.snap(a, b, step) == (u, v) for a, b, u, v in zip(lo, hi, A, B))
+        assert exact.tolist() == (np.searchsorted(ordered, hi, side="right")
+                                  - np.searchsorted(ordered, lo)).astype(float).tolist()
 
 
 @pytest.mark.parametrize("column,budget", [("amount", 2048), ("amount", 65536), ("qty", 2048), ("created_at", 8192)])
@@ -102,13 +110,17 @@ def test_a_build_stores_the_weight_whose_intervals_cover_its_ranges_nearest_95_p
     built = _build(x)
     assert built.doubt_weight in WEIGHTS
     assert dataclasses.replace(_build(x), seconds=0.0) == dataclasses.replace(built, seconds=0.0)
-    cuts = built.pinned.plan.probes
-    assert len(cuts) > 1000
-    # the weight from the column's own counts (sorted values), on the same ranges
+    kinds = built.pinned.plan.cuts()
+    assert len(kinds) == 2 and all(len(cuts) > 500 for _, cuts in kinds)
+    # the weight from the column's own counts (sorted values), on the same ranges: as many of each kind
     ordered = np.sort(x)
-    lo, hi, exact, _ = calibration_ranges(cuts, np.searchsorted(ordered, cuts).astype(float), built.step)
+    counted = [(ks, cuts, np.searchsorted(ordered, cuts).astype(float)) for ks, cuts in kinds]
     s = built.payload()
-    assert calibration.calibrate(s, cuts, np.searchsorted(ordered, cuts).astype(float)) == built.doubt_weight
+    assert calibration.calibrate(s, counted) == built.doubt_weight
+    lo, hi, exact = (np.concatenate(a) for a in zip(*[
+        calibration_ranges(ks, cuts, below, built.step, calibration.RANGES // 2, SEED + i)[:3]
+        for i, (ks, cuts, below) in enumerate(counted)]))
+    assert len(lo) > 0.8 * calibration.RANGES
     est, spread, doubt, inexact = calibration_terms(s, lo, hi)
     z = 1.959963984540054
 
@@ -121,7 +133,7 @@ def test_a_build_stores_the_weight_whose_intervals_cover_its_ranges_nearest_95_p
     assert calibrated_weight(s, lo, hi, exact) == min(
         (w for w in WEIGHTS if miss(w) <= min(miss(v) for v in WEIGHTS) + 1e-12), key=lambda w: abs(w - 1))
     # without the cuts: the same synopsis, not calibrated
-    monkeypatch.setattr(build, "probes", lambda *a: np.empty(0))
+    monkeypatch.setattr(build, "probes", lambda *a: (np.empty(0), np.empty(0)))
     plain = _build(x)
     assert plain.doubt_weight is None
     assert dataclasses.replace(plain, doubt_weight=built.doubt_weight, seconds=0.0) == \
@@ -159,17 +171,19 @@ def test_a_stored_weight_weighs_the_doubt_of_every_range():
 def test_a_kept_plan_keeps_its_cuts_and_a_plan_kept_before_them_is_made_again():
     """A Citus table's kept plan (kde_parts.plan) holds the scan's cuts, so that the next refresh sends its shards
     the same scan and calibrates the same weight; a plan kept by 0.19.0, without cuts, reads as none (the build
-    plans anew), as does one whose cuts are not inside its grid."""
+    plans anew), as does one whose calibration values are not lattice indices."""
     x = _column("amount", 200_000)
     built = _build(x)
     text = built.pinned.to_json()
     again = build.Pinned1D.from_json(text)
-    assert np.array_equal(again.plan.probes, built.pinned.plan.probes) and len(again.plan.probes) > 1000
+    assert np.array_equal(again.plan.probes, built.pinned.plan.probes) and len(again.plan.probes) == calibration.PROBES
+    assert np.array_equal(again.plan.even, built.pinned.plan.even) and len(again.plan.even) > 1000
     reader = ArrayTableReader((x,), blocks=(157, 1024))
     rebuilt = build_1d(reader, Requested("auto", 50000, None, "auto", 2048), pinned=again)
     assert dataclasses.replace(rebuilt, seconds=0.0) == dataclasses.replace(built, seconds=0.0)
     old = json.loads(text)
     del old["probes"]
     assert build.Pinned1D.from_json(json.dumps(old)) is None
-    outside = dict(json.loads(text), probes=[old["points"][0] - 1.0] + json.loads(text)["probes"][1:])
-    assert build.Pinned1D.from_json(json.dumps(outside)) is None
+    # (a lattice index that is not a whole number, or is past float8's integers)
+    for bad in (0.5, 2.0**60):
+        assert build.Pinned1D.from_json(json.dumps(dict(json.loads(text), even=[bad] + old["even"][1:]))) is None
