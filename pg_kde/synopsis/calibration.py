@@ -1,4 +1,4 @@
-"""The build's calibration of a 1-D synopsis' shape's doubt (docs/math.md §7, "The shape's doubt, calibrated").
+"""The build's calibration of a 1-D synopsis' shape's doubt (docs/math.md §7, "The doubt's weight, calibrated").
 
 A cut cell's interval adds the shape's doubt, a weight times the cells' disagreement with the straight line,
 to the rows' own spread (:func:`pg_kde.synopsis.query.smooth_1d`). No one weight suits every column: a
@@ -8,15 +8,16 @@ values at evenly spaced ranks, as bounds drawn from the data fall, and values ev
 range, as bounds uniform over its domain fall), and its one scan also counts the rows below the half-steps
 about each (:func:`cuts_of`), which are boundaries of the scan's grid beside the synopsis' own (folded back
 after the scan, :func:`fold_scan`: counts and sums add exactly). Between pairs of values of one kind lie
-:data:`RANGES` ranges (as many of each kind) whose exact counts the build knows; the stored weight (``doubt_weight``) is the one of :data:`WEIGHTS` whose 95% intervals
-cover those ranges' counts nearest 95% (:func:`calibrated_weight`), each range put together from its bounds'
-cut pieces (:func:`calibration_terms`, tested range by range against :func:`range_terms`, the reference's
-own answer). The same ranges (a seeded choice) and the same counts give the same weight: a refresh of
-unchanged data stores the same synopsis bit for bit.
+:data:`RANGES` ranges (as many of each kind) whose exact counts the build knows; the stored weight
+(``doubt_weight``) is the one of :data:`WEIGHTS` whose 95% intervals cover those ranges' counts nearest 95%
+(:func:`calibrated_weight`), each range put together from its bounds' cut pieces (:func:`calibration_terms`,
+tested range by range against :func:`range_terms`, the reference's own answer). The same ranges (a seeded
+choice) and the same counts give the same weight: a refresh of unchanged data stores the same synopsis bit for
+bit.
 
 Not calibrated (``doubt_weight`` NULL, weighed :data:`pg_kde.synopsis.query.SHAPE_DOUBT`): a continuous
-column (its rows may sit on a cut, where a range's exact count would need its rows there apart), a frequency
-table, and a time column whose build tries a periodic profile (its profile's cells have no disagreement to
+column (its rows may sit on a cut, where a range's exact count would need its rows there apart), a synopsis
+with no cells (every value exact), and a time column whose build tries a periodic profile (its profile's cells have no disagreement to
 weigh, D = 0, and the cuts would cost its scan about a fifth more: the build does not count them; where the
 KDE's shape fits better than the profile after all, it keeps weight 1).
 """
@@ -32,9 +33,9 @@ import numpy as np
 from . import query
 from .packing import lattice_value
 
-#: Cuts of each kind (:func:`probes`).
+#: Calibration values of each kind (:func:`probes`).
 PROBES = 1024
-#: Ranges between pairs of cuts that the weight is calibrated on.
+#: Ranges between pairs of calibration values that the weight is calibrated on (half of them of each kind).
 RANGES = 12000
 #: Of the ranges inside one cell, at most this many (evenly spaced among them, each counting for its share of
 #: them all): each is answered range by range (:func:`range_terms`), at up to 0.4 ms where heavy values' slots
@@ -42,7 +43,7 @@ RANGES = 12000
 ONE_CELL_MOST = 1000
 #: The weights tried, 0.2 to 2.5.
 WEIGHTS = tuple(round(0.2 + 0.05 * k, 2) for k in range(47))
-#: The ranges' pairs are drawn with this seed: the same cuts give the same ranges.
+#: The ranges' pairs are drawn with this seed (plus the kind's number): the same values give the same ranges.
 SEED = 20261128
 NOMINAL = 0.95
 

@@ -19,9 +19,8 @@ from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_p
 
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard
 #: error (docs/math.md §7) where a synopsis does not say its own (doubt_weight: NULL before 0.20.0, and on a
-#: continuous column, a frequency table or a time column whose build tries a periodic profile, which its build
-#: does not calibrate:
-#: :mod:`.calibration`).
+#: continuous column, a synopsis with no cells or a time column whose build tries a periodic profile, which
+#: its build does not calibrate: :mod:`.calibration`).
 SHAPE_DOUBT = 1.0
 #: Half a row each side of a point query's count interval (lo = hi; docs/math.md §7) where its law's whole
 #: counts do not give it (:func:`interval_1d`: a continuous column, or a slot of at least HELD_MEDIAN_BELOW
