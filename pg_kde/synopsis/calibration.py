@@ -108,8 +108,7 @@ def calibration_ranges(ks: np.ndarray, cuts: np.ndarray, counted: np.ndarray, st
     pairs = np.sort(ks[np.random.default_rng(seed).integers(0, len(ks), (ranges, 2))], axis=1)
     pairs = pairs[pairs[:, 0] < pairs[:, 1]]
     A, B = (pairs[:, 0] - 0.5) * step, (pairs[:, 1] + 0.5) * step
-    lo = np.array([lattice_value(float(k), step) for k in pairs[:, 0]])
-    hi = np.array([lattice_value(float(k), step) for k in pairs[:, 1]])
+    lo, hi = lattice_value(pairs[:, 0], step), lattice_value(pairs[:, 1], step)  # (elementwise, as for one k)
     exact = counted[np.searchsorted(cuts, B)] - counted[np.searchsorted(cuts, A)]
     return lo, hi, exact, A, B
 
