@@ -106,7 +106,7 @@ def coverage(payload: dict, loads: dict, doubt_weight: Optional[float] = None) -
     where pg_kde's standard deviation is at most FLOOR_SD rows, 0 elsewhere."""
     out = {}
     if doubt_weight is not None:
-        payload = dict(payload, doubt_weight=doubt_weight)
+        payload = dict(payload, doubt_weight=doubt_weight, doubt_weights=None)
     for workload, (lo, hi, exact) in loads.items():
         covered = inexact = 0
         floor = 0.0

@@ -571,6 +571,31 @@ stored_sum_error(int order, double rows, double slack, double rounding)
 	return order == 0 ? 0.0 : rows * (rounding / 2) + 2 * slack;
 }
 
+/* query.cell_weight: the weight of the shape's doubt in cell c of cells: its group's in doubt_weights (0.21.0:
+ * cell c in group c * n / cells of n), else doubt_weight, else SHAPE_DOUBT (NULL, or a row of a version before
+ * 0.20.0). */
+static double
+cell_doubt_weight(HeapTupleHeader row, int c, int cells)
+{
+	bool		isnull;
+	Datum		datum = kde_row_field_optional(row, "doubt_weights", &isnull);
+
+	if (!isnull)
+	{
+		ArrayType  *array = DatumGetArrayTypeP(datum);
+		int			n;
+
+		if (ARR_NDIM(array) > 1 || ARR_HASNULL(array) || ARR_ELEMTYPE(array) != FLOAT4OID)
+			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+							errmsg("pg_kde: the synopsis row's doubt_weights is not a one-dimensional float4 array without NULLs")));
+		n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+		if (n > 0)
+			return (double) ((const float4 *) ARR_DATA_PTR(array))[(int64) c * n / cells];
+	}
+	datum = kde_row_field_optional(row, "doubt_weight", &isnull);
+	return isnull ? SHAPE_DOUBT : DatumGetFloat8(datum);
+}
+
 /* query.smooth_1d: the cells' part of [a, b] (bounds already snapped on a lattice). */
 static Moments
 smooth(HeapTupleHeader row, double a, double b, int order, double step, double kde_rows, const Vector *heavy)
@@ -587,8 +612,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 	double		half_range,
 				A,
 				B,
-				disagreement = 0,
-				d;
+				shape_error = 0;
 	int			ka,
 				kb,
 				ks[2],
@@ -651,6 +675,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 					pos,
 					doubt = 0,
 					apart,
+					weighed,
 					f,
 					cuts,
 					below,
@@ -793,7 +818,9 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			}
 			out.estimate += fmin(k_hi, fmax(k_lo, n * share));
 			out.variance += spread;
-			disagreement += apart;
+			weighed = apart != 0 ? cell_doubt_weight(row, c, m - 1) : 0.0;
+			if (weighed != 0)	/* (a weight 0 adds nothing, an infinite disagreement's product included) */
+				shape_error += weighed * apart;
 			out.low += k_lo;
 			out.high += k_hi;
 		}
@@ -804,21 +831,16 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 
 			out.estimate += n * share * x;
 			out.variance += spread * x * x;
-			disagreement += apart * fabs(x);
+			weighed = apart != 0 ? cell_doubt_weight(row, c, m - 1) : 0.0;
+			if (weighed != 0)
+				shape_error += weighed * (apart * fabs(x));
 			out.low += fmin(0.0, n * (g0 * (1 - t0) + g1 * t0));
 			out.high += fmax(0.0, n * (g0 * (1 - t1) + g1 * t1));
 		}
 	}
-	/* the shape's own uncertainty: how far its shares are from the straight line's, weighed as the build
-	 * calibrated it (doubt_weight, 0.20.0: calibration.py) */
-	if (disagreement != 0)
-	{
-		bool		weight_null;
-		Datum		weight_datum = kde_row_field_optional(row, "doubt_weight", &weight_null);
-
-		d = (weight_null ? SHAPE_DOUBT : DatumGetFloat8(weight_datum)) * disagreement;
-		out.variance += d * d;
-	}
+	/* the shape's own uncertainty: how far its shares are from the straight line's, each cut cell's weighed as
+	 * the build calibrated it (doubt_weight, 0.20.0, and doubt_weights, 0.21.0: calibration.py) */
+	out.variance += shape_error * shape_error;
 	return out;
 }
 

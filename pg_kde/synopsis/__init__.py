@@ -41,7 +41,9 @@ a byte budget (``requested.budget``, default 8192: header and payload rows as ``
   at each boundary relative to the grid's mean density (float4); ``shape_var``, the variance of the cell
   shape's error the sample showed; ``doubt_weight`` (0.20.0), the weight of the shape's doubt in a range's
   interval that the build calibrated on exact counts between its scan's cuts (:mod:`.calibration`; NULL
-  where it does not, weighed 1). With no cells the arrays are empty and grid_size is 0.
+  where it does not, weighed 1), and ``doubt_weights`` (0.21.0), a weight calibrated likewise for each group
+  of neighbouring cells (cell c of m in group c · n div m), which a cut cell's doubt is weighed by where it is
+  not NULL. With no cells the arrays are empty and grid_size is 0.
 
 ``kde_synopsis_2d``, one row per (table, pair of columns), over the rows with both non-NULL: ``grid1``,
 ``grid2`` each axis's grid points (at the data's quantiles), ``lattice1``/``lattice2`` a discretised

@@ -19,7 +19,7 @@ import numpy as np
 from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
-from .calibration import calibrate, cuts_of, fold_scan, probes, rows_below
+from .calibration import calibrate, counts_of, cuts_of, fold_scan, probes
 from .catalog import Built1D, Built2D, Requested
 from .packing import PACK_LIMIT, exact_dot, lattice_indices, pack_atoms, pack_pairs, packed_size
 from .cells import (
@@ -28,6 +28,7 @@ from .cells import (
     KDE_POINTS,
     ROW_BYTES_2D,
     ROW_BYTES_1D,
+    DOUBT_BYTES,
     STEP_RANGE,
     binned_kde_at,
     boundary_above,
@@ -256,11 +257,13 @@ def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, ste
 
 def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: bool,
              quantum: Optional[float], grid_hint: Optional[np.ndarray] = None, span=None,
-             rows: Optional[int] = None, table: bool = True) -> _Plan1D:
+             rows: Optional[int] = None, table: bool = True, weighed: bool = True) -> _Plan1D:
     """Place the grid over ``span`` (the column's min and max; the sample's by default) and choose the
     candidates from the sample (docs/math.md §7); with ``grid_hint``, on that grid where it reaches
     (:func:`_hinted_grid`). ``rows``: about how many non-NULL rows the column has (None: unknown);
-    ``table`` False: never an exact frequency table (a scan found one larger than its estimate)."""
+    ``table`` False: never an exact frequency table (a scan found one larger than its estimate); ``weighed``: the
+    build calibrates a lattice column's doubt (no periodic profile tried), whose groups' weights take
+    DOUBT_BYTES of ``budget`` beside the cells (not beside a frequency table's)."""
     lo, hi = span if span is not None else (float(sample.min()), float(sample.max()))
     step = 0.0 if continuous else lattice_step(sample)
     if not continuous and step == 0.0 and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT and np.all(sample == np.trunc(sample)):
@@ -310,7 +313,10 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
         rest = distinct[counts == 1]
     source = rest if len(rest) else sample
     heavy_bytes = table_bytes if few else ATOM_BYTES * room
-    cells = requested.grid_size - 1 if requested.grid_size else cells_for_budget(budget, heavy_bytes=heavy_bytes)
+    # (a lattice column's cells leave its calibrated doubt weights their bytes; a frequency table's few cells
+    # keep the one weight)
+    cells = requested.grid_size - 1 if requested.grid_size else cells_for_budget(
+        budget if few else _weighed_budget(budget, step, weighed), heavy_bytes=heavy_bytes)
     if step > 0:
         def place(values, a, b, k):
             return lattice_grid(values, a, b, step, k, lattice_heavy)
@@ -494,6 +500,12 @@ def _usable_period(sample: np.ndarray, requested: Requested,
     return None
 
 
+def _weighed_budget(budget: int, step: float, weighed: bool) -> int:
+    """The bytes left to a 1-D synopsis' heavy values and cells once a lattice column's calibrated doubt weights
+    (DOUBT_BYTES) have theirs: where ``weighed`` (no periodic profile tried) and the column has a lattice."""
+    return budget - DOUBT_BYTES if step > 0 and weighed else budget
+
+
 def _cells_budget(requested: Requested, period: Optional[Tuple[float, int]]) -> int:
     """The bytes a 1-D synopsis' heavy values and cells may take: its budget, less a (usable) periodic
     profile's."""
@@ -513,8 +525,9 @@ def plan_grid(sample: np.ndarray, requested: Requested, span=None,
     lo, hi = span if span is not None else (float(sample.min()), float(sample.max()))
     if _scan_scale(lo, hi) != 1.0:
         return None
-    return _plan_1d(sample, requested, _cells_budget(requested, _usable_period(sample, requested, period)), False,
-                    None, span=(lo, hi)).points
+    usable = _usable_period(sample, requested, period)
+    return _plan_1d(sample, requested, _cells_budget(requested, usable), False, None, span=(lo, hi),
+                    weighed=not usable).points
 
 
 def _scan_errors(scan, rel: str, col: str) -> None:
@@ -620,7 +633,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             plan = pinned.plan
         else:
             plan = _plan_1d(scanned, requested, cells_budget, continuous or scale != 1.0, quantum,
-                            grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale), rows, table)
+                            grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale), rows, table,
+                            weighed=not period)
         # (a time column's profile is counted over every row in the same pass, on its own units only)
         phases = (period[0], period[1], plan.step) if period and scale == 1.0 else None
         # (with the calibration's cuts as boundaries too, folded back into the plan's cells; not where a periodic
@@ -732,7 +746,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         elif step > 0 and scale == 1.0 and not every and grid_hint is None and not requested.grid_size:
             # (a partition keeps its parent's boundaries, and a requested grid its size)
             atoms, points, rows_in, quanta, lo, hi = _sparse_ends_to_table(
-                atoms, points, rows_in, quanta, scan, lo, hi, step, plan.quantum, cells_budget)
+                atoms, points, rows_in, quanta, scan, lo, hi, step, plan.quantum,
+                _weighed_budget(cells_budget, step, not period))
             kde_rows = n - atoms.rows
 
     h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None
@@ -802,13 +817,17 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         budget=budget, seconds=0.0, period=used_period, profile=used_profile,
         sum_slack=slack, sum_quantum=rounding, heavy_whole=True, pinned=pin,
     )
-    weight = None
+    weight, weights = None, None
     if len(fine) > len(plan.points) and scale == 1.0 and kde_rows > 0:
-        # The shape's doubt's weight, from the exact counts between the scan's cuts (.calibration)
-        weight = calibrate(built.payload(), [
-            (ks, cuts, rows_below(cuts, fine, fine_below, plan.candidates, scan.candidate_rows))
-            for ks, cuts in plan.cuts()])
-    return replace(built, doubt_weight=weight, seconds=time.perf_counter() - started)
+        # The shape's doubt's weights, from the exact counts between the scan's cuts and beyond its tails
+        # (.calibration)
+        cuts = np.unique(np.concatenate([c for _, c in plan.cuts()]))
+        weight, weights = calibrate(built.payload(), plan.probes, plan.even,
+                                    counts_of(scan, cuts, fine, fine_below, plan.candidates),
+                                    (scan.all_lo, scan.all_hi))
+    # (a frequency table's few leftover cells keep the one weight: their bytes were not set aside)
+    return replace(built, doubt_weight=weight, doubt_weights=None if plan.few else weights,
+                   seconds=time.perf_counter() - started)
 
 
 @dataclass(frozen=True)

@@ -1,37 +1,43 @@
 """The build's calibration of a 1-D synopsis' shape's doubt (docs/math.md §7, "The doubt's weight, calibrated").
 
-A cut cell's interval adds the shape's doubt, a weight times the cells' disagreement with the straight line,
-to the rows' own spread (:func:`pg_kde.synopsis.query.smooth_1d`). No one weight suits every column: a
-column whose rows follow the KDE's shape closely needs less of it than one whose rows are clustered. The
-build measures it. It takes :data:`PROBES` lattice values of each of two kinds (:func:`probes`: the sample's
-values at evenly spaced ranks, as bounds drawn from the data fall, and values evenly spaced over the column's
-range, as bounds uniform over its domain fall), and its one scan also counts the rows below the half-steps
-about each (:func:`cuts_of`), which are boundaries of the scan's grid beside the synopsis' own (folded back
-after the scan, :func:`fold_scan`: counts and sums add exactly). Between pairs of values of one kind lie
-:data:`RANGES` ranges (as many of each kind) whose exact counts the build knows; the stored weight
-(``doubt_weight``) is the one of :data:`WEIGHTS` whose 95% intervals cover those ranges' counts nearest 95%
-(:func:`calibrated_weight`), each range put together from its bounds' cut pieces (:func:`calibration_terms`,
-tested range by range against :func:`range_terms`, the reference's own answer). The same ranges (a seeded
-choice) and the same counts give the same weight: a refresh of unchanged data stores the same synopsis bit for
-bit.
+A cut cell's interval adds the shape's doubt, a weight times the cell's disagreement with the straight line,
+to the rows' own spread (:func:`pg_kde.synopsis.query.smooth_1d`). No one weight suits every column, nor every
+part of one: a log-normal's dense bulk, where its cells are narrow and the shape's small disagreements
+understate its errors, needs more of it than its sparse tail, where wide cells curve far from the line and
+the shape follows them. The build measures it. Its one scan also counts the rows below the half-steps about
+:data:`PROBES` lattice values of each of two kinds (:func:`probes`: the sample's values at evenly spaced ranks,
+and values evenly spaced over the column's range), which are boundaries of the scan's grid beside the
+synopsis' own (:func:`cuts_of`; folded back after the scan, :func:`fold_scan`: counts and sums add exactly),
+and keeps its tails (the smallest and largest cell values), beyond which it knows the rows below any value
+(:class:`Counts`). On :data:`RANGES` ranges with exact counts, half between the sample's values as bounds drawn
+from the data fall (:func:`calibration_ranges`), half uniform over the column's whole range as bounds uniform
+over its domain fall, of those that cut a cell (:func:`uniform_ranges`), each put together from its bounds'
+cut pieces (:func:`calibration_terms`, tested range by range against :func:`range_terms`, the reference's own
+answer), the build stores the weight of :data:`WEIGHTS` whose 95% intervals cover nearest 95% of them
+(``doubt_weight``, :func:`weight_for`) and a weight for each of :data:`GROUPS` groups of neighbouring cells
+(``doubt_weights``, :func:`group_weights`), by which the queries weigh each cut cell's disagreement. The same
+ranges (a seeded choice) and the same counts give the same weights: a refresh of unchanged data stores the
+same synopsis bit for bit.
 
-Not calibrated (``doubt_weight`` NULL, weighed :data:`pg_kde.synopsis.query.SHAPE_DOUBT`): a continuous
-column (its rows may sit on a cut, where a range's exact count would need its rows there apart), a synopsis
-with no cells (every value exact), and a time column whose build tries a periodic profile (its profile's cells have no disagreement to
-weigh, D = 0, and the cuts would cost its scan about a fifth more: the build does not count them; where the
-KDE's shape fits better than the profile after all, it keeps weight 1).
+Not calibrated (both NULL, weighed :data:`pg_kde.synopsis.query.SHAPE_DOUBT`): a continuous column (its rows
+may sit on a cut, where a range's exact count would need its rows there apart), a synopsis with no cells
+(every value exact), and a time column whose build tries a periodic profile (its profile's cells have no
+disagreement to weigh, D = 0, and the cuts would cost its scan about a fifth more: the build does not count
+them; where the KDE's shape fits better than the profile after all, it keeps weight 1).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from statistics import NormalDist
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from . import query
+from .cells import DOUBT_GROUPS
 from .packing import lattice_value
+from .reader import TAIL_VALUES
 
 #: Calibration values of each kind (:func:`probes`).
 PROBES = 1024
@@ -41,8 +47,13 @@ RANGES = 12000
 #: them all): each is answered range by range (:func:`range_terms`), at up to 0.4 ms where heavy values' slots
 #: lie inside the cell.
 ONE_CELL_MOST = 1000
-#: The weights tried, 0.2 to 2.5.
-WEIGHTS = tuple(round(0.2 + 0.05 * k, 2) for k in range(47))
+#: The weights tried, 0 to 3.
+WEIGHTS = tuple(round(0.05 * k, 2) for k in range(61))
+#: Groups of neighbouring cells, each with a weight of its own (:func:`group_weights`): cell c of m is in group
+#: c · GROUPS div m (fewer groups where there are fewer cells); their bytes: cells.DOUBT_BYTES.
+GROUPS = DOUBT_GROUPS
+#: Rounds of :func:`group_weights`' search, each group's weight chosen in turn with the others held.
+ROUNDS = 3
 #: The ranges' pairs are drawn with this seed (plus the kind's number): the same values give the same ranges.
 SEED = 20261128
 NOMINAL = 0.95
@@ -96,6 +107,57 @@ def rows_below(cuts: np.ndarray, fine: np.ndarray, below: np.ndarray, candidates
     return below[at] + heavy[np.searchsorted(np.asarray(candidates, dtype=np.float64), cuts)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """What a build's scan knows exactly of the rows below a half-step x (no row sits on one): at each of its
+    cuts (``cuts``, sorted; ``below``, :func:`rows_below`), and anywhere beyond its tails (``low``, ``high``:
+    the scan's :data:`~pg_kde.synopsis.reader.TAIL_VALUES` smallest and largest cell values, repeats kept; all
+    of them where there are fewer, ``full`` False): above the smallest of ``high`` every cell value is one of
+    them, below the largest of ``low`` likewise. The candidate heavy values' rows are counted apart (``candidates``
+    sorted, ``candidate_rows``)."""
+    cuts: np.ndarray
+    below: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    full: bool
+    candidates: np.ndarray
+    candidate_rows: np.ndarray
+    cell_rows: float
+
+    @property
+    def rows(self) -> float:
+        """Every non-NULL row: the cells' and the candidates'."""
+        return self.cell_rows + float(np.sum(self.candidate_rows))
+
+    def at(self, x) -> np.ndarray:
+        """The rows below each half-step of ``x``; NaN where the scan does not know them."""
+        x = np.asarray(x, dtype=np.float64)
+        out = np.full(x.shape, np.nan)
+        if len(self.cuts):
+            i = np.clip(np.searchsorted(self.cuts, x), 0, len(self.cuts) - 1)
+            cut = self.cuts[i] == x
+            out[cut] = self.below[i[cut]]
+        heavy = np.concatenate([[0.0], np.cumsum(self.candidate_rows)])[np.searchsorted(self.candidates, x)]
+        high = x > self.high[0] if self.full else np.ones(x.shape, dtype=bool)
+        low = x < self.low[-1] if self.full else np.zeros(x.shape, dtype=bool)
+        if len(self.high):
+            out[high] = (self.cell_rows - (len(self.high) - np.searchsorted(self.high, x[high], side="right"))
+                         + heavy[high])
+        out[low & ~high] = np.searchsorted(self.low, x[low & ~high]) + heavy[low & ~high]
+        return out
+
+
+def counts_of(scan, cuts: np.ndarray, fine: np.ndarray, fine_below: np.ndarray, candidates: np.ndarray) -> Counts:
+    """The :class:`Counts` of a build's ``scan`` over the grid ``fine`` (before :func:`fold_scan`'s fold, whose
+    rows below its boundaries are ``fine_below``) with the calibration's ``cuts`` among its boundaries."""
+    order = np.argsort(np.asarray(candidates, dtype=np.float64), kind="stable")
+    cuts = np.asarray(cuts, dtype=np.float64)
+    return Counts(cuts, rows_below(cuts, fine, fine_below, candidates, scan.candidate_rows),
+                  np.asarray(scan.low, dtype=np.float64), np.asarray(scan.high, dtype=np.float64),
+                  len(scan.high) >= TAIL_VALUES, np.asarray(candidates, dtype=np.float64)[order],
+                  np.asarray(scan.candidate_rows, dtype=np.float64)[order], float(np.sum(scan.cell_rows)))
+
+
 def calibration_ranges(ks: np.ndarray, cuts: np.ndarray, counted: np.ndarray, step: float, ranges: int = RANGES,
                        seed: int = SEED) -> tuple:
     """(lo, hi, exact, A, B): about ``ranges`` ranges [lo, hi] between pairs of the lattice values k·step (k in
@@ -113,14 +175,65 @@ def calibration_ranges(ks: np.ndarray, cuts: np.ndarray, counted: np.ndarray, st
     return lo, hi, exact, A, B
 
 
+def uniform_ranges(known: np.ndarray, counts: Counts, cells: Tuple[float, float], span: Tuple[float, float],
+                   step: float, spacing: float, ranges: int = RANGES, seed: int = SEED) -> tuple:
+    """(lo, hi, exact): ranges whose bounds are uniform over the column's range ``span`` (its min and max, as
+    the scan found them), of those that cut a cell: where the cells span ``cells`` (their first and last
+    boundaries), a range whose bounds both lie beyond them is exact, and one of the others lies with both bounds
+    among the cells with the chance that uniform bounds give, L / (2 − L) (L: the share of the column's range
+    that the cells span), or else with one, the other beyond the cells on either side in proportion to the
+    column's range there: a range [x, max] or [min, x]. Each bound among the cells is drawn uniformly over
+    them (``seed``) and moves to the nearest lattice value the build knows the rows below of: itself where the
+    scan's tails know them (:meth:`Counts.at`), else the nearest of ``known`` (lattice indices the scan has cuts
+    about) within ``spacing`` steps; a draw with none is left out."""
+    lo_all, hi_all = span
+    first, last = max(cells[0], lo_all), min(cells[1], hi_all)
+    if not (last > first and hi_all > lo_all and step > 0):
+        return (np.empty(0),) * 3
+    share = min(1.0, (last - first) / (hi_all - lo_all))
+    before, after = max(0.0, first - lo_all), max(0.0, hi_all - last)
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(first / step, last / step, (ranges, 2))
+    both = rng.random(ranges) < share / (2 - share)
+    up = rng.random(ranges) * (before + after) < after if before + after > 0 else np.ones(ranges, dtype=bool)
+    k = np.round(x)
+    below, above = counts.at((k - 0.5) * step), counts.at((k + 0.5) * step)
+    direct = ~np.isnan(below) & ~np.isnan(above)
+    known = np.unique(np.asarray(known, dtype=np.float64))
+    if len(known):
+        j = np.clip(np.searchsorted(known, x), 1, max(len(known) - 1, 1))
+        near = np.where(np.abs(known[j - 1] - x) <= np.abs(known[j] - x), known[j - 1], known[j])
+        usable = np.abs(near - x) <= spacing
+        k = np.where(direct, k, near)
+        below, above = counts.at((k - 0.5) * step), counts.at((k + 0.5) * step)
+        direct |= usable & ~np.isnan(below) & ~np.isnan(above)
+    k_lo, k_hi = np.minimum(k[:, 0], k[:, 1]), np.maximum(k[:, 0], k[:, 1])
+    pick = np.argmin(k, axis=1)
+    rows = np.arange(ranges)
+    pair = both & direct.all(axis=1) & (k_lo < k_hi)
+    one = ~both & direct[:, 0]
+    lo = np.where(pair, lattice_value(k_lo, step), np.where(up, lattice_value(k[:, 0], step), lo_all))
+    hi = np.where(pair, lattice_value(k_hi, step), np.where(up, hi_all, lattice_value(k[:, 0], step)))
+    exact = np.where(pair, above[rows, 1 - pick] - below[rows, pick],
+                     np.where(up, counts.rows - below[:, 0], above[:, 0]))
+    keep = pair | one
+    return lo[keep], hi[keep], exact[keep]
+
+
 def range_terms(payload: dict, a: float, b: float) -> tuple:
     """(estimate, spread, doubt, inexact) of [a, b]'s count, one range at a time, as
     :func:`pg_kde.synopsis.query.range_1d` answers it: its estimate, its variance with the shape's doubt
     weighed 0 (the rows' own spread), the disagreement's square (the doubt's variance at weight 1), and whether
     its hard bounds leave it open. The reference :func:`calibration_terms` is tested against, and what it
     falls back on."""
-    r = query.range_1d(dict(payload, doubt_weight=0.0), a, b, 0)
-    return r.estimate, r.variance, r.disagreement * r.disagreement, r.low != r.high
+    estimate, spread, apart, inexact = _whole(payload, a, b)
+    return estimate, spread, apart * apart, inexact
+
+
+def _whole(payload: dict, a: float, b: float) -> tuple:
+    """(estimate, spread, disagreement, inexact) of [a, b]'s count (:func:`range_terms`)."""
+    r = query.range_1d(dict(payload, doubt_weight=0.0, doubt_weights=None), a, b, 0)
+    return r.estimate, r.variance, r.disagreement, r.low != r.high
 
 
 def _piece(payload: dict, a: float, b: float, heavy) -> tuple:
@@ -130,16 +243,36 @@ def _piece(payload: dict, a: float, b: float, heavy) -> tuple:
     return r.estimate, r.variance, r.disagreement, r.low, r.high
 
 
-def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> tuple:
-    """:func:`range_terms` of the ranges [lo_i, hi_i] (lo_i < hi_i), as arrays, from cut pieces: a range over
-    two or more cells of a lattice is its heavy values' exact rows, the whole cells between, the piece of its
-    first cell from its snapped lo and that of its last cell up to its snapped hi (each cut cell's estimate,
-    spread and hard bounds its own, its disagreement with the straight line added before it is squared:
-    pg_kde.synopsis.query.smooth_1d). Each bound's piece is taken once, so thousands of ranges between a few
-    thousand cuts cost a few thousand pieces, not a range each. Ranges inside one cell, and every range of a
-    column with no lattice, take :func:`range_terms`."""
+class Terms(NamedTuple):
+    """:func:`calibration_terms`' answer for each range: its estimate, its spread (the variance with the doubt
+    weighed 0), the disagreements of its first and last cut cells (0 where it has none: a range inside one
+    cell has its one), those cells (−1: none) and whether its hard bounds leave it open."""
+    estimate: np.ndarray
+    spread: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    first_cell: np.ndarray
+    last_cell: np.ndarray
+    inexact: np.ndarray
+
+    @property
+    def doubt(self) -> np.ndarray:
+        """The doubt's variance at weight 1 in every cell: the disagreements added, squared."""
+        apart = self.first + self.last
+        return apart * apart
+
+
+def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
+    """:func:`range_terms` of the ranges [lo_i, hi_i] (lo_i < hi_i), as arrays, from cut pieces, with each cut
+    cell's disagreement apart (:class:`Terms`): a range over two or more cells of a lattice is its heavy values'
+    exact rows, the whole cells between, the piece of its first cell from its snapped lo and that of its last
+    cell up to its snapped hi (each cut cell's estimate, spread and hard bounds its own, its disagreement with the
+    straight line added before it is squared: pg_kde.synopsis.query.smooth_1d). Each bound's piece is taken
+    once, so thousands of ranges between a few thousand cuts cost a few thousand pieces, not a range each.
+    Ranges inside one cell, and every range of a column with no lattice, take :func:`range_terms`."""
     n = len(lo)
-    est, spread, doubt = np.zeros(n), np.zeros(n), np.zeros(n)
+    est, spread, first_d, last_d = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+    first_c, last_c = np.full(n, -1), np.full(n, -1)
     inexact = np.zeros(n, dtype=bool)
     grid, step = payload["grid"], payload["step"]
     m = len(grid)
@@ -149,7 +282,7 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> tuple:
     for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
         snapped = query.snap(a, b, step) if step > 0 and m >= 2 and payload["kde_rows"] > 0 else None
         if snapped is None:
-            est[i], spread[i], doubt[i], inexact[i] = range_terms(payload, a, b)
+            est[i], spread[i], first_d[i], inexact[i] = _whole(payload, a, b)
             continue
         exact = query.heavy_between(values, cum, a, b)[0]
         A, B = max(snapped[0], grid[0]), min(snapped[1], grid[-1])
@@ -158,7 +291,8 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> tuple:
             continue
         ka, kb = query.cell_of(grid, A), query.cell_of(grid, B)
         if ka == kb:
-            est[i], spread[i], doubt[i], inexact[i] = range_terms(payload, a, b)
+            est[i], spread[i], first_d[i], inexact[i] = _whole(payload, a, b)
+            first_c[i] = ka
             continue
         if a not in lower:
             lower[a] = _piece(payload, snapped[0], grid[ka + 1], heavy)
@@ -169,10 +303,10 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> tuple:
         whole = payload["cell_cum_count"][kb] - payload["cell_cum_count"][ka + 1] if kb > ka + 1 else 0.0
         est[i] = exact + (0.0 + whole + first[0] + last[0])
         spread[i] = 0.0 + first[1] + last[1]
-        apart = 0.0 + first[2] + last[2]
-        doubt[i] = apart * apart
+        first_d[i], last_d[i] = first[2], last[2]
+        first_c[i], last_c[i] = ka, kb
         inexact[i] = exact + (0.0 + whole + first[3] + last[3]) != exact + (0.0 + whole + first[4] + last[4])
-    return est, spread, doubt, inexact
+    return Terms(est, spread, first_d, last_d, first_c, last_c, inexact)
 
 
 def weight_for(errors: np.ndarray, spread: np.ndarray, doubt: np.ndarray,
@@ -191,39 +325,101 @@ def weight_for(errors: np.ndarray, spread: np.ndarray, doubt: np.ndarray,
                key=lambda w: abs(w - query.SHAPE_DOUBT))
 
 
+def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: int, start: float) -> tuple:
+    """A weight for each of :data:`GROUPS` groups of neighbouring cells (cell c of ``cells`` in group c · G div
+    ``cells``, G = min(GROUPS, cells)): each group in turn takes the weight of :data:`WEIGHTS` whose intervals
+    cover nearest 95% of the ranges that cut one of its cells (each counting ``counts`` ranges), the other
+    groups' weights held; :data:`ROUNDS` rounds from ``start`` (the synopsis' one weight, :func:`weight_for`).
+    Of weights as near as any, the one nearest ``start``; a group no range cuts keeps it. A range's doubt is
+    then its first cut cell's weight times its disagreement plus its last's (as
+    :func:`pg_kde.synopsis.query.smooth_1d` adds them). ``terms``, ``errors`` and ``counts``: the ranges left
+    open by their hard bounds."""
+    groups = min(GROUPS, cells)
+    z = -NormalDist().inv_cdf((1 - NOMINAL) / 2)
+    first = np.where(terms.first_cell >= 0, terms.first_cell * groups // cells, -1)
+    last = np.where(terms.last_cell >= 0, terms.last_cell * groups // cells, -1)
+    weights = np.full(groups, start)
+    tried = np.asarray(WEIGHTS, dtype=np.float64)[:, None]
+    for _ in range(ROUNDS):
+        for g in range(groups):
+            cut = (first == g) | (last == g)
+            if not cut.any():
+                continue
+            f, l_ = first[cut], last[cut]
+            held = (np.where((f >= 0) & (f != g), weights[np.maximum(f, 0)], 0.0) * terms.first[cut]
+                    + np.where((l_ >= 0) & (l_ != g), weights[np.maximum(l_, 0)], 0.0) * terms.last[cut])
+            own = np.where(f == g, terms.first[cut], 0.0) + np.where(l_ == g, terms.last[cut], 0.0)
+            sd = np.sqrt(terms.spread[cut] + (held + tried * own) ** 2)
+            covered = (np.abs(errors[cut]) <= z * sd + 1e-9) @ counts[cut] / counts[cut].sum()
+            misses = np.abs(covered - NOMINAL)
+            weights[g] = min((w for w, m in zip(WEIGHTS, misses) if m <= misses.min() + 1e-12),
+                             key=lambda w: abs(w - start))
+    return tuple(float(w) for w in weights)
+
+
+class Calibrated(NamedTuple):
+    """The build's calibration: the synopsis' one weight (``doubt_weight``) and its groups' (``doubt_weights``,
+    :func:`group_weights`, as float4 stores them); None where it is not calibrated."""
+    weight: Optional[float]
+    weights: Optional[Tuple[float, ...]]
+
+
+def calibrated_weights(payload: dict, lo: np.ndarray, hi: np.ndarray, exact: np.ndarray,
+                       counts: Optional[np.ndarray] = None) -> Calibrated:
+    """The weights of the synopsis ``payload`` (:func:`weight_for`, then :func:`group_weights`) on the ranges
+    [lo_i, hi_i] whose exact counts are ``exact`` (each counting ``counts`` ranges): of those its hard bounds
+    leave open. None where none is, or none has doubt."""
+    if not len(lo):
+        return Calibrated(None, None)
+    counts = np.ones(len(lo)) if counts is None else np.asarray(counts, dtype=np.float64)
+    t = calibration_terms(payload, lo, hi)
+    open_ = t.inexact
+    errors, counts = (t.estimate - exact)[open_], counts[open_]
+    weight = weight_for(errors, t.spread[open_], t.doubt[open_], counts)
+    if weight is None:
+        return Calibrated(None, None)
+    kept = Terms(*(a[open_] for a in t))
+    weights = group_weights(kept, errors, counts, len(payload["grid"]) - 1, weight)
+    return Calibrated(weight, tuple(float(np.float32(w)) for w in weights))
+
+
 def calibrated_weight(payload: dict, lo: np.ndarray, hi: np.ndarray, exact: np.ndarray,
                       counts: Optional[np.ndarray] = None) -> Optional[float]:
-    """The weight (:func:`weight_for`) of the synopsis ``payload`` on the ranges [lo_i, hi_i] whose exact counts
-    are ``exact`` (each counting ``counts`` ranges): of those its hard bounds leave open. None where none is,
-    or none has doubt."""
-    if not len(lo):
-        return None
-    counts = np.ones(len(lo)) if counts is None else np.asarray(counts, dtype=np.float64)
-    est, spread, doubt, inexact = calibration_terms(payload, lo, hi)
-    return weight_for((est - exact)[inexact], spread[inexact], doubt[inexact], counts[inexact])
+    """The synopsis' one weight (:func:`calibrated_weights`)."""
+    return calibrated_weights(payload, lo, hi, exact, counts).weight
 
 
-def calibrate(payload: dict, kinds) -> Optional[float]:
-    """The build's weight of a lattice synopsis ``payload`` from ``kinds``, each (lattice indices, their cuts
-    (:func:`cuts_of`), the rows below each cut, :func:`rows_below`): on :func:`calibration_ranges`' ranges
-    between values of one kind, :data:`RANGES` in all, of those inside one cell at most :data:`ONE_CELL_MOST`;
-    None where it is not calibrated (the module's docstring)."""
+def calibrate(payload: dict, ranked: np.ndarray, even: np.ndarray, counts: Counts,
+              span: Tuple[float, float]) -> Calibrated:
+    """The build's weights of a lattice synopsis ``payload`` (:func:`calibrated_weights`) on :data:`RANGES`
+    ranges, half of each kind: between the sample's values at evenly spaced ranks (``ranked``, lattice indices,
+    :func:`calibration_ranges`), as bounds drawn from the data fall, and uniform over the column's range
+    ``span`` (:func:`uniform_ranges`, near the values ``even`` and ``ranked``), as bounds uniform over its
+    domain fall; their exact counts from what the scan knows (``counts``). Of the ranges inside one cell at most
+    :data:`ONE_CELL_MOST` (each then counts for its share). Not calibrated (None) where the module's docstring
+    says."""
     step, grid = payload["step"], np.asarray(payload["grid"], dtype=np.float64)
-    if not step > 0 or payload["kde_rows"] <= 0 or payload.get("period", 0.0) > 0 or len(grid) < 2 or not kinds:
-        return None
-    found = [calibration_ranges(ks, np.asarray(cuts, dtype=np.float64), np.asarray(counted, dtype=np.float64), step,
-                                RANGES // len(kinds), SEED + i) for i, (ks, cuts, counted) in enumerate(kinds)]
-    lo, hi, exact, A, B = (np.concatenate(a) for a in zip(*found))
+    if (not step > 0 or payload["kde_rows"] <= 0 or payload.get("period", 0.0) > 0 or len(grid) < 2
+            or not len(ranked)):
+        return Calibrated(None, None)
+    ranked_cuts = cuts_of(ranked, step)
+    data = calibration_ranges(ranked, ranked_cuts, counts.at(ranked_cuts), step, RANGES // 2, SEED)[:3]
+    even = np.asarray(even, dtype=np.float64)
+    spacing = max(1.0, (even.max() - even.min()) / (len(even) - 1)) if len(even) > 1 else 1.0
+    uniform = uniform_ranges(np.concatenate([np.asarray(ranked, dtype=np.float64), even]), counts,
+                             (grid[0], grid[-1]), span, step, spacing, RANGES // 2, SEED + 1)
+    lo, hi, exact = (np.concatenate(a) for a in zip(data, uniform))
+    A, B = (np.round(lo / step) - 0.5) * step, (np.round(hi / step) + 0.5) * step
 
     def cell(x):  # query.cell_of of the bounds within the grid
         return np.clip(np.searchsorted(grid, np.clip(x, grid[0], grid[-1]), side="right") - 1, 0, len(grid) - 2)
 
     one = np.flatnonzero(cell(A) == cell(B))
-    counts = np.ones(len(lo))
+    weights = np.ones(len(lo))
     if len(one) > ONE_CELL_MOST:
         kept = one[np.unique(np.linspace(0, len(one) - 1, ONE_CELL_MOST).round().astype(np.int64))]
-        counts[one] = 0.0
-        counts[kept] = len(one) / len(kept)
-        chosen = counts > 0
-        lo, hi, exact, counts = lo[chosen], hi[chosen], exact[chosen], counts[chosen]
-    return calibrated_weight(payload, lo, hi, exact, counts)
+        weights[one] = 0.0
+        weights[kept] = len(one) / len(kept)
+        chosen = weights > 0
+        lo, hi, exact, weights = lo[chosen], hi[chosen], exact[chosen], weights[chosen]
+    return calibrated_weights(payload, lo, hi, exact, weights)

@@ -23,7 +23,7 @@ CATALOG_TYPES = {
     "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
     "sat_sum": "float8[]", "kde_sat": "float8[]", "attnums": "int2[]", "coltypes": "text[]", "built_relid": "oid",
     "storage_id": "text", "pages": "int8", "kind": "text", "atom_pack": "bytea", "heavy_whole": "bool",
-    "doubt_weight": "float8",
+    "doubt_weight": "float8", "doubt_weights": "float4[]",
 }
 
 #: Columns of the header table, kde_catalog, in the order written; the rest of a row is its kind's payload
@@ -115,6 +115,10 @@ class Built1D:
     #: cells, a time column whose build tries a periodic profile, a synopsis stored before 0.20.0), weighed
     #: :data:`pg_kde.synopsis.query.SHAPE_DOUBT`.
     doubt_weight: Optional[float] = None
+    #: The weights of groups of neighbouring cells (cell c of m in group c · len div m), calibrated likewise,
+    #: where they differ from one synopsis to the next part of the column (:func:`.calibration.group_weights`);
+    #: None: every cell weighs ``doubt_weight`` (a synopsis stored before 0.21.0, a merge).
+    doubt_weights: Optional[tuple] = None
     #: The plan of the build's last scan (:class:`.build.Pinned1D`; None for a merge or a stored synopsis):
     #: a Citus table's next refresh scans its shards with it (:mod:`.shards`). Not stored with the synopsis.
     pinned: Optional[object] = field(default=None, compare=False, repr=False)
@@ -133,7 +137,8 @@ class Built1D:
                 "cell_cum_count": self.cell_cum_count, "cell_cum_sum": self.cell_cum_sum, "density": self.density,
                 "shape_var": self.shape_var, "period": self.period, "profile": self.profile,
                 "sum_slack": self.sum_slack, "sum_quantum": self.sum_quantum, "heavy_whole": self.heavy_whole,
-                "doubt_weight": self.doubt_weight}
+                "doubt_weight": self.doubt_weight,
+                "doubt_weights": None if self.doubt_weights is None else list(self.doubt_weights)}
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
         """The row of this synopsis, header and payload columns together (column -> value); split it with
@@ -160,6 +165,7 @@ class Built1D:
                 **({"scale": self.scale} if self.scale else {}),
                 "grid_size": self.grid_size, **({"period": self.period} if self.period else {}),
                 **({"doubt_weight": self.doubt_weight} if self.doubt_weight is not None else {}),
+                **({"doubt_weights": list(self.doubt_weights)} if self.doubt_weights is not None else {}),
                 "budget": self.budget, "seconds": round(self.seconds, 4)}
 
 

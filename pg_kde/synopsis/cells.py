@@ -56,6 +56,10 @@ ROW_BYTES_1D = 640
 #: The same for a 2-D synopsis, and its bytes per grid point (counts, KDE masses, two sums: float8 each).
 ROW_BYTES_2D = 1000
 POINT_BYTES_2D = 32
+#: Groups of a 1-D synopsis' cells with a doubt weight each (calibration.GROUPS), and the bytes of those weights
+#: (doubt_weights, a float4[]: 24 of the array's header, 4 a weight), which its cells leave free.
+DOUBT_GROUPS = 16
+DOUBT_BYTES = 24 + 4 * DOUBT_GROUPS
 #: Bytes per cell boundary (grid, cum count, cum sum as float8; density as float4) and per heavy value.
 BOUNDARY_BYTES = 28
 ATOM_BYTES = 24

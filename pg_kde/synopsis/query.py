@@ -92,6 +92,15 @@ def doubt_weight(s: dict) -> float:
     return SHAPE_DOUBT if w is None else float(w)
 
 
+def cell_weight(s: dict, c: int) -> float:
+    """The weight of the shape's doubt in cell c: its group's in ``doubt_weights`` (cell c of m in group
+    c · len div m, 0.21.0: :func:`.calibration.group_weights`), else :func:`doubt_weight`."""
+    weights = s.get("doubt_weights")
+    if weights:
+        return float(weights[c * len(weights) // (len(s["grid"]) - 1)])
+    return doubt_weight(s)
+
+
 def cell_of(grid, x: float) -> int:
     """The cell of ``grid`` (two or more boundaries) that holds x: grid[k] <= x < grid[k + 1], the last cell
     also holding its end, the outer cells what lies beyond."""
@@ -122,7 +131,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
         return out
     ka, kb = cell_of(grid, A), cell_of(grid, B)
     continuous = s["step"] == 0
-    disagreement = 0.0
+    disagreement = shape_error = 0.0
     slack, rounding = s.get("sum_slack"), s.get("sum_quantum")
     if kb > ka + 1:
         whole = cells[kb] - cells[ka + 1]
@@ -206,6 +215,9 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             out.estimate += min(k_hi, max(k_lo, n * share))
             out.variance += spread
             disagreement += apart
+            weighed = (cell_weight(s, c) if weight is None else weight) if apart else 0.0
+            if weighed:  # (a weight 0 adds nothing, an infinite disagreement's product included)
+                shape_error += weighed * apart
             out.low += k_lo
             out.high += k_hi
         else:
@@ -213,10 +225,13 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             out.estimate += n * share * x
             out.variance += spread * x * x
             disagreement += apart * abs(x)
+            weighed = (cell_weight(s, c) if weight is None else weight) if apart else 0.0
+            if weighed:
+                shape_error += weighed * (apart * abs(x))
             out.low += min(0.0, n * (g0 * (1 - t0) + g1 * t0))
             out.high += max(0.0, n * (g0 * (1 - t1) + g1 * t1))
-    # The shape's own uncertainty: how far its shares are from the straight line's (docs/math.md §7).
-    shape_error = (doubt_weight(s) if weight is None else weight) * disagreement
+    # The shape's own uncertainty: how far its shares are from the straight line's, each cut cell's weighed
+    # (docs/math.md §7).
     out.variance += shape_error * shape_error  # (not ** 2: that raises OverflowError where IEEE 754 gives inf)
     out.disagreement = disagreement
     return out

@@ -790,7 +790,8 @@ PAYLOAD_ROW = ("ROW('pg_class'::regclass, '{x}'::text[], %(atom_values)s::float8
                "%(atom_cum_sum)s::float8[], %(kde_rows)s, %(grid)s::float8[], %(grid_size)s, "
                "%(cell_cum_count)s::float8[], %(cell_cum_sum)s::float8[], %(step)s, %(density)s::float4[], "
                "%(shape_var)s, %(period)s, %(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8, "
-               "%(sum_quantum)s::float8, %(heavy_whole)s::boolean, %(doubt_weight)s::float8)::kde_synopsis")
+               "%(sum_quantum)s::float8, %(heavy_whole)s::boolean, %(doubt_weight)s::float8, "
+               "%(doubt_weights)s::float4[])::kde_synopsis")
 
 
 def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
@@ -801,7 +802,7 @@ def test_a_bound_inside_a_very_wide_cell_on_the_server(db):
                  "grid": [-1e300, 0.006, 10.0], "grid_size": 3, "cell_cum_count": [0.0, 57.0, 157.0],
                  "cell_cum_sum": [0.0, -1e300 + 0.1, -1e300 + 500.0], "step": 0.0, "density": [0.0, 1.0, 1.0],
                  "shape_var": 0.0, "period": 0.0, "profile": [], "atom_pack": b"", "sum_slack": None,
-                 "sum_quantum": None, "heavy_whole": None, "doubt_weight": None}
+                 "sum_quantum": None, "heavy_whole": None, "doubt_weight": None, "doubt_weights": None}
     for lo, hi in [(None, 0.001), (None, 0.006), (-1e300 + 1e285, 0.001)]:
         got = db.execute(f"SELECT (_kde_range({PAYLOAD_ROW}, %(lo)s, %(hi)s, 0)).*", {**WIDE_CELL, "lo": lo, "hi": hi}).fetchone()
         ref = range_1d(WIDE_CELL, lo, hi, 0)
@@ -820,7 +821,8 @@ def crafted(grid, cell_counts, cell_sums, density, step, atoms=(), atom_counts=(
             "cell_cum_count": [0.0] + np.cumsum(cell_counts).astype(float).tolist(),
             "cell_cum_sum": [0.0] + np.cumsum(cell_sums).astype(float).tolist(), "step": float(step),
             "density": f32(density), "shape_var": float(shape_var), "period": float(period), "profile": f32(profile),
-            "atom_pack": b"", "sum_slack": 0.0, "sum_quantum": 0.0, "heavy_whole": whole, "doubt_weight": None}
+            "atom_pack": b"", "sum_slack": 0.0, "sum_quantum": 0.0, "heavy_whole": whole, "doubt_weight": None,
+            "doubt_weights": None}
 
 
 def test_crafted_heavy_values_inside_cells_answer_as_the_reference(db):
@@ -859,15 +861,19 @@ def test_crafted_heavy_values_inside_cells_answer_as_the_reference(db):
 
 def test_the_server_weighs_the_doubt_by_the_synopsis_weight(db):
     """_kde_range weighs a cut cell's disagreement with the straight line by the row's doubt_weight (0.20.0, the
-    build's calibration), 1 where it is NULL, as the reference does: counts and sums, over one cut cell and two;
+    build's calibration), 1 where it is NULL, and by its cell's group's weight where doubt_weights holds them
+    (0.21.0: cell c of m in group c * n / m), as the reference does: counts and sums, over one cut cell and two;
     a range with no cut cell, and a periodic profile's cells, have no disagreement and the same variance
     whatever the weight."""
     s = crafted([0.5, 40.5, 70.5, 100.5], [400, 300, 500], [400 * 18.0, 300 * 52.0, 500 * 90.0],
                 [0.3, 1.7, 0.6, 1.2], 1.0, shape_var=0.002)
     seen = {}
-    for weight in (None, 0.0, 0.35, 1.0, 2.5):
-        row = dict(s, doubt_weight=weight)
-        for lo, hi in ((7.0, 29.0), (13.0, 88.0), (41.0, 70.0)):
+    # cells 0, 1, 2 of three: "a" (two groups) and "b" (three) weigh them 0.25, 0.25, 2; "c" 0, 3, 0.5
+    groups = {"a": [0.25, 2.0], "b": [0.25, 0.25, 2.0], "c": [0.0, 3.0, 0.5]}
+    for weight in (None, 0.0, 0.35, 1.0, 2.5, *groups):
+        row = dict(s, doubt_weight=0.35, doubt_weights=groups[weight]) if weight in groups else \
+            dict(s, doubt_weight=weight)
+        for lo, hi in ((7.0, 29.0), (13.0, 88.0), (41.0, 70.0), (44.0, 93.0)):
             for order in (0, 1):
                 got = db.execute(f"SELECT (_kde_range({PAYLOAD_ROW}, %(lo)s, %(hi)s, %(o)s)).*",
                                  {**row, "lo": lo, "hi": hi, "o": order}).fetchone()
@@ -878,8 +884,19 @@ def test_the_server_weighs_the_doubt_by_the_synopsis_weight(db):
     for (lo, hi, order), variances in seen.items():
         if (lo, hi) == (41.0, 70.0):  # (one whole cell: exact, no doubt)
             assert len(set(variances.values())) == 1
-        else:
-            assert variances[None] == variances[1.0] and variances[0.0] < variances[0.35] < variances[1.0] < variances[2.5]
+            continue
+        assert variances[None] == variances[1.0] and variances[0.0] < variances[0.35] < variances[1.0] < variances[2.5]
+        assert variances["a"] == pytest.approx(variances["b"], rel=1e-12)
+        if (lo, hi) == (7.0, 29.0):  # (cell 0 alone: its group's weight, not doubt_weight's 0.35)
+            assert variances[0.0] < variances["a"] < variances[0.35] and variances["c"] == variances[0.0]
+        else:  # (a cell of weight 2 among the cut cells; and of 3 where the range cuts cell 1)
+            assert variances["a"] > variances[0.35]
+            assert (variances["c"] > variances[0.35]) == (lo > 40.5)
+    # the groups' weights as the reference takes them: 2.0 in each of "a"'s group 1 is a weight of 2 everywhere
+    both = dict(s, doubt_weight=None, doubt_weights=[2.0, 2.0])
+    uniform = dict(s, doubt_weight=2.0)
+    for lo, hi in ((13.0, 88.0), (44.0, 93.0)):
+        assert range_1d(both, lo, hi, 0).variance == pytest.approx(range_1d(uniform, lo, hi, 0).variance, rel=1e-12)
 
 
 def test_points_answer_as_the_reference_across_expected_rows(db):

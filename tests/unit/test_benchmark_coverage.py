@@ -21,15 +21,18 @@ def _built(column: str, rows: int, budget: int = 2048, seed: int = 0):
 def test_coverage_what_if_weighs_the_doubt_in_place_of_the_builds_weight():
     """--doubt-weight: the intervals of a cut cell whose shape is far from the straight line narrow with a
     smaller weight (with 0, to the rows' own spread) and widen with a larger one than the build's calibrated
-    weight; without it, coverage() answers with the synopsis' own weight, and the payload is left as it was."""
+    weight; without it, coverage() answers with the synopsis' own weights, and the payload is left as it was."""
     x, _, s = _built("amount", 200_000)
     lo, hi = np.quantile(x, [0.03, 0.6]), np.quantile(x, [0.4, 0.97])
     own = query.doubt_weight(s)
     assert 0 < own < 3.0 and s["doubt_weight"] == own  # (calibrated by the build)
-    widths = [[interval_1d(dict(s, doubt_weight=w), float(a), float(b), 0.95) for a, b in zip(lo, hi)]
-              for w in (0.0, own, 3.0)]
+    # (the what-if weighs every cell alike: the groups' weights, doubt_weights, give way to it)
+    assert s["doubt_weights"] is not None
+    widths = [[interval_1d(s if w is None else dict(s, doubt_weight=w, doubt_weights=None), float(a), float(b), 0.95)
+               for a, b in zip(lo, hi)] for w in (0.0, None, 3.0)]
     for k in range(2):
-        assert widths[0][k][2] - widths[0][k][1] < widths[1][k][2] - widths[1][k][1] < widths[2][k][2] - widths[2][k][1]
+        assert widths[0][k][2] - widths[0][k][1] <= widths[1][k][2] - widths[1][k][1] <= widths[2][k][2] - widths[2][k][1]
+        assert widths[0][k][2] - widths[0][k][1] < widths[2][k][2] - widths[2][k][1]
     # answers at the top of the build's intervals: inside them and the wider ones, outside the narrower ones
     loads = {"data": (lo, hi, np.array([high for _, _, high in widths[1]]))}
     for w, share in ((None, 1.0), (3.0, 1.0), (0.0, 0.0)):

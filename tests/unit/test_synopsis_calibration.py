@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from pg_kde.synopsis import ArrayTableReader, Requested, build, build_1d, calibration, query
-from pg_kde.synopsis.calibration import (SEED, WEIGHTS, calibrated_weight, calibration_ranges, calibration_terms,
-                                         cuts_of, fold_scan, probes, range_terms, rows_below)
+from pg_kde.synopsis.calibration import (SEED, WEIGHTS, Counts, calibrated_weight, calibration_ranges,
+                                         calibration_terms, counts_of, cuts_of, fold_scan, probes, range_terms,
+                                         rows_below, uniform_ranges)
 from pg_kde.synopsis.cells import DAY_PROFILE
 
 
@@ -90,54 +91,185 @@ def test_calibration_terms_from_cut_pieces_equal_the_reference_range_by_range(co
     x = _column(column, 200_000)
     s = _build(x, budget, DAY_PROFILE if column == "created_at" else None).payload()
     lo, hi = _ranges(x, s["step"], np.random.default_rng(11))
-    est, spread, doubt, inexact = calibration_terms(s, lo, hi)
+    t = calibration_terms(s, lo, hi)
+    est, spread, doubt, inexact = t.estimate, t.spread, t.doubt, t.inexact
     want = [range_terms(s, float(a), float(b)) for a, b in zip(lo, hi)]
     assert est.tolist() == [w[0] for w in want] and spread.tolist() == [w[1] for w in want]
     assert doubt.tolist() == [w[2] for w in want] and inexact.tolist() == [w[3] for w in want]
+    # each cut cell's disagreement apart, in the cells that hold the snapped bounds
+    grid = s["grid"]
+    for a, b, f, l_, fc, lc in list(zip(lo, hi, t.first, t.last, t.first_cell, t.last_cell))[:300]:
+        if lc >= 0:
+            A, B = query.snap(float(a), float(b), s["step"])
+            assert (fc, lc) == (query.cell_of(grid, A), query.cell_of(grid, B)) and fc < lc
+            top = query.lattice_value(round(grid[fc + 1] / s["step"] - 0.5), s["step"])  # (the cell's last value)
+            assert query.snap(float(a), top, s["step"])[1] == grid[fc + 1]
+            assert f == query.range_1d(dict(s, doubt_weight=0.0), float(a), top, 0).disagreement
     # (qty's ranges lie among its heavy values, where every range is exact: the branch with no cell)
     assert inexact.sum() > 300 if column != "qty" else not inexact.any(), inexact.sum()
-    # range_terms is range_1d's own answer: its variance at a weight is the spread plus the weight² · doubt
-    for a, b, w in list(zip(lo, hi, want))[:200]:
-        r = query.range_1d(dict(s, doubt_weight=0.7), float(a), float(b), 0)
+    # range_terms is range_1d's own answer: its variance at a weight is the spread plus the weight² · doubt, and
+    # with a weight for each group of cells, the spread plus (each cut cell's weight · its disagreement)²
+    if len(grid) < 3:
+        return
+    groups = np.linspace(0.3, 2.4, min(8, len(grid) - 1))
+    for i, (a, b, w) in enumerate(list(zip(lo, hi, want))[:200]):
+        r = query.range_1d(dict(s, doubt_weight=0.7, doubt_weights=None), float(a), float(b), 0)
         assert r.estimate == w[0] and r.variance == pytest.approx(w[1] + 0.49 * w[2], rel=1e-12, abs=1e-12)
+        g = dict(s, doubt_weight=0.7, doubt_weights=groups.tolist())
+        weigh = [groups[c * len(groups) // (len(grid) - 1)] if c >= 0 else 0.0 for c in (t.first_cell[i], t.last_cell[i])]
+        assert query.range_1d(g, float(a), float(b), 0).variance == pytest.approx(
+            w[1] + (weigh[0] * t.first[i] + weigh[1] * t.last[i]) ** 2, rel=1e-12, abs=1e-12)
 
 
-def test_a_build_stores_the_weight_whose_intervals_cover_its_ranges_nearest_95_percent(monkeypatch):
-    """The stored doubt_weight is the one of WEIGHTS whose intervals cover nearest 95% of the ranges between
-    the scan's cuts, counted exactly from the column itself; the cuts leave every other part of the synopsis
-    as a build without them makes it; two builds store the same synopsis."""
+def _own_counts(x: np.ndarray, cuts: np.ndarray) -> Counts:
+    """What a scan would know of the column ``x`` itself (no heavy value counted apart): the rows below each
+    of ``cuts`` and its 256 smallest and largest values."""
+    ordered = np.sort(x)
+    return Counts(np.asarray(cuts, dtype=np.float64), np.searchsorted(ordered, cuts).astype(float), ordered[:256],
+                  ordered[-256:], True, np.empty(0), np.empty(0), float(len(x)))
+
+
+def test_the_scans_counts_are_exact_at_its_cuts_and_beyond_its_tails_and_the_uniform_ranges_with_them():
+    """Counts.at gives the rows below a half-step exactly at the scan's cuts and beyond its tails (above its
+    256th largest cell value, below its 256th smallest; every value where it kept them all), NaN elsewhere, heavy
+    values counted apart included; uniform_ranges' ranges have exact counts, one bound among the cells at least,
+    and as many with both as uniform bounds over the column's range give."""
+    x = _column("amount", 200_000, seed=3)
+    ordered = np.sort(x)
+    built = _build(x)
+    plan = built.pinned.plan
+    cuts = np.unique(np.concatenate([c for _, c in plan.cuts()]))
+    reader = ArrayTableReader((x,))
+    fine = plan.scanned_grid()
+    candidates = np.unique(x)[::50]  # (counted apart from the cells, as heavy values are)
+    raw = reader.scan_1d(fine, candidates, plan.quantum)
+    below = fold_scan(raw, plan.points, fine)[1]
+    counts = counts_of(raw, cuts, fine, below, candidates)
+    assert counts.rows == len(x) and counts.full
+    probe = np.unique(np.concatenate([cuts, (np.arange(0, round(x.max() * 100) + 50, 7) + 0.5) * 0.01]))
+    got = counts.at(probe)
+    truth = np.searchsorted(ordered, probe).astype(float)
+    known = ~np.isnan(got)
+    assert np.array_equal(got[known], truth[known])
+    assert np.all(known[np.isin(probe, cuts)])
+    tail = np.sort(x[~np.isin(x, candidates)])
+    beyond = (probe > tail[-256]) | (probe < tail[255])
+    assert np.array_equal(known, np.isin(probe, cuts) | beyond)
+    assert (~known).sum() > 100  # (between the cuts, below the tails: not known)
+    # a mutation: the candidates' rows left out of the tails' counts
+    assert not np.array_equal(dataclasses.replace(counts, candidate_rows=counts.candidate_rows * 0).at(probe)[known],
+                              truth[known])
+    grid = built.grid
+    span = (float(ordered[0]), float(ordered[-1]))
+    spacing = (plan.even.max() - plan.even.min()) / (len(plan.even) - 1)
+    lo, hi, exact = uniform_ranges(np.concatenate([plan.probes, plan.even]), counts, (grid[0], grid[-1]), span,
+                                   0.01, spacing, 6000, 7)
+    assert len(lo) > 4000 and np.all(lo < hi)
+    assert exact.tolist() == (np.searchsorted(ordered, hi, side="right") - np.searchsorted(ordered, lo)).astype(float).tolist()
+    inside = lambda v: (v > grid[0]) & (v < grid[-1])  # noqa: E731
+    assert np.all(inside(lo) | inside(hi))
+    share = (grid[-1] - grid[0]) / (span[1] - span[0])
+    both = np.mean(inside(lo) & inside(hi))
+    assert abs(both - share / (2 - share)) < 0.03, (both, share)
+    # the other bound of a range with one among the cells: the column's min or max, as far beyond as its range
+    assert set(lo[~inside(lo)]) <= {span[0]} and set(hi[~inside(hi)]) <= {span[1]}
+    assert np.mean(hi[~inside(hi)] == span[1]) > 0.9  # (its cells end far below its max: a sparse tail)
+
+
+def test_a_build_stores_the_weights_whose_intervals_cover_its_ranges_nearest_95_percent(monkeypatch):
+    """The stored doubt_weight is the one of WEIGHTS whose intervals cover nearest 95% of the calibration's
+    ranges (between values at evenly spaced ranks, and uniform over the column's range), counted exactly from
+    the column itself; the groups' weights (doubt_weights) bring those ranges' coverage nearer 95% still; the
+    cuts leave every other part of the synopsis as a build without them makes it; two builds store the same
+    synopsis."""
     x = _column("amount", 200_000)
     built = _build(x)
-    assert built.doubt_weight in WEIGHTS
+    assert built.doubt_weight in WEIGHTS and len(built.doubt_weights) == calibration.GROUPS
+    assert all(float(np.float32(w)) == w for w in built.doubt_weights)  # (as float4 stores them)
     assert dataclasses.replace(_build(x), seconds=0.0) == dataclasses.replace(built, seconds=0.0)
-    kinds = built.pinned.plan.cuts()
+    plan = built.pinned.plan
+    kinds = plan.cuts()
     assert len(kinds) == 2 and all(len(cuts) > 500 for _, cuts in kinds)
-    # the weight from the column's own counts (sorted values), on the same ranges: as many of each kind
-    ordered = np.sort(x)
-    counted = [(ks, cuts, np.searchsorted(ordered, cuts).astype(float)) for ks, cuts in kinds]
+    # the weights from the column's own counts, on the same ranges
+    cuts = np.unique(np.concatenate([c for _, c in kinds]))
+    counts = _own_counts(x, cuts)
     s = built.payload()
-    assert calibration.calibrate(s, counted) == built.doubt_weight
-    lo, hi, exact = (np.concatenate(a) for a in zip(*[
-        calibration_ranges(ks, cuts, below, built.step, calibration.RANGES // 2, SEED + i)[:3]
-        for i, (ks, cuts, below) in enumerate(counted)]))
+    span = (float(x.min()), float(x.max()))
+    assert calibration.calibrate(s, plan.probes, plan.even, counts, span) == (built.doubt_weight, built.doubt_weights)
+    ranked_cuts = cuts_of(plan.probes, built.step)
+    data = calibration_ranges(plan.probes, ranked_cuts, counts.at(ranked_cuts), built.step, calibration.RANGES // 2, SEED)[:3]
+    spacing = (plan.even.max() - plan.even.min()) / (len(plan.even) - 1)
+    uniform = uniform_ranges(np.concatenate([plan.probes, plan.even]), counts, (s["grid"][0], s["grid"][-1]), span,
+                             built.step, spacing, calibration.RANGES // 2, SEED + 1)
+    lo, hi, exact = (np.concatenate(a) for a in zip(data, uniform))
     assert len(lo) > 0.8 * calibration.RANGES
-    est, spread, doubt, inexact = calibration_terms(s, lo, hi)
+    t = calibration_terms(s, lo, hi)
+    inexact = t.inexact
     z = 1.959963984540054
+    m = len(s["grid"]) - 1
+
+    def covered(w, groups=None, among=True):
+        chosen = inexact & among
+        e, v = (t.estimate - exact)[chosen], t.spread[chosen]
+        if groups is None:
+            d = w * (t.first + t.last)[chosen]
+        else:
+            weigh = lambda c: np.where(c >= 0, np.asarray(groups)[np.maximum(c, 0) * len(groups) // m], 0.0)  # noqa: E731
+            d = (weigh(t.first_cell) * t.first + weigh(t.last_cell) * t.last)[chosen]
+        return np.mean(np.abs(e) <= z * np.sqrt(v + d * d) + 1e-9)
 
     def miss(w):
-        e, v, d = (est - exact)[inexact], spread[inexact], doubt[inexact]
-        return abs(np.mean(np.abs(e) <= z * np.sqrt(v + w * w * d) + 1e-9) - 0.95)
+        return abs(covered(w) - 0.95)
 
     # (of the ranges inside one cell, at most ONE_CELL_MOST answer for all: near, not always equal)
     assert miss(built.doubt_weight) <= min(miss(w) for w in WEIGHTS) + 0.01
     assert calibrated_weight(s, lo, hi, exact) == min(
         (w for w in WEIGHTS if miss(w) <= min(miss(v) for v in WEIGHTS) + 1e-12), key=lambda w: abs(w - 1))
+    # each group's weight covers the ranges that cut its cells near 95% (the others' weights as stored), and
+    # the groups' weights all the ranges
+    assert abs(covered(None, built.doubt_weights) - 0.95) < 0.01
+    groups = len(built.doubt_weights)
+    group = lambda c: np.where(c >= 0, c * groups // m, -1)  # noqa: E731
+    for g in range(groups):
+        cut = (group(t.first_cell) == g) | (group(t.last_cell) == g)
+        if np.count_nonzero(cut & inexact) >= 200:
+            got, w = covered(None, built.doubt_weights, cut), built.doubt_weights[g]
+            # (or as near as a weight can bring it: none of the doubt still covers more, the most less; the
+            # search holds the other groups' weights of its round, and answers ranges inside one cell by a
+            # share of them)
+            assert abs(got - 0.95) < 0.025 or (w == WEIGHTS[0] and got > 0.95) or (w == WEIGHTS[-1] and got < 0.95), \
+                (g, got, w)
     # without the cuts: the same synopsis, not calibrated
     monkeypatch.setattr(build, "probes", lambda *a: (np.empty(0), np.empty(0)))
     plain = _build(x)
-    assert plain.doubt_weight is None
-    assert dataclasses.replace(plain, doubt_weight=built.doubt_weight, seconds=0.0) == \
-        dataclasses.replace(built, seconds=0.0)
+    assert plain.doubt_weight is None and plain.doubt_weights is None
+    assert dataclasses.replace(plain, doubt_weight=built.doubt_weight, doubt_weights=built.doubt_weights,
+                               seconds=0.0) == dataclasses.replace(built, seconds=0.0)
+
+
+def test_each_group_of_cells_takes_the_weight_its_ranges_need():
+    """group_weights on ranges whose errors need a weight of 0.5 in the first group of cells and 2 in the
+    second (their 95th percentile of |error| / (z · disagreement)), and a few ranges that cut both: each group
+    gets its own, the ranges of both counting in each; where no range cuts a group, it keeps the start."""
+    z = 1.959963984540054
+    u = (np.arange(1000) + 0.5) / 1000  # |error| / (z · need · disagreement) / 0.95
+    first_cell = np.concatenate([np.zeros(1000, int), np.full(1000, 3), np.zeros(50, int)])
+    last_cell = np.concatenate([np.full(2000, -1), np.full(50, 3)])
+    first = np.concatenate([np.ones(2000), np.full(50, 1e-9)])
+    last = np.concatenate([np.zeros(2000), np.full(50, 1e-9)])
+    errors = np.concatenate([z * 0.5 * u / 0.95, z * 2.0 * u / 0.95, np.zeros(50)])
+    terms = calibration.Terms(np.zeros(2050), np.zeros(2050), first, last, first_cell, last_cell,
+                              np.ones(2050, dtype=bool))
+    # four cells, a group each (no more groups than cells); of 16 cells, cells 0 and 3 are groups 0 and 3; with
+    # two groups of four cells, cells 0-1 are group 0 and cells 2-3 group 1
+    assert calibration.group_weights(terms, errors, np.ones(2050), 4, 1.0) == (0.5, 1.0, 1.0, 2.0)
+    assert calibration.group_weights(terms, errors, np.ones(2050), 16, 1.0) == (0.5, 1.0, 1.0, 2.0) + (1.0,) * 12
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(calibration, "GROUPS", 2)
+        assert calibration.group_weights(terms, errors, np.ones(2050), 4, 1.0) == (0.5, 2.0)
+    # a range counting twice counts twice
+    counts = np.concatenate([np.ones(1000), np.where(u <= 0.5, 3.0, 1.0), np.ones(50)])
+    assert calibration.group_weights(terms, errors, counts, 4, 1.0)[1] < 2.0
 
 
 def test_what_the_build_does_not_calibrate_stays_weighed_as_before(monkeypatch):
@@ -145,15 +277,16 @@ def test_what_the_build_does_not_calibrate_stays_weighed_as_before(monkeypatch):
     profile store no weight (NULL): their doubt weighs query.SHAPE_DOUBT, as before 0.20.0. The time column's
     scan counts no cuts (they would cost it about a fifth more); the same column without a profile tried does."""
     rng = np.random.default_rng(5)
-    assert _build(rng.standard_normal(100_000)).doubt_weight is None
+    continuous = _build(rng.standard_normal(100_000))
+    assert continuous.doubt_weight is None and continuous.doubt_weights is None
     few = _build(rng.integers(0, 20, 50_000).astype(np.float64))
-    assert few.kde_rows == 0 and few.doubt_weight is None
+    assert few.kde_rows == 0 and few.doubt_weight is None and few.doubt_weights is None
     grids = []
     scan = ArrayTableReader.scan_1d
     monkeypatch.setattr(ArrayTableReader, "scan_1d", lambda self, points, *a: grids.append(len(points)) or scan(self, points, *a))
     t = _column("created_at", 200_000)
     timed = _build(t, 8192, DAY_PROFILE)
-    assert timed.period > 0 and timed.doubt_weight is None
+    assert timed.period > 0 and timed.doubt_weight is None and timed.doubt_weights is None
     assert grids and all(g <= timed.grid_size + 2 for g in grids), grids
     grids.clear()
     plain = _build(t, 8192)
@@ -168,10 +301,10 @@ def test_a_stored_weight_weighs_the_doubt_of_every_range():
     x = _column("amount", 100_000)
     s = _build(x).payload()
     lo, hi = np.quantile(x, 0.21), np.quantile(x, 0.67)
-    base = query.range_1d(dict(s, doubt_weight=0.0), lo, hi, 0)
+    base = query.range_1d(dict(s, doubt_weight=0.0, doubt_weights=None), lo, hi, 0)
     assert base.disagreement > 0
     for w in (None, 0.3, 1.0, 2.5):
-        got = query.range_1d(dict(s, doubt_weight=w), lo, hi, 0)
+        got = query.range_1d(dict(s, doubt_weight=w, doubt_weights=None), lo, hi, 0)
         weight = 1.0 if w is None else w
         assert got.estimate == base.estimate and got.disagreement == base.disagreement
         assert got.variance == pytest.approx(base.variance + (weight * base.disagreement) ** 2, rel=1e-12)
