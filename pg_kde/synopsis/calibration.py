@@ -201,8 +201,11 @@ def uniform_ranges(known: np.ndarray, counts: Counts, cells: Tuple[float, float]
     direct = ~np.isnan(below) & ~np.isnan(above)
     known = np.unique(np.asarray(known, dtype=np.float64))
     if len(known):
-        j = np.clip(np.searchsorted(known, x), 1, max(len(known) - 1, 1))
-        near = np.where(np.abs(known[j - 1] - x) <= np.abs(known[j] - x), known[j - 1], known[j])
+        if len(known) == 1:
+            near = np.full(x.shape, known[0])
+        else:
+            j = np.clip(np.searchsorted(known, x), 1, len(known) - 1)
+            near = np.where(np.abs(known[j - 1] - x) <= np.abs(known[j] - x), known[j - 1], known[j])
         usable = np.abs(near - x) <= spacing
         k = np.where(direct, k, near)
         below, above = counts.at((k - 0.5) * step), counts.at((k + 0.5) * step)

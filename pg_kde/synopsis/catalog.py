@@ -165,7 +165,8 @@ class Built1D:
                 **({"scale": self.scale} if self.scale else {}),
                 "grid_size": self.grid_size, **({"period": self.period} if self.period else {}),
                 **({"doubt_weight": self.doubt_weight} if self.doubt_weight is not None else {}),
-                **({"doubt_weights": list(self.doubt_weights)} if self.doubt_weights is not None else {}),
+                **({"doubt_weights": [round(w, 4) for w in self.doubt_weights]}
+                   if self.doubt_weights is not None else {}),
                 "budget": self.budget, "seconds": round(self.seconds, 4)}
 
 

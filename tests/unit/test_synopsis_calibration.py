@@ -174,6 +174,13 @@ def test_the_scans_counts_are_exact_at_its_cuts_and_beyond_its_tails_and_the_uni
     # the other bound of a range with one among the cells: the column's min or max, as far beyond as its range
     assert set(lo[~inside(lo)]) <= {span[0]} and set(hi[~inside(hi)]) <= {span[1]}
     assert np.mean(hi[~inside(hi)] == span[1]) > 0.9  # (its cells end far below its max: a sparse tail)
+    # one known value (five rows at 1, every value in the tails): every range holds them all; a column of
+    # one value has no range
+    tiny = Counts(np.array([0.5, 1.5]), np.array([0.0, 5.0]), np.ones(5), np.ones(5), False, np.empty(0),
+                  np.empty(0), 5.0)
+    lo1, hi1, exact1 = uniform_ranges(np.array([1.0]), tiny, (0.5, 1.5), (0.0, 4.0), 1.0, 1.0, 10, 1)
+    assert len(lo1) == 10 and np.all(exact1 == 5.0) and np.all((lo1 <= 1.0) & (hi1 >= 1.0))
+    assert len(uniform_ranges(np.array([1.0]), tiny, (0.5, 1.5), (1.0, 1.0), 1.0, 1.0, 10, 1)[0]) == 0
 
 
 def test_a_build_stores_the_weights_whose_intervals_cover_its_ranges_nearest_95_percent(monkeypatch):
