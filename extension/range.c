@@ -571,29 +571,43 @@ stored_sum_error(int order, double rows, double slack, double rounding)
 	return order == 0 ? 0.0 : rows * (rounding / 2) + 2 * slack;
 }
 
-/* query.cell_weight: the weight of the shape's doubt in cell c of cells: its group's in doubt_weights (0.21.0:
- * cell c in group c * n / cells of n), else doubt_weight, else SHAPE_DOUBT (NULL, or a row of a version before
- * 0.20.0). */
-static double
-cell_doubt_weight(HeapTupleHeader row, int c, int cells)
+/* The weights of a row's shape's doubt, read from it once a call, when a cut cell first disagrees with the
+ * straight line: its groups' (doubt_weights, 0.21.0; none: n 0) and its one weight (doubt_weight, else
+ * SHAPE_DOUBT: NULL, or a row of a version before 0.20.0). */
+typedef struct DoubtWeights
 {
-	bool		isnull;
-	Datum		datum = kde_row_field_optional(row, "doubt_weights", &isnull);
+	bool		read;
+	int			n;
+	const float4 *groups;
+	double		one;
+} DoubtWeights;
 
-	if (!isnull)
+/* query.cell_weight: the weight of the shape's doubt in cell c of cells: its group's (cell c in group
+ * c * n / cells of n), else the row's one weight. */
+static double
+cell_doubt_weight(HeapTupleHeader row, DoubtWeights *w, int c, int cells)
+{
+	if (!w->read)
 	{
-		ArrayType  *array = DatumGetArrayTypeP(datum);
-		int			n;
+		bool		isnull;
+		Datum		datum = kde_row_field_optional(row, "doubt_weights", &isnull);
 
-		if (ARR_NDIM(array) > 1 || ARR_HASNULL(array) || ARR_ELEMTYPE(array) != FLOAT4OID)
-			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
-							errmsg("pg_kde: the synopsis row's doubt_weights is not a one-dimensional float4 array without NULLs")));
-		n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
-		if (n > 0)
-			return (double) ((const float4 *) ARR_DATA_PTR(array))[(int64) c * n / cells];
+		w->read = true;
+		w->n = 0;
+		if (!isnull)
+		{
+			ArrayType  *array = DatumGetArrayTypeP(datum);
+
+			if (ARR_NDIM(array) > 1 || ARR_HASNULL(array) || ARR_ELEMTYPE(array) != FLOAT4OID)
+				ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+								errmsg("pg_kde: the synopsis row's doubt_weights is not a one-dimensional float4 array without NULLs")));
+			w->n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+			w->groups = (const float4 *) ARR_DATA_PTR(array);
+		}
+		datum = kde_row_field_optional(row, "doubt_weight", &isnull);
+		w->one = isnull ? SHAPE_DOUBT : DatumGetFloat8(datum);
 	}
-	datum = kde_row_field_optional(row, "doubt_weight", &isnull);
-	return isnull ? SHAPE_DOUBT : DatumGetFloat8(datum);
+	return w->n > 0 ? (double) w->groups[(int64) c * w->n / cells] : w->one;
 }
 
 /* query.smooth_1d: the cells' part of [a, b] (bounds already snapped on a lattice). */
@@ -613,6 +627,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 				A,
 				B,
 				shape_error = 0;
+	DoubtWeights doubt_weights = {false, 0, NULL, SHAPE_DOUBT};
 	int			ka,
 				kb,
 				ks[2],
@@ -818,7 +833,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			}
 			out.estimate += fmin(k_hi, fmax(k_lo, n * share));
 			out.variance += spread;
-			weighed = apart != 0 ? cell_doubt_weight(row, c, m - 1) : 0.0;
+			weighed = apart != 0 ? cell_doubt_weight(row, &doubt_weights, c, m - 1) : 0.0;
 			if (weighed != 0)	/* (a weight 0 adds nothing, an infinite disagreement's product included) */
 				shape_error += weighed * apart;
 			out.low += k_lo;
@@ -831,7 +846,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 
 			out.estimate += n * share * x;
 			out.variance += spread * x * x;
-			weighed = apart != 0 ? cell_doubt_weight(row, c, m - 1) : 0.0;
+			weighed = apart != 0 ? cell_doubt_weight(row, &doubt_weights, c, m - 1) : 0.0;
 			if (weighed != 0)
 				shape_error += weighed * (apart * fabs(x));
 			out.low += fmin(0.0, n * (g0 * (1 - t0) + g1 * t0));

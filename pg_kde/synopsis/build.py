@@ -164,15 +164,19 @@ class _Plan1D:
         """[(lattice indices, their cuts)] of each kind of calibration bound (none on a continuous column)."""
         return [(ks, cuts_of(ks, self.step)) for ks in (self.probes, self.even) if len(ks)]
 
+    def every_cut(self) -> np.ndarray:
+        """The cuts of both kinds (:meth:`cuts`), sorted, each once; empty on a continuous column."""
+        kinds = self.cuts()
+        return np.unique(np.concatenate([c for _, c in kinds])) if kinds else np.empty(0)
+
     def scanned_grid(self) -> np.ndarray:
         """The grid the scan counts over: ``points``, the calibration's cuts and a half-step a step beyond the
         outermost cut on each side (the outer cells hold every value beyond the grid: with those, each cut's
         rows below are the cells' below it). Folded back into ``points``' cells after the scan
         (:func:`.calibration.fold_scan`)."""
-        kinds = self.cuts()
-        if not kinds:
+        cuts = self.every_cut()
+        if not len(cuts):
             return self.points
-        cuts = np.concatenate([c for _, c in kinds])
         ends = np.array([cuts.min() - self.step, cuts.max() + self.step])
         return np.unique(np.concatenate([self.points, cuts, ends]))
 
@@ -821,9 +825,8 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     if len(fine) > len(plan.points) and scale == 1.0 and kde_rows > 0:
         # The shape's doubt's weights, from the exact counts between the scan's cuts and beyond its tails
         # (.calibration)
-        cuts = np.unique(np.concatenate([c for _, c in plan.cuts()]))
         weight, weights = calibrate(built.payload(), plan.probes, plan.even,
-                                    counts_of(scan, cuts, fine, fine_below, plan.candidates),
+                                    counts_of(scan, plan.every_cut(), fine, fine_below, plan.candidates),
                                     (scan.all_lo, scan.all_hi))
     # (a frequency table's few leftover cells keep the one weight: their bytes were not set aside)
     return replace(built, doubt_weight=weight, doubt_weights=None if plan.few else weights,

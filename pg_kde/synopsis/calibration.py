@@ -57,6 +57,8 @@ ROUNDS = 3
 #: The ranges' pairs are drawn with this seed (plus the kind's number): the same values give the same ranges.
 SEED = 20261128
 NOMINAL = 0.95
+#: The normal quantile of a 95% interval.
+Z = -NormalDist().inv_cdf((1 - NOMINAL) / 2)
 
 
 def probes(sample: np.ndarray, span: Tuple[float, float], step: float) -> Tuple[np.ndarray, np.ndarray]:
@@ -312,6 +314,12 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
     return Terms(est, spread, first_d, last_d, first_c, last_c, inexact)
 
 
+def _nearest(misses: np.ndarray, prefer: float) -> float:
+    """The weight of :data:`WEIGHTS` whose coverage misses 95% least (``misses``, one a weight); of those as
+    near as any, the one nearest ``prefer``."""
+    return min((w for w, m in zip(WEIGHTS, misses) if m <= misses.min() + 1e-12), key=lambda w: abs(w - prefer))
+
+
 def weight_for(errors: np.ndarray, spread: np.ndarray, doubt: np.ndarray,
                counts: Optional[np.ndarray] = None) -> Optional[float]:
     """The weight of :data:`WEIGHTS` whose 95% intervals, z·sqrt(spread + weight²·doubt) about each estimate,
@@ -321,11 +329,9 @@ def weight_for(errors: np.ndarray, spread: np.ndarray, doubt: np.ndarray,
     if not len(errors) or not np.any(doubt > 0):
         return None
     counts = np.ones(len(errors)) if counts is None else np.asarray(counts, dtype=np.float64)
-    z = -NormalDist().inv_cdf((1 - NOMINAL) / 2)
-    misses = np.array([abs(np.dot(counts, np.abs(errors) <= z * np.sqrt(spread + w * w * doubt) + 1e-9)
+    misses = np.array([abs(np.dot(counts, np.abs(errors) <= Z * np.sqrt(spread + w * w * doubt) + 1e-9)
                            / counts.sum() - NOMINAL) for w in WEIGHTS])
-    return min((w for w, m in zip(WEIGHTS, misses) if m <= misses.min() + 1e-12),
-               key=lambda w: abs(w - query.SHAPE_DOUBT))
+    return _nearest(misses, query.SHAPE_DOUBT)
 
 
 def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: int, start: float) -> tuple:
@@ -338,7 +344,6 @@ def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: i
     :func:`pg_kde.synopsis.query.smooth_1d` adds them). ``terms``, ``errors`` and ``counts``: the ranges left
     open by their hard bounds."""
     groups = min(GROUPS, cells)
-    z = -NormalDist().inv_cdf((1 - NOMINAL) / 2)
     first = np.where(terms.first_cell >= 0, terms.first_cell * groups // cells, -1)
     last = np.where(terms.last_cell >= 0, terms.last_cell * groups // cells, -1)
     weights = np.full(groups, start)
@@ -353,10 +358,8 @@ def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: i
                     + np.where((l_ >= 0) & (l_ != g), weights[np.maximum(l_, 0)], 0.0) * terms.last[cut])
             own = np.where(f == g, terms.first[cut], 0.0) + np.where(l_ == g, terms.last[cut], 0.0)
             sd = np.sqrt(terms.spread[cut] + (held + tried * own) ** 2)
-            covered = (np.abs(errors[cut]) <= z * sd + 1e-9) @ counts[cut] / counts[cut].sum()
-            misses = np.abs(covered - NOMINAL)
-            weights[g] = min((w for w, m in zip(WEIGHTS, misses) if m <= misses.min() + 1e-12),
-                             key=lambda w: abs(w - start))
+            covered = (np.abs(errors[cut]) <= Z * sd + 1e-9) @ counts[cut] / counts[cut].sum()
+            weights[g] = _nearest(np.abs(covered - NOMINAL), start)
     return tuple(float(w) for w in weights)
 
 
