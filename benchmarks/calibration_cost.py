@@ -9,7 +9,7 @@ its own (pg_kde_calibration_bench; dropped and recreated) it generates benchmark
 refreshes amount and created_at at the default budget, and times the refresh's aggregate (_kde_cells) over each
 stored grid, then over that grid with the cuts a build would add (calibration.probes and cuts_of of a 1% block
 sample, as the build takes them from its sample), alternating, --repeats times each; medians. In memory, on
-benchmarks/coverage.py's columns of the same size (the time column with its daily profile tried), it times calibration.calibrate on the cuts each build
+benchmarks/coverage.py's columns of the same size, it times calibration.calibrate on the cuts each build
 counted (medians of 3 builds) at 2, 8 and 64 KB. Writes benchmarks/results/calibration_cost.md and prints it.
 """
 
@@ -27,17 +27,15 @@ import numpy as np
 import psycopg
 
 from budget import SALES_SQL, cpu_model
-from coverage import COLUMNS, sales, synopsis
+from coverage import sales, synopsis
 from load import fresh_database
 
 from pg_kde import __version__, admin, server
 from pg_kde.synopsis import build, calibration
 
 DATABASE = "pg_kde_calibration_bench"
-#: column -> (lattice step, the column as float8 in SQL, the calibration's bounds of each kind: the time
-#: column's build tries its daily profile, and takes fewer)
-SCANNED = {"amount": (0.01, "amount::float8", calibration.PROBES),
-           "created_at": (1.0, "extract(epoch FROM created_at)::float8", calibration.PROFILE_PROBES)}
+#: column -> (lattice step, the column as float8 in SQL)
+SCANNED = {"amount": (0.01, "amount::float8"), "created_at": (1.0, "extract(epoch FROM created_at)::float8")}
 
 
 def timed(conn, sql, params=()) -> float:
@@ -53,13 +51,13 @@ def scan_costs(dsn: str, rows: int, repeats: int) -> list:
         conn.execute("SELECT setseed(0.5)")
         conn.execute(SALES_SQL.format(rows=int(rows)))
         conn.execute("VACUUM ANALYZE sales")
-        for col, (step, expr, count) in SCANNED.items():
+        for col, (step, expr) in SCANNED.items():
             conn.execute("SELECT kde_refresh('sales', %s)", (col,))
             grid = np.asarray(conn.execute("SELECT grid FROM kde_synopsis WHERE relid = 'sales'::regclass AND "
                                            "cols = ARRAY[%s]", (col,)).fetchone()[0], dtype=np.float64)
             sample = np.array([r[0] for r in conn.execute(
                 f"SELECT {expr} FROM sales TABLESAMPLE SYSTEM (1) REPEATABLE (1)").fetchall()])
-            ranked, even = calibration.probes(sample, (sample.min(), sample.max()), step, count)
+            ranked, even = calibration.probes(sample, (sample.min(), sample.max()), step)
             plan = build._Plan1D(grid, np.empty(0), step, step, False, 0, 0, np.empty(0), 0, ranked, even)
             fine = plan.scanned_grid()
             # (the column as the aggregate reads it: numeric and timestamptz directly)
@@ -89,11 +87,11 @@ def calibration_costs(rows: int) -> list:
     out = []
     build.calibrate = clocked
     try:
-        for col, (_, period) in COLUMNS.items():
+        for col in ("amount", "qty"):
             for budget in (2048, 8192, 65536):
                 spent.clear()
                 for _ in range(3):
-                    payload = synopsis(data[col], budget, period)
+                    payload = synopsis(data[col], budget)
                 # (none where the build does not calibrate: a column it holds exactly at that size)
                 out.append((col, budget, payload["doubt_weight"], statistics.median(spent) if spent else None))
     finally:

@@ -572,9 +572,8 @@ stored_sum_error(int order, double rows, double slack, double rounding)
 }
 
 /* The weights of a row's shape's doubt, read from it once a call, when a cut cell first disagrees with the
- * straight line (or a periodic profile's cut cell, 0.22.0, whose variance they weigh): its groups' (doubt_weights,
- * 0.21.0; none: n 0) and its one weight (doubt_weight, else SHAPE_DOUBT: NULL, or a row of a version before
- * 0.20.0). */
+ * straight line: its groups' (doubt_weights, 0.21.0; none: n 0) and its one weight (doubt_weight, else
+ * SHAPE_DOUBT: NULL, or a row of a version before 0.20.0). */
 typedef struct DoubtWeights
 {
 	bool		read;
@@ -818,14 +817,6 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		/* the profile's own sampling error (a variance of the share), conditioned alike by the tilt to the
 		 * cell's exact mean: the same share of it stays */
 		spread = n * keep + keep / (f * (1 - f)) * n * n * doubt + 4 * n * n * shape_var * cuts;
-		if (period > 0)
-		{
-			/* a profile's cell has no disagreement with the line to weigh: its group's weight weighs its
-			 * whole variance, squared (0.22.0; 1 where the row stores none, as before) */
-			double		own_weight = cell_doubt_weight(row, &doubt_weights, c, m - 1);
-
-			spread = own_weight != 0 ? own_weight * own_weight * spread : 0.0;
-		}
 		if (order == 0)
 		{
 			double		k_lo,

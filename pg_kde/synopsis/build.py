@@ -19,7 +19,7 @@ import numpy as np
 from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
-from .calibration import PROBES, PROFILE_PROBES, calibrate, counts_of, cuts_of, fold_scan, probes
+from .calibration import calibrate, counts_of, cuts_of, fold_scan, probes
 from .catalog import Built1D, Built2D, Requested
 from .packing import PACK_LIMIT, exact_dot, lattice_indices, pack_atoms, pack_pairs, packed_size
 from .cells import (
@@ -261,14 +261,13 @@ def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, ste
 
 def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: bool,
              quantum: Optional[float], grid_hint: Optional[np.ndarray] = None, span=None,
-             rows: Optional[int] = None, table: bool = True, profiled: bool = False) -> _Plan1D:
+             rows: Optional[int] = None, table: bool = True, weighed: bool = True) -> _Plan1D:
     """Place the grid over ``span`` (the column's min and max; the sample's by default) and choose the
     candidates from the sample (docs/math.md §7); with ``grid_hint``, on that grid where it reaches
     (:func:`_hinted_grid`). ``rows``: about how many non-NULL rows the column has (None: unknown);
-    ``table`` False: never an exact frequency table (a scan found one larger than its estimate). A lattice
-    column's calibrated doubt weights take DOUBT_BYTES of ``budget`` beside the cells (not beside a frequency
-    table's); ``profiled``: a periodic profile is tried, and the calibration has PROFILE_PROBES bounds of each
-    kind, not PROBES."""
+    ``table`` False: never an exact frequency table (a scan found one larger than its estimate); ``weighed``: the
+    build calibrates a lattice column's doubt (no periodic profile tried), whose groups' weights take
+    DOUBT_BYTES of ``budget`` beside the cells (not beside a frequency table's)."""
     lo, hi = span if span is not None else (float(sample.min()), float(sample.max()))
     step = 0.0 if continuous else lattice_step(sample)
     if not continuous and step == 0.0 and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT and np.all(sample == np.trunc(sample)):
@@ -282,14 +281,9 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     # On a lattice such a frequency table is stored packed (.packing), its counts estimated from the
     # sample's with room to spare (twice (count + 2) scaled to the table's ``rows``; unknown: 2^35 each).
     free = budget - ROW_BYTES_1D - 3 * BOUNDARY_BYTES
-    # (a pack takes two bytes a value at least, and an array more: where that is past the budget, no table,
-    # and the values are not packed to say so; a time column's sample holds ~200,000 distinct values)
-    fits = 2 * len(distinct) < free
-    indices = lattice_indices(distinct, step) if step > 0 and fits else None
+    indices = lattice_indices(distinct, step) if step > 0 else None
     most_rows = 2.0**35 if rows is None else 2.0 * max(int(rows), len(sample))
-    if not fits:
-        table_bytes = 2 * len(distinct) + 1
-    elif indices is not None and max(abs(indices[0]), abs(indices[-1])) * most_rows < PACK_LIMIT:
+    if indices is not None and max(abs(indices[0]), abs(indices[-1])) * most_rows < PACK_LIMIT:
         grown = (counts + 2.0) * (most_rows / len(sample)) if rows is not None else np.full(len(counts), most_rows)
         table_bytes = packed_size(indices, np.minimum(grown, most_rows))
     else:
@@ -326,7 +320,7 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     # (a lattice column's cells leave its calibrated doubt weights their bytes; a frequency table's few cells
     # keep the one weight)
     cells = requested.grid_size - 1 if requested.grid_size else cells_for_budget(
-        budget if few else _weighed_budget(budget, step), heavy_bytes=heavy_bytes)
+        budget if few else _weighed_budget(budget, step, weighed), heavy_bytes=heavy_bytes)
     if step > 0:
         def place(values, a, b, k):
             return lattice_grid(values, a, b, step, k, lattice_heavy)
@@ -344,7 +338,7 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     # change cells on the way.
     points = np.unique(np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points))
     # The calibration's cuts, on a lattice (.calibration)
-    ranked, even = probes(sample, (lo, hi), step, PROFILE_PROBES if profiled else PROBES)
+    ranked, even = probes(sample, (lo, hi), step)
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells,
                    np.asarray(heavy, dtype=np.float64), heavy_bytes, ranked, even)
 
@@ -510,10 +504,10 @@ def _usable_period(sample: np.ndarray, requested: Requested,
     return None
 
 
-def _weighed_budget(budget: int, step: float) -> int:
+def _weighed_budget(budget: int, step: float, weighed: bool) -> int:
     """The bytes left to a 1-D synopsis' heavy values and cells once a lattice column's calibrated doubt weights
     (DOUBT_BYTES) have theirs: where ``weighed`` (no periodic profile tried) and the column has a lattice."""
-    return budget - DOUBT_BYTES if step > 0 else budget
+    return budget - DOUBT_BYTES if step > 0 and weighed else budget
 
 
 def _cells_budget(requested: Requested, period: Optional[Tuple[float, int]]) -> int:
@@ -537,7 +531,7 @@ def plan_grid(sample: np.ndarray, requested: Requested, span=None,
         return None
     usable = _usable_period(sample, requested, period)
     return _plan_1d(sample, requested, _cells_budget(requested, usable), False, None, span=(lo, hi),
-                    ).points
+                    weighed=not usable).points
 
 
 def _scan_errors(scan, rel: str, col: str) -> None:
@@ -644,13 +638,13 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         else:
             plan = _plan_1d(scanned, requested, cells_budget, continuous or scale != 1.0, quantum,
                             grid_hint if scale == 1.0 else None, (span[0] * scale, span[1] * scale), rows, table,
-                            profiled=bool(period))
+                            weighed=not period)
         # (a time column's profile is counted over every row in the same pass, on its own units only)
         phases = (period[0], period[1], plan.step) if period and scale == 1.0 else None
         # (with the calibration's cuts as boundaries too, folded back into the plan's cells; not where a periodic
         # profile is tried, whose cells have no doubt to weigh where it is kept: the cuts cost a time column's
         # scan about a fifth more)
-        fine = plan.scanned_grid()
+        fine = plan.scanned_grid() if phases is None else plan.points
         scan = reader.scaled([scale]).scan_1d(fine, plan.candidates, plan.quantum, taking, phases)
         _scan_errors(scan, rel, col)
         scan, fine_below = fold_scan(scan, plan.points, fine)
@@ -757,7 +751,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             # (a partition keeps its parent's boundaries, and a requested grid its size)
             atoms, points, rows_in, quanta, lo, hi = _sparse_ends_to_table(
                 atoms, points, rows_in, quanta, scan, lo, hi, step, plan.quantum,
-                _weighed_budget(cells_budget, step))
+                _weighed_budget(cells_budget, step, not period))
             kde_rows = n - atoms.rows
 
     h, used_method, used_backend, used_sample, used_scale = 0.0, "exact", "none", 0, None

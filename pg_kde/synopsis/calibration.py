@@ -19,13 +19,11 @@ answer), the build stores the weight of :data:`WEIGHTS` whose 95% intervals cove
 ranges (a seeded choice) and the same counts give the same weights: a refresh of unchanged data stores the
 same synopsis bit for bit.
 
-A time column whose build keeps a periodic profile (0.22.0): its cut cells have no disagreement to weigh (D = 0),
-and the weights weigh each one's variance instead, squared (:class:`Terms`' ``first_var`` and ``last_var``); its
-build counts the cuts of :data:`PROFILE_PROBES` bounds of each kind, whose pieces cost the profile's moments.
-
 Not calibrated (both NULL, weighed :data:`pg_kde.synopsis.query.SHAPE_DOUBT`): a continuous column (its rows
-may sit on a cut, where a range's exact count would need its rows there apart) and a synopsis with no cells
-(every value exact).
+may sit on a cut, where a range's exact count would need its rows there apart), a synopsis with no cells
+(every value exact), and a time column whose build tries a periodic profile (its profile's cells have no
+disagreement to weigh, D = 0, and the cuts would cost its scan about a fifth more: the build does not count
+them; where the KDE's shape fits better than the profile after all, it keeps weight 1).
 """
 
 from __future__ import annotations
@@ -43,9 +41,6 @@ from .reader import TAIL_VALUES
 
 #: Calibration values of each kind (:func:`probes`).
 PROBES = 1024
-#: Of a time column whose build tries a periodic profile: each cut piece costs the profile's bin-by-bin moments
-#: (~0.15 ms), and its scan already counts the profile beside the cells.
-PROFILE_PROBES = 256
 #: Ranges between pairs of calibration values that the weight is calibrated on (half of them of each kind).
 RANGES = 12000
 #: Of the ranges inside one cell, at most this many (evenly spaced among them, each counting for its share of
@@ -66,17 +61,16 @@ NOMINAL = 0.95
 Z = -NormalDist().inv_cdf((1 - NOMINAL) / 2)
 
 
-def probes(sample: np.ndarray, span: Tuple[float, float], step: float,
-           count: int = PROBES) -> Tuple[np.ndarray, np.ndarray]:
+def probes(sample: np.ndarray, span: Tuple[float, float], step: float) -> Tuple[np.ndarray, np.ndarray]:
     """The calibration's bounds on a lattice (``step`` > 0), as lattice indices k (value k·step): (ranked, even),
-    ``count`` of the ``sample``'s values at evenly spaced ranks (repeats kept: bounds drawn from the data
-    fall on a common value often), and ``count`` values evenly spaced over ``span``, the column's (lo, hi)
-    (bounds uniform over its domain). Empty arrays elsewhere."""
+    :data:`PROBES` of the ``sample``'s values at evenly spaced ranks (repeats kept: bounds drawn from the data
+    fall on a common value often), and :data:`PROBES` values evenly spaced over ``span``, the column's
+    (lo, hi) (bounds uniform over its domain). Empty arrays elsewhere."""
     if not step > 0 or not len(sample):
         return np.empty(0), np.empty(0)
     ordered = np.sort(np.asarray(sample, dtype=np.float64))
-    ranked = np.round(ordered[np.linspace(0, len(ordered) - 1, count).round().astype(np.int64)] / step)
-    even = np.unique(np.round(np.linspace(span[0], span[1], count) / step))
+    ranked = np.round(ordered[np.linspace(0, len(ordered) - 1, PROBES).round().astype(np.int64)] / step)
+    even = np.unique(np.round(np.linspace(span[0], span[1], PROBES) / step))
     return ranked, even
 
 
@@ -234,31 +228,30 @@ def uniform_ranges(known: np.ndarray, counts: Counts, cells: Tuple[float, float]
 def range_terms(payload: dict, a: float, b: float) -> tuple:
     """(estimate, spread, doubt, inexact) of [a, b]'s count, one range at a time, as
     :func:`pg_kde.synopsis.query.range_1d` answers it: its estimate, its variance with the shape's doubt
-    weighed 0 (the rows' own spread), the doubt's variance at weight 1 (the disagreement's square, plus a
-    periodic profile's cut cells' shape variance), and whether its hard bounds leave it open. The reference
-    :func:`calibration_terms` is tested against, and what it falls back on."""
-    estimate, spread, apart, shaped, inexact = _whole(payload, a, b)
-    return estimate, spread, apart * apart + shaped, inexact
+    weighed 0 (the rows' own spread), the disagreement's square (the doubt's variance at weight 1), and whether
+    its hard bounds leave it open. The reference :func:`calibration_terms` is tested against, and what it
+    falls back on."""
+    estimate, spread, apart, inexact = _whole(payload, a, b)
+    return estimate, spread, apart * apart, inexact
 
 
 def _whole(payload: dict, a: float, b: float) -> tuple:
-    """(estimate, spread, disagreement, shape variance, inexact) of [a, b]'s count (:func:`range_terms`)."""
+    """(estimate, spread, disagreement, inexact) of [a, b]'s count (:func:`range_terms`)."""
     r = query.range_1d(dict(payload, doubt_weight=0.0, doubt_weights=None), a, b, 0)
-    return r.estimate, r.variance, r.disagreement, r.shape_variance, r.low != r.high
+    return r.estimate, r.variance, r.disagreement, r.low != r.high
 
 
 def _piece(payload: dict, a: float, b: float, heavy) -> tuple:
-    """(estimate, spread, disagreement, shape variance, low, high) of the cells' part of the snapped [a, b]: the
-    piece of one cut cell, where a or b is one of its ends."""
+    """(estimate, spread, disagreement, low, high) of the cells' part of the snapped [a, b]: the piece of one
+    cut cell, where a or b is one of its ends."""
     r = query.smooth_1d(payload, a, b, 0, heavy, weight=0.0)
-    return r.estimate, r.variance, r.disagreement, r.shape_variance, r.low, r.high
+    return r.estimate, r.variance, r.disagreement, r.low, r.high
 
 
 class Terms(NamedTuple):
     """:func:`calibration_terms`' answer for each range: its estimate, its spread (the variance with the doubt
     weighed 0), the disagreements of its first and last cut cells (0 where it has none: a range inside one
-    cell has its one), those cells (−1: none), whether its hard bounds leave it open, and the shape variances
-    of its first and last cut cells (a periodic profile's, which has no disagreement; 0 elsewhere)."""
+    cell has its one), those cells (−1: none) and whether its hard bounds leave it open."""
     estimate: np.ndarray
     spread: np.ndarray
     first: np.ndarray
@@ -266,15 +259,12 @@ class Terms(NamedTuple):
     first_cell: np.ndarray
     last_cell: np.ndarray
     inexact: np.ndarray
-    first_var: np.ndarray
-    last_var: np.ndarray
 
     @property
     def doubt(self) -> np.ndarray:
-        """The doubt's variance at weight 1 in every cell: the disagreements added, squared, plus the shape
-        variances."""
+        """The doubt's variance at weight 1 in every cell: the disagreements added, squared."""
         apart = self.first + self.last
-        return apart * apart + self.first_var + self.last_var
+        return apart * apart
 
 
 def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
@@ -287,7 +277,6 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
     Ranges inside one cell, and every range of a column with no lattice, take :func:`range_terms`."""
     n = len(lo)
     est, spread, first_d, last_d = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
-    first_v, last_v = np.zeros(n), np.zeros(n)
     first_c, last_c = np.full(n, -1), np.full(n, -1)
     inexact = np.zeros(n, dtype=bool)
     grid, step = payload["grid"], payload["step"]
@@ -298,7 +287,7 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
     for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
         snapped = query.snap(a, b, step) if step > 0 and m >= 2 and payload["kde_rows"] > 0 else None
         if snapped is None:
-            est[i], spread[i], first_d[i], first_v[i], inexact[i] = _whole(payload, a, b)
+            est[i], spread[i], first_d[i], inexact[i] = _whole(payload, a, b)
             continue
         exact = query.heavy_between(values, cum, a, b)[0]
         A, B = max(snapped[0], grid[0]), min(snapped[1], grid[-1])
@@ -307,7 +296,7 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
             continue
         ka, kb = query.cell_of(grid, A), query.cell_of(grid, B)
         if ka == kb:
-            est[i], spread[i], first_d[i], first_v[i], inexact[i] = _whole(payload, a, b)
+            est[i], spread[i], first_d[i], inexact[i] = _whole(payload, a, b)
             first_c[i] = ka
             continue
         if a not in lower:
@@ -320,10 +309,9 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
         est[i] = exact + (0.0 + whole + first[0] + last[0])
         spread[i] = 0.0 + first[1] + last[1]
         first_d[i], last_d[i] = first[2], last[2]
-        first_v[i], last_v[i] = first[3], last[3]
         first_c[i], last_c[i] = ka, kb
-        inexact[i] = exact + (0.0 + whole + first[4] + last[4]) != exact + (0.0 + whole + first[5] + last[5])
-    return Terms(est, spread, first_d, last_d, first_c, last_c, inexact, first_v, last_v)
+        inexact[i] = exact + (0.0 + whole + first[3] + last[3]) != exact + (0.0 + whole + first[4] + last[4])
+    return Terms(est, spread, first_d, last_d, first_c, last_c, inexact)
 
 
 def _nearest(misses: np.ndarray, prefer: float) -> float:
@@ -366,13 +354,10 @@ def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: i
             if not cut.any():
                 continue
             f, l_ = first[cut], last[cut]
-            w_first = np.where((f >= 0) & (f != g), weights[np.maximum(f, 0)], 0.0)
-            w_last = np.where((l_ >= 0) & (l_ != g), weights[np.maximum(l_, 0)], 0.0)
-            held = w_first * terms.first[cut] + w_last * terms.last[cut]
-            held_var = w_first * w_first * terms.first_var[cut] + w_last * w_last * terms.last_var[cut]
+            held = (np.where((f >= 0) & (f != g), weights[np.maximum(f, 0)], 0.0) * terms.first[cut]
+                    + np.where((l_ >= 0) & (l_ != g), weights[np.maximum(l_, 0)], 0.0) * terms.last[cut])
             own = np.where(f == g, terms.first[cut], 0.0) + np.where(l_ == g, terms.last[cut], 0.0)
-            own_var = np.where(f == g, terms.first_var[cut], 0.0) + np.where(l_ == g, terms.last_var[cut], 0.0)
-            sd = np.sqrt(terms.spread[cut] + held_var + tried * tried * own_var + (held + tried * own) ** 2)
+            sd = np.sqrt(terms.spread[cut] + (held + tried * own) ** 2)
             covered = (np.abs(errors[cut]) <= Z * sd + 1e-9) @ counts[cut] / counts[cut].sum()
             weights[g] = _nearest(np.abs(covered - NOMINAL), start)
     return tuple(float(w) for w in weights)
@@ -420,7 +405,8 @@ def calibrate(payload: dict, ranked: np.ndarray, even: np.ndarray, counts: Count
     :data:`ONE_CELL_MOST` (each then counts for its share). Not calibrated (None) where the module's docstring
     says."""
     step, grid = payload["step"], np.asarray(payload["grid"], dtype=np.float64)
-    if not step > 0 or payload["kde_rows"] <= 0 or len(grid) < 2 or not len(ranked):
+    if (not step > 0 or payload["kde_rows"] <= 0 or payload.get("period", 0.0) > 0 or len(grid) < 2
+            or not len(ranked)):
         return Calibrated(None, None)
     ranked_cuts = cuts_of(ranked, step)
     data = calibration_ranges(ranked, ranked_cuts, counts.at(ranked_cuts), step, RANGES // 2, SEED)[:3]

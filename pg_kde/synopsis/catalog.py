@@ -111,9 +111,9 @@ class Built1D:
     #: slots out of a cut cell's shape (docs/math.md §7). None: not known, a synopsis stored before 0.17.0.
     heavy_whole: Optional[bool] = None
     #: The weight of the shape's doubt in a cut cell's interval, calibrated by the build on exact counts
-    #: between the cuts of its scan (:mod:`.calibration`; under a periodic profile, 0.22.0, it weighs a cut
-    #: cell's variance); None: not calibrated (a continuous column, no cells, a synopsis stored before 0.20.0,
-    #: a time column's periodic profile before 0.22.0), weighed :data:`pg_kde.synopsis.query.SHAPE_DOUBT`.
+    #: between the cuts of its scan (:mod:`.calibration`); None: not calibrated (a continuous column, no
+    #: cells, a time column whose build tries a periodic profile, a synopsis stored before 0.20.0), weighed
+    #: :data:`pg_kde.synopsis.query.SHAPE_DOUBT`.
     doubt_weight: Optional[float] = None
     #: The weights of groups of neighbouring cells (cell c of m in group c · len div m), calibrated likewise,
     #: where they differ from one synopsis to the next part of the column (:func:`.calibration.group_weights`);

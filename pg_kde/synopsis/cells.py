@@ -26,7 +26,6 @@ docs/math.md §7 gives the formulas; sql/src/30_query_1d.sql evaluates them at q
 from __future__ import annotations
 
 import bisect
-import functools
 import math
 from fractions import Fraction
 from dataclasses import dataclass
@@ -931,37 +930,11 @@ def profile_piece_moments(profile, period: float, step: float, g0: float, g1: fl
                           whole: bool = False) -> Tuple[float, float, float]:
     """∫ p, ∫ t p, ∫ t² p over [t0, t1] of cell [g0, g1] (t = (x − g0)/w): of the whole cell, [g0, g1], with
     ``whole``, else of [g0 + t0 w, g0 + t1 w]. As kde_profile_piece_moments in C."""
-    if whole:
-        return _whole_cell_moments(tuple(float(v) for v in profile), period, step, g0, g1)
     w = g1 - g0
     b = period / w  # t = b d
-    m = profile_moments(profile, period, step, g0, g0 + t0 * w, g0 + t1 * w)
+    m = profile_moments(profile, period, step, g0, g0, g1) if whole else \
+        profile_moments(profile, period, step, g0, g0 + t0 * w, g0 + t1 * w)
     return m[0], b * m[1], b * b * m[2]
-
-
-#: Cells whose whole moments and bins' cover are kept (:func:`_whole_cell_moments`, :func:`_cell_cover`): a
-#: build's calibration cuts each cell thousands of times, each cut needing the same whole cell's.
-PROFILE_CELL_CACHE = 4096
-
-
-@functools.lru_cache(maxsize=PROFILE_CELL_CACHE)
-def _whole_cell_moments(profile: tuple, period: float, step: float, g0: float, g1: float) -> Tuple[float, float, float]:
-    """:func:`profile_piece_moments` of the whole cell [g0, g1] (the same arithmetic, kept per cell)."""
-    b = period / (g1 - g0)
-    m = profile_moments(profile, period, step, g0, g0, g1)
-    return m[0], b * m[1], b * b * m[2]
-
-
-@functools.lru_cache(maxsize=PROFILE_CELL_CACHE)
-def _cell_cover(profile: tuple, period: float, step: float, g0: float, g1: float) -> tuple:
-    """(base, L, its bins' rests, the bins' shares p, Σ p_j rest_j) of the cell [g0, g1] for
-    :func:`profile_share_variance` (kept per cell)."""
-    bins = len(profile) - 2
-    h = step / 2
-    base = c_floor((g0 + h) / period)
-    big_c, rest_c = _bin_cover(bins, period, base, g0 + h, g1 + h)
-    p = [float(profile[j + 1]) - float(profile[j]) for j in range(bins)]
-    return base, big_c, rest_c, p, sum(pj * cj for pj, cj in zip(p, rest_c))
 
 
 def profile_tilt(z, mean: Optional[float]) -> float:
@@ -1009,8 +982,11 @@ def profile_share_variance(profile, period: float, step: float, g0: float, g1: f
     if not k > 0 or not g1 > g0:
         return 0.0
     h, w = step / 2, g1 - g0
-    base, big_c, rest_c, p, part_c = _cell_cover(tuple(float(v) for v in profile), period, step, g0, g1)
+    base = c_floor((g0 + h) / period)
+    big_c, rest_c = _bin_cover(bins, period, base, g0 + h, g1 + h)
     big_r, rest_r = _bin_cover(bins, period, base, g0 + t0 * w + h, g0 + t1 * w + h)
+    p = [float(profile[j + 1]) - float(profile[j]) for j in range(bins)]
+    part_c = sum(pj * cj for pj, cj in zip(p, rest_c))
     part_r = sum(pj * rj for pj, rj in zip(p, rest_r))
     mass = big_c + part_c
     if not mass > 0:

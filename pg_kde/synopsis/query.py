@@ -19,8 +19,8 @@ from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_p
 
 #: The share of the cut cells' disagreement with the straight line that counts as the shape's standard
 #: error (docs/math.md §7) where a synopsis does not say its own (doubt_weight: NULL before 0.20.0, and on a
-#: continuous column or a synopsis with no cells, which its build does not calibrate: :mod:`.calibration`;
-#: a time column's periodic profile before 0.22.0). A profile's cut cell's variance weighs 1 likewise.
+#: continuous column, a synopsis with no cells or a time column whose build tries a periodic profile, which
+#: its build does not calibrate: :mod:`.calibration`).
 SHAPE_DOUBT = 1.0
 #: Half a row each side of a point query's count interval (lo = hi; docs/math.md §7) where its law's whole
 #: counts do not give it (:func:`interval_1d`: a continuous column, or a slot of at least HELD_MEDIAN_BELOW
@@ -52,9 +52,6 @@ class Range:
     #: The cut cells' disagreement with the straight line (rows, or a sum's units), before it is weighed: the
     #: shape's doubt is its weight times this (:func:`smooth_1d`).
     disagreement: float = 0.0
-    #: A periodic profile's cut cells' variance, before it is weighed (included in ``variance`` as each cell's
-    #: weight squared times its own, :func:`smooth_1d`).
-    shape_variance: float = 0.0
 
 
 def snap(a: float, b: float, step: float):
@@ -134,7 +131,6 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
         return out
     ka, kb = cell_of(grid, A), cell_of(grid, B)
     continuous = s["step"] == 0
-    profiled = s.get("period", 0.0) > 0
     disagreement = shape_error = 0.0
     slack, rounding = s.get("sum_slack"), s.get("sum_quantum")
     if kb > ka + 1:
@@ -175,7 +171,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
         # inside a cell").
         slots = heavy_slots(heavy, s["step"], g0, g1)
         doubt = 0.0
-        if profiled:
+        if s.get("period", 0.0) > 0:
             # The periodic profile's shape, tilted to the cell's mean, and the variance of its share that
             # the profile's own sample leaves (cells.profile_share_variance).
             own = fit_holes(profile_shape(s["profile"], s["period"], g0, g1, s["step"]), mean, slots)
@@ -200,7 +196,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             # never less than the range's own share gives. (A periodic profile errs smoothly over the
             # period: its errors at two cuts of one cell move together.)
             below = min(1.0, max(0.0, own.share(0.0, t0, -math.inf, A)[0]))
-            if s["shape_var"] > 0 and not profiled:
+            if s["shape_var"] > 0 and not s.get("period", 0.0) > 0:
                 upto = min(1.0, below + share)
                 cuts = max(cuts, below * (1 - below) + upto * (1 - upto))
         a = min(below, 1.0 - f)
@@ -208,13 +204,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
         keep = max(0.0, f * (1 - f) - mean_known(w, s["step"]) * pinned * pinned)
         # The profile's own sampling error (a variance of the share): the tilt to the cell's exact mean
         # conditions it as the bridge above, the same share of it stays.
-        spread = shaped = n * keep + keep / (f * (1 - f)) * n * n * doubt + 4 * n * n * s["shape_var"] * cuts
-        if profiled:
-            # A profile's cell has no disagreement with the line to weigh (apart 0): its group's weight weighs
-            # its whole variance instead, squared (1 where none is stored, as before 0.22.0): a profile counted
-            # over every row leaves it the rows' own spread, which the profile's shape's own errors outgrow.
-            own_weight = cell_weight(s, c) if weight is None else weight
-            spread = own_weight * own_weight * shaped if own_weight else 0.0
+        spread = n * keep + keep / (f * (1 - f)) * n * n * doubt + 4 * n * n * s["shape_var"] * cuts
         if order == 0:
             k_lo, k_hi = mean_bounds(n, g0, g1, w, sums[c], sums[c + 1], t0, t1, s["step"], slack, rounding)
             if k_lo == k_hi:  # the cell's count and mean leave one answer: exact
@@ -224,7 +214,6 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
                 continue
             out.estimate += min(k_hi, max(k_lo, n * share))
             out.variance += spread
-            out.shape_variance += shaped if profiled else 0.0
             disagreement += apart
             weighed = (cell_weight(s, c) if weight is None else weight) if apart else 0.0
             if weighed:  # (a weight 0 adds nothing, an infinite disagreement's product included)
@@ -235,7 +224,6 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             x = g0 * (1 - pos) + g1 * pos
             out.estimate += n * share * x
             out.variance += spread * x * x
-            out.shape_variance += shaped * x * x if profiled else 0.0
             disagreement += apart * abs(x)
             weighed = (cell_weight(s, c) if weight is None else weight) if apart else 0.0
             if weighed:
@@ -358,7 +346,7 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     else:
         smooth = smooth_1d(s, a, b, order)
     return Range(exact + smooth.estimate, smooth.variance, exact + smooth.low, exact + smooth.high,
-                 smooth.disagreement, smooth.shape_variance)
+                 smooth.disagreement)
 
 
 #: Below this many expected rows a point's count is the median of its held rows, a whole number; from it on, their

@@ -95,8 +95,7 @@ ALTER TABLE kde_synopsis ADD COLUMN heavy_whole boolean;
 -- a range's interval, calibrated by the build: its scan also counts the rows below about 2,000 cuts, and the
 -- weight is the one whose 95% intervals cover nearest 95% of the ranges between them (pg_kde/synopsis/
 -- calibration.py; docs/math.md §7). NULL where the build does not calibrate (a continuous column, a synopsis
--- with no cells; before 0.22.0 also a time column whose build tries a periodic profile) and for a synopsis built
--- before: weighed 1. Under a periodic profile (0.22.0) the weights weigh each cut cell's variance, squared.
+-- with no cells, a time column whose build tries a periodic profile) and for a synopsis built before: weighed 1.
 ALTER TABLE kde_synopsis ADD COLUMN doubt_weight float8
     CHECK (doubt_weight IS NULL OR (doubt_weight >= 0 AND doubt_weight < 'Infinity'));
 -- doubt_weights (0.21.0): the weights of groups of neighbouring cells (cell c of m in group c * n / m of the n

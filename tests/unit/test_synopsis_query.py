@@ -611,13 +611,10 @@ def test_a_profiled_cut_keeps_the_bridge_share_of_the_profiles_error(rng):
     """Under a periodic profile a cut cell's variance is n k + n² (k / (f (1 − f))) V, k = f (1 − f) −
     3 f² (1 − a − b)²: V, the variance of the share that the profile's own sample of k_p rows leaves, is an
     empirical process of those rows too, and the tilt to the cell's exact mean conditions it as it does the
-    cell's rows (0.9.0 kept all of it: budget.py's time column covered 97–99.7% of its ranges from 4 KB on).
-    That is the variance at weight 1 (no weights stored); the build's calibrated weights (0.22.0) multiply it by
-    the cell's group's weight, squared."""
+    cell's rows (0.9.0 kept all of it: budget.py's time column covered 97–99.7% of its ranges from 4 KB on)."""
     x = np.sort(daily_times(rng, 400_000))
     b = build_1d(ArrayTableReader((x,)), Requested("auto", 20000, None, "auto", 4096), quiet, period=DAY_PROFILE)
-    weighed = b.payload()
-    s = dict(weighed, doubt_weight=None, doubt_weights=None)
+    s = b.payload()
     assert s["period"] == 86400.0 and s["shape_var"] == 0.0
     grid, counts, sums = s["grid"], s["cell_cum_count"], s["cell_cum_sum"]
     c = int(np.argmax(np.diff(counts)))
@@ -635,8 +632,6 @@ def test_a_profiled_cut_keeps_the_bridge_share_of_the_profiles_error(rng):
         keep = share * (1 - share) - 3 * (share * (1 - 2 * a - share)) ** 2
         assert delta > 0 and r.variance == pytest.approx(
             n * keep + n * n * keep / (share * (1 - share)) * delta, rel=1e-9)
-        group = weighed["doubt_weights"][c * len(weighed["doubt_weights"]) // (len(grid) - 1)]
-        assert range_1d(weighed, lo, hi, 0).variance == pytest.approx(group * group * r.variance, rel=1e-12)
 
 
 @pytest.mark.parametrize("g0, g1, t0, t1", [
