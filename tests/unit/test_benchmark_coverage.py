@@ -68,3 +68,14 @@ def test_a_ranges_count_law_centres_on_the_estimate_and_a_points_on_its_slot():
     expected = bench._cells_rows(ts, bench._empty_cells(ts), point, point + ts["step"] / 4)
     assert first + np.dot(np.arange(len(law)), law) == pytest.approx(1 + expected * (1 - 1 / 200_000), rel=1e-3)
     assert expected < 1 and bench.query_floor(ts, point, point) == pytest.approx(np.exp(-expected), abs=0.01)
+
+
+def test_draws_of_a_sparse_workload_pool_by_their_inexact_queries():
+    """together(): the coverage and floor of several draws of one workload are their inexact queries' own, each
+    draw weighing its number of them (a draw with none adds nothing; none at all is NaN)."""
+    Covered = bench.Covered
+    got = bench.together([Covered(0.9, 100, 0.1), Covered(float("nan"), 0, float("nan")), Covered(1.0, 300, 0.5)])
+    assert got.inexact == 400 and got.coverage == pytest.approx(0.975) and got.floor == pytest.approx(0.4)
+    none = bench.together([Covered(float("nan"), 0, float("nan"))])
+    assert none.inexact == 0 and np.isnan(none.coverage) and np.isnan(none.floor)
+    assert 0 < bench.LEAST_INEXACT and bench.DRAWS > 1
