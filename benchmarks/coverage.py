@@ -274,10 +274,10 @@ def main(argv=None) -> int:
                 results = found.get((col, budget, workload), [])
                 kept = [(c, w) for c, w in results if c.inexact >= MIN_INEXACT]
                 every = [c for c, _ in results if c.inexact > 0]
-                pooled = (100 * sum(c.coverage * c.inexact for c in every) / sum(c.inexact for c in every)
-                          if every else float("nan"))
+                every_set = together(every)  # (NaN where no data set has any)
+                pooled = 100 * every_set.coverage
                 if not kept:  # (the few inexact queries of every data set together)
-                    cells.append(f"— (all: {pooled:.1f}% of {sum(c.inexact for c in every)})" if every else "—")
+                    cells.append(f"— (all: {pooled:.1f}% of {every_set.inexact})" if every else "—")
                     continue
                 shares = np.array([c.coverage for c, _ in kept]) * 100
                 floors = np.array([c.floor for c, _ in kept]) * 100
