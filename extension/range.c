@@ -10,8 +10,9 @@
  *     the values they include;
  *   cells: whole ones exactly from the cumulative arrays; the (at most two) a range cuts by the share of
  *     their rows their shape puts inside (the cubic with the KDE's densities at the ends, total 1 and the
- *     cell's exact mean; an exponential or straight line where that cubic goes negative; a time column's
- *     periodic profile, profile.c), with its variance and hard bounds (none to all of a cut cell's rows).
+ *     cell's exact mean; an exponential or straight line where that cubic goes negative; the straight line
+ *     where heavy values hold most of the cell's slots; a time column's periodic profile, profile.c), with
+ *     its variance and hard bounds (none to all of a cut cell's rows).
  *
  * In C, not PL/pgSQL: float8 arithmetic here follows IEEE 754 (a sum of values near 1e300 has an infinite
  * variance, the squares of values near 1e-300 vanish), where PL/pgSQL raises "value out of range" on the
@@ -774,7 +775,9 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			double		straight,
 						straight_first;
 
-			own.kind = PIECE_CELL;
+			/* where heavy values hold more than half its slots, the straight line over the others
+			 * (cells.mostly_heavy, cells.own_shape) */
+			own.kind = holes_n > 0 && holes_n * step > g1 / 2 - g0 / 2 ? PIECE_LINE : PIECE_CELL;
 			own.d0 = density.v[c] * scale;
 			own.d1 = density.v[c + 1] * scale;
 			fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);

@@ -762,6 +762,22 @@ def fit_holes(shape: Callable, mean: float, slots: list) -> Holes:
     return Holes(mean, shape(mean), [], 1.0)
 
 
+def mostly_heavy(slots: list, step: float, g0: float, g1: float) -> bool:
+    """Whether the heavy values' ``slots`` inside cell [g0, g1] (:func:`heavy_slots`, a lattice of step q) are
+    more than half of its slots: q · (their number) > w, w its half-width (halves: no difference of values near
+    the ends of float8 overflows). There the KDE's densities at the cell's ends, smoothed over the heavy values'
+    slots, say little of its own few slots, and its rows' shape is the straight line over them
+    (:func:`own_shape`). As in extension/range.c."""
+    return len(slots) * step > g1 / 2 - g0 / 2
+
+
+def own_shape(d0: float, d1: float, slots: list, step: float, g0: float, g1: float) -> Callable:
+    """``shape(m)`` for :func:`fit_holes` of a cut cell off a periodic profile (0.22.0): the KDE's cubic
+    (:func:`cubic_shape`), or the straight line (:func:`linear_shape`) where heavy values hold most of its slots
+    (:func:`mostly_heavy`; docs/math.md §7, "Heavy values inside a cell")."""
+    return linear_shape if slots and mostly_heavy(slots, step, g0, g1) else cubic_shape(d0, d1)
+
+
 def _part(coef) -> Callable:
     def part(ta, tb):
         return mass(coef, tb) - mass(coef, ta), moment(coef, tb) - moment(coef, ta)
@@ -1056,8 +1072,8 @@ def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: n
         d0, d1, mean = cell_ends(g0, g1, n, sums[c], density[c], density[c + 1], kde_rows, half_range)
         # the queries' shape: over the cell's own slots where heavy values sit inside it (fit_holes)
         slots = heavy_slots(heavy, step, g0, g1)
-        own = fit_holes(cubic_shape(d0, d1) if profile is None else profile_shape(profile, period, g0, g1, step),
-                        mean, slots)
+        own = fit_holes(own_shape(d0, d1, slots, step, g0, g1) if profile is None
+                        else profile_shape(profile, period, g0, g1, step), mean, slots)
         line = fit_holes(linear_shape, mean, slots) if profile is None else None  # (the doubt's: none under a profile)
         for frac in (0.25, 0.5, 0.75):
             cut = x[lo_i + int(frac * k)]
