@@ -775,9 +775,10 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			double		straight,
 						straight_first;
 
-			/* where heavy values hold more than half its slots, the straight line over the others
-			 * (cells.mostly_heavy, cells.own_shape) */
-			own.kind = holes_n > 0 && holes_n * step > g1 / 2 - g0 / 2 ? PIECE_LINE : PIECE_CELL;
+			/* where heavy values hold more than half its slots (2 J > the cell's m slots, rounded), the
+			 * straight line over the others (cells.mostly_heavy, cells.own_holes) */
+			own.kind = holes_n > 0 && 2.0 * holes_n > floor(2 * (g1 / 2 - g0 / 2) / step + 0.5)
+				? PIECE_LINE : PIECE_CELL;
 			own.d0 = density.v[c] * scale;
 			own.d1 = density.v[c + 1] * scale;
 			fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);

@@ -764,18 +764,20 @@ def fit_holes(shape: Callable, mean: float, slots: list) -> Holes:
 
 def mostly_heavy(slots: list, step: float, g0: float, g1: float) -> bool:
     """Whether the heavy values' ``slots`` inside cell [g0, g1] (:func:`heavy_slots`, a lattice of step q) are
-    more than half of its slots: q · (their number) > w, w its half-width (halves: no difference of values near
-    the ends of float8 overflows). There the KDE's densities at the cell's ends, smoothed over the heavy values'
-    slots, say little of its own few slots, and its rows' shape is the straight line over them
-    (:func:`own_shape`). As in extension/range.c."""
-    return len(slots) * step > g1 / 2 - g0 / 2
+    more than half of its slots: 2 J > m, J of them, m = ⌊2w/q + ½⌋ the cell's slots (w its half-width: halves,
+    no difference of values near the ends of float8 overflows; rounded, as :func:`mean_known` counts them, so
+    that exactly half is not more on a decimal step). There the KDE's densities at the cell's ends, smoothed
+    over the heavy values' slots, say little of its own few slots (:func:`own_holes`). As in
+    extension/range.c."""
+    return 2 * len(slots) > c_floor(2 * (g1 / 2 - g0 / 2) / step + 0.5)
 
 
-def own_shape(d0: float, d1: float, slots: list, step: float, g0: float, g1: float) -> Callable:
-    """``shape(m)`` for :func:`fit_holes` of a cut cell off a periodic profile (0.22.0): the KDE's cubic
-    (:func:`cubic_shape`), or the straight line (:func:`linear_shape`) where heavy values hold most of its slots
-    (:func:`mostly_heavy`; docs/math.md §7, "Heavy values inside a cell")."""
-    return linear_shape if slots and mostly_heavy(slots, step, g0, g1) else cubic_shape(d0, d1)
+def own_holes(d0: float, d1: float, mean: float, slots: list, step: float, g0: float, g1: float) -> Holes:
+    """A cut cell's shape over its own slots off a periodic profile (:func:`fit_holes`, 0.22.0): the straight
+    line (:func:`linear_shape`) where heavy values hold most of its slots (:func:`mostly_heavy`), else the KDE's
+    cubic (:func:`cubic_shape`; docs/math.md §7, "Heavy values inside a cell"). As in extension/range.c."""
+    return fit_holes(linear_shape if slots and mostly_heavy(slots, step, g0, g1) else cubic_shape(d0, d1), mean,
+                     slots)
 
 
 def _part(coef) -> Callable:
@@ -1072,8 +1074,8 @@ def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: n
         d0, d1, mean = cell_ends(g0, g1, n, sums[c], density[c], density[c + 1], kde_rows, half_range)
         # the queries' shape: over the cell's own slots where heavy values sit inside it (fit_holes)
         slots = heavy_slots(heavy, step, g0, g1)
-        own = fit_holes(own_shape(d0, d1, slots, step, g0, g1) if profile is None
-                        else profile_shape(profile, period, g0, g1, step), mean, slots)
+        own = own_holes(d0, d1, mean, slots, step, g0, g1) if profile is None else \
+            fit_holes(profile_shape(profile, period, g0, g1, step), mean, slots)
         line = fit_holes(linear_shape, mean, slots) if profile is None else None  # (the doubt's: none under a profile)
         for frac in (0.25, 0.5, 0.75):
             cut = x[lo_i + int(frac * k)]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .cells import (MEAN_KNOWN, c_ceil, c_floor, cell_ends, cubic_shape, fit_holes, heavy_slots,  # noqa: F401
-                    linear_shape, mean_known, own_shape, profile_cut, profile_shape, shape_of)
+                    linear_shape, mean_known, own_holes, profile_cut, profile_shape, shape_of)
 from .maths import is_tie_cell, ulp
 from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_pairs
 
@@ -180,7 +180,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
                 share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
             apart = 0.0
         else:
-            own = fit_holes(own_shape(d0, d1, slots, s["step"], g0, g1), mean, slots)
+            own = own_holes(d0, d1, mean, slots, s["step"], g0, g1)
             share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
             line = fit_holes(linear_shape, mean, slots)
             apart = n * abs(share - line.share(t0, t1, A, B)[0])  # how far the straight line would put it
