@@ -48,6 +48,13 @@ PG_FUNCTION_INFO_V1(kde_range);
 /* query.mean_known: on a lattice of step q a cell of half-width w holds m = 2w/q values, whose positions vary
  * by (1 - 1/m²)/12, so its exact mean pins down m²/(m² - 1) times as much; 3 on a continuous column, past 10⁶
  * values, and in a cell of two values (whose split the count and mean fix, which the estimate does not use). */
+/* cells.cell_slots: the lattice slots of a cell of half-width w, step q: floor(2w/q + 1/2) */
+static double
+cell_slots(double w, double step)
+{
+	return floor(2 * w / step + 0.5);
+}
+
 static double
 mean_known(double w, double step)
 {
@@ -55,7 +62,7 @@ mean_known(double w, double step)
 
 	if (values >= 2.5 && values <= 1e6)
 	{
-		double		m = round(values);
+		double		m = cell_slots(w, step);
 
 		return MEAN_KNOWN * m * m / (m * m - 1);
 	}
@@ -775,17 +782,24 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			double		straight,
 						straight_first;
 
-			/* where heavy values hold more than half its slots (2 J > the cell's m slots, rounded), the
-			 * straight line over the others (cells.mostly_heavy, cells.own_holes) */
-			own.kind = holes_n > 0 && 2.0 * holes_n > floor(2 * (g1 / 2 - g0 / 2) / step + 0.5)
-				? PIECE_LINE : PIECE_CELL;
-			own.d0 = density.v[c] * scale;
-			own.d1 = density.v[c + 1] * scale;
-			fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);
-			holes_share(&own, &own_holes, t0, t1, A, B, &part, &first);
-			position(part, first, t0, t1, &share, &pos);
 			line.kind = PIECE_LINE;
 			fit_holes(&line, mean, holes_at, holes_n, step, g0, g1, &line_holes);
+			if (holes_n > 0 && 2.0 * holes_n > cell_slots(w, step))
+			{
+				/* heavy values hold more than half its slots: the straight line over the others
+				 * (cells.mostly_heavy, cells.own_holes) */
+				own = line;
+				own_holes = line_holes;
+			}
+			else
+			{
+				own.kind = PIECE_CELL;
+				own.d0 = density.v[c] * scale;
+				own.d1 = density.v[c + 1] * scale;
+				fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);
+			}
+			holes_share(&own, &own_holes, t0, t1, A, B, &part, &first);
+			position(part, first, t0, t1, &share, &pos);
 			holes_share(&line, &line_holes, t0, t1, A, B, &straight, &straight_first);
 			apart = n * fabs(share - straight);
 		}

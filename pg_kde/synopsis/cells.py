@@ -762,22 +762,29 @@ def fit_holes(shape: Callable, mean: float, slots: list) -> Holes:
     return Holes(mean, shape(mean), [], 1.0)
 
 
+def cell_slots(w: float, step: float) -> float:
+    """The lattice slots of a cell of half-width w on a lattice of step q: ⌊2w/q + ½⌋ (C's round; Python's
+    rounds halves to even), as :func:`mean_known` and :func:`mostly_heavy` count them. cell_slots in
+    extension/range.c."""
+    return c_floor(2 * w / step + 0.5)
+
+
 def mostly_heavy(slots: list, step: float, g0: float, g1: float) -> bool:
     """Whether the heavy values' ``slots`` inside cell [g0, g1] (:func:`heavy_slots`, a lattice of step q) are
-    more than half of its slots: 2 J > m, J of them, m = ⌊2w/q + ½⌋ the cell's slots (w its half-width: halves,
-    no difference of values near the ends of float8 overflows; rounded, as :func:`mean_known` counts them, so
-    that exactly half is not more on a decimal step). There the KDE's densities at the cell's ends, smoothed
-    over the heavy values' slots, say little of its own few slots (:func:`own_holes`). As in
-    extension/range.c."""
-    return 2 * len(slots) > c_floor(2 * (g1 / 2 - g0 / 2) / step + 0.5)
+    more than half of its slots: 2 J > m, J of them, m its :func:`cell_slots` (w its half-width: halves, no
+    difference of values near the ends of float8 overflows; rounded, so that exactly half is not more on a
+    decimal step). There the KDE's densities at the cell's ends, smoothed over the heavy values' slots, say
+    little of its own few slots (:func:`own_holes`). As in extension/range.c."""
+    return 2 * len(slots) > cell_slots(g1 / 2 - g0 / 2, step)
 
 
-def own_holes(d0: float, d1: float, mean: float, slots: list, step: float, g0: float, g1: float) -> Holes:
-    """A cut cell's shape over its own slots off a periodic profile (:func:`fit_holes`, 0.22.0): the straight
-    line (:func:`linear_shape`) where heavy values hold most of its slots (:func:`mostly_heavy`), else the KDE's
-    cubic (:func:`cubic_shape`; docs/math.md §7, "Heavy values inside a cell"). As in extension/range.c."""
-    return fit_holes(linear_shape if slots and mostly_heavy(slots, step, g0, g1) else cubic_shape(d0, d1), mean,
-                     slots)
+def own_holes(d0: float, d1: float, mean: float, slots: list, step: float, g0: float, g1: float,
+              line: Holes) -> Holes:
+    """A cut cell's shape over its own slots off a periodic profile (0.22.0): ``line``, the straight line's
+    (:func:`fit_holes` of :func:`linear_shape`, which the doubt is measured from), where heavy values hold most
+    of its slots (:func:`mostly_heavy`), else the KDE's cubic's (:func:`cubic_shape`; docs/math.md §7, "Heavy
+    values inside a cell"). As in extension/range.c."""
+    return line if slots and mostly_heavy(slots, step, g0, g1) else fit_holes(cubic_shape(d0, d1), mean, slots)
 
 
 def _part(coef) -> Callable:
@@ -1040,7 +1047,7 @@ def mean_known(w: float, step: float) -> float:
     against 17% with 3)."""
     values = 2 * w / step if step > 0 else 0.0
     if 2.5 <= values <= 1e6:
-        m = float(math.floor(values + 0.5))  # (C's round; Python's rounds halves to even)
+        m = cell_slots(w, step)
         return MEAN_KNOWN * m * m / (m * m - 1)
     return MEAN_KNOWN
 
@@ -1074,9 +1081,9 @@ def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: n
         d0, d1, mean = cell_ends(g0, g1, n, sums[c], density[c], density[c + 1], kde_rows, half_range)
         # the queries' shape: over the cell's own slots where heavy values sit inside it (fit_holes)
         slots = heavy_slots(heavy, step, g0, g1)
-        own = own_holes(d0, d1, mean, slots, step, g0, g1) if profile is None else \
-            fit_holes(profile_shape(profile, period, g0, g1, step), mean, slots)
         line = fit_holes(linear_shape, mean, slots) if profile is None else None  # (the doubt's: none under a profile)
+        own = own_holes(d0, d1, mean, slots, step, g0, g1, line) if profile is None else \
+            fit_holes(profile_shape(profile, period, g0, g1, step), mean, slots)
         for frac in (0.25, 0.5, 0.75):
             cut = x[lo_i + int(frac * k)]
             if step > 0:  # queries cut a lattice cell at half-steps
