@@ -2,6 +2,7 @@
 several data sets drawn from the same generator, per column, budget and workload, with its spread.
 
     python benchmarks/coverage.py [--rows 10000000] [--realisations 8] [--queries 400] [--budgets 2048,8192,65536]
+                                  [--draws 10] [--columns amount,qty,created_at]
 
 A synopsis' errors are shared by every query that cuts the same cells: at 2 KB a column has about 70 cells, so
 1,000 ranges of one data set are not 1,000 independent trials of its intervals, and their coverage moves from
@@ -15,7 +16,10 @@ server's: 1,024 blocks of 157 rows), and answers budget.py's four workloads with
 float64 reference that the server's _kde_range follows step for step (tests/sql/test_synopsis_v2.py). Coverage
 counts the queries whose hard bounds are not already exact; a workload with fewer than LEAST_INEXACT of them in
 a data set is drawn again, with seeds of its own, up to DRAWS times in all (bounds uniform over the Zipf-like
-column's range mostly fall beyond its cells, where every answer is exact). No PostgreSQL is needed. Writes
+column's range mostly fall beyond its cells, where every answer is exact; ``--draws`` sets that limit). A query
+with no bound among the cells is exact and skipped unanswered (:func:`cuts_a_cell`), so many draws of a
+workload whose inexact queries are rare cost little more than their few. ``--columns`` measures some of the
+columns (each with the seeds it has in a full run). No PostgreSQL is needed. Writes
 benchmarks/results/coverage.md (and each data set's coverage in coverage.json) and prints it.
 
 The floor: a count of a few rows is a whole number, and an interval that holds a count's likeliest value
@@ -115,10 +119,13 @@ def coverage(payload: dict, loads: dict, doubt_weight: Optional[float] = None) -
     out = {}
     if doubt_weight is not None:
         payload = dict(payload, doubt_weight=doubt_weight, doubt_weights=None)
+    grid = payload["grid"]
     for workload, (lo, hi, exact) in loads.items():
         covered = inexact = 0
         floor = 0.0
         for a, b, truth in zip(lo, hi, exact):
+            if not cuts_a_cell(payload, grid, a, b):
+                continue  # (exact: not counted)
             r = range_1d(payload, float(a), float(b), 0)
             if r.low == r.high:
                 continue
@@ -129,6 +136,16 @@ def coverage(payload: dict, loads: dict, doubt_weight: Optional[float] = None) -
         out[workload] = (Covered(covered / inexact, inexact, floor / inexact) if inexact
                          else Covered(float("nan"), 0, float("nan")))
     return out
+
+
+def cuts_a_cell(payload: dict, grid, a: float, b: float) -> bool:
+    """Whether the query [a, b] may cut a cell: on a lattice, whether a bound lies strictly between the grid's
+    ends (a boundary is a half-step, a bound a lattice value); a query that cuts none is exact (its cells whole
+    or left out, its heavy values exact), and the benchmark skips it before answering it. Off a lattice, and
+    with no cells, always (range_1d decides)."""
+    if not payload["step"] > 0 or len(grid) < 2:
+        return True
+    return bool(grid[0] < a < grid[-1] or grid[0] < b < grid[-1])
 
 
 def together(parts: list) -> Covered:
@@ -212,6 +229,9 @@ def main(argv=None) -> int:
     parser.add_argument("--budgets", default="2048,8192,65536")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--draws", type=int, default=DRAWS,
+                        help="draws of a workload at most, where a data set has fewer than LEAST_INEXACT inexact queries")
+    parser.add_argument("--columns", default=",".join(COLUMNS), help="of " + ", ".join(COLUMNS))
     parser.add_argument("--doubt-weight", type=float, default=None,
                         help="what if every synopsis' shape's doubt weighed this much (pg_kde: its build's calibration)")
     args = parser.parse_args(argv)
@@ -221,12 +241,17 @@ def main(argv=None) -> int:
     if args.doubt_weight is not None:
         what_if = f" --doubt-weight {args.doubt_weight:g}"
         title = f", what if the shape's doubt weighed {args.doubt_weight:g} (pg_kde: its build's calibration)"
+    columns = [c for c in args.columns.split(",") if c]
+    if args.draws < 1 or not columns or any(c not in COLUMNS for c in columns):
+        parser.error(f"--draws must be at least 1 and --columns some of {', '.join(COLUMNS)}")
     budgets = [int(b) for b in args.budgets.split(",")]
     started = time.perf_counter()
     found: dict = {}
     for r in range(args.realisations):
         data = sales(args.rows, np.random.default_rng([args.seed, r]))
         for index, (col, (kind, period)) in enumerate(COLUMNS.items()):
+            if col not in columns:  # (each column's seeds its own, whichever others run)
+                continue
             x = data[col]
             ordered = np.sort(x)
             draws = [make_workloads(ordered, kind, np.random.default_rng([args.seed, r, index]), args.queries,
@@ -243,7 +268,7 @@ def main(argv=None) -> int:
                 weight = args.doubt_weight if args.doubt_weight is not None else payload.get("doubt_weight")
                 for workload, result in coverage(payload, draws[0], args.doubt_weight).items():
                     parts = [result]
-                    while sum(c.inexact for c in parts) < LEAST_INEXACT and len(parts) < DRAWS:
+                    while sum(c.inexact for c in parts) < LEAST_INEXACT and len(parts) < args.draws:
                         more = {workload: draw(len(parts))[workload]}
                         parts.append(coverage(payload, more, args.doubt_weight)[workload])
                     found.setdefault((col, budget, workload), []).append((together(parts), weight))
@@ -253,12 +278,14 @@ def main(argv=None) -> int:
     lines = [f"# Coverage of the 95% intervals over {args.realisations} data sets{title} ({when})", "",
              f"Measured {when} on {cpu_model()} ({platform.machine()}), pg_kde {__version__}, in memory (no server). "
              f"Command: `python benchmarks/coverage.py --rows {args.rows} --realisations {args.realisations} "
-             f"--queries {args.queries} --budgets {args.budgets} --seed {args.seed}{what_if}`; "
+             f"--queries {args.queries} --budgets {args.budgets} --seed {args.seed}"
+             f"{f' --draws {args.draws}' if args.draws != DRAWS else ''}"
+             f"{f' --columns {args.columns}' if columns != list(COLUMNS) else ''}{what_if}`; "
              f"{(time.perf_counter() - started) / 60:.1f} min. Coverage of the inexact queries: the mean over the data "
              f"sets, their standard deviation [the part of it their query counts alone give: a binomial share's], the "
              f"lowest and highest, how many data sets lie within {BAND[0]:g}–{BAND[1]:g}%, the mean number of inexact "
              f"queries a data set (a workload with fewer than {LEAST_INEXACT:,} in a data set is drawn again, with "
-             f"seeds of its own, up to {DRAWS} times --queries in all), their floor's mean (the chance of each count's likeliest value: a lower "
+             f"seeds of its own, up to {args.draws} times --queries in all), their floor's mean (the chance of each count's likeliest value: a lower "
              f"bound on the coverage of intervals that hold it, the module's docstring) and how many data sets' "
              f"floor lies above {BAND[1]:g}%; the doubt's weights (the builds' calibration, or the what-if's; —: not "
              f"calibrated, weighed {query.SHAPE_DOUBT:g}); data sets "
@@ -267,7 +294,7 @@ def main(argv=None) -> int:
              f"'all': the share of every data set's inexact queries together.", "",
              "| column | budget | " + " | ".join(WORKLOADS) + " |", "|---|---:|" + "---|" * len(WORKLOADS)]
     inside = sets = kinds_inside = kinds = above = 0
-    for col in COLUMNS:
+    for col in columns:
         for budget in budgets:
             cells = []
             for workload in WORKLOADS:

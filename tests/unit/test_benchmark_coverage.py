@@ -79,3 +79,27 @@ def test_draws_of_a_sparse_workload_pool_by_their_inexact_queries():
     none = bench.together([Covered(float("nan"), 0, float("nan"))])
     assert none.inexact == 0 and np.isnan(none.coverage) and np.isnan(none.floor)
     assert 0 < bench.LEAST_INEXACT and bench.DRAWS > 1
+
+
+def test_a_query_that_cuts_no_cell_is_exact_and_skipped():
+    """cuts_a_cell: a query with no bound between the grid's ends is exact on a lattice (its cells whole or left
+    out), so coverage() skips it unanswered; every inexact query has a bound among the cells. Checked on a
+    frequency table's few cells (the quantity's) and a cents column's, ranges and points from the data and
+    uniform over the column's range."""
+    for name, rows in (("qty", 1_000_000), ("amount", 200_000)):
+        x, _, s = _built(name, rows)
+        grid = s["grid"]
+        rng = np.random.default_rng(4)
+        ordered = np.sort(x)
+        bounds = np.concatenate([ordered[rng.integers(0, len(x), (3000, 2))],
+                                 np.round(rng.uniform(x.min(), x.max(), (3000, 2)) / s["step"]) * s["step"]])
+        bounds = np.sort(bounds, axis=1)
+        bounds = np.concatenate([bounds, np.column_stack([bounds[:, 0], bounds[:, 0]])])
+        skipped = 0
+        for a, b in bounds.tolist():
+            r = range_1d(s, a, b, 0)
+            if not bench.cuts_a_cell(s, grid, a, b):
+                skipped += 1
+                assert r.low == r.high, (name, a, b)
+        assert skipped > 100
+    assert bench.cuts_a_cell(dict(s, step=0.0), grid, grid[0] - 1, grid[0] - 1)  # (off a lattice: range_1d decides)
