@@ -580,7 +580,7 @@ stored_sum_error(int order, double rows, double slack, double rounding)
 }
 
 /* The weights of a row's shape's doubt, read from it once a call, when a cut cell first disagrees with the
- * straight line: its groups' (doubt_weights, 0.21.0; none: n 0) and its one weight (doubt_weight, else
+ * other shape it could take: its groups' (doubt_weights, 0.21.0; none: n 0) and its one weight (doubt_weight, else
  * SHAPE_DOUBT: NULL, or a row of a version before 0.20.0). */
 typedef struct DoubtWeights
 {
@@ -777,31 +777,37 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			/* the KDE's densities at the ends, relative to the cell's mean density (stored relative to the
 			 * grid's) */
 			double		scale = (w / half_range) * (kde_rows / n);
-			Piece		line;
-			Holes		line_holes;
-			double		straight,
-						straight_first;
+			Piece		line = {0},
+						cubic = {0};
+			Holes		line_holes,
+						cubic_holes;
+			double		other,
+						other_first;
 
 			line.kind = PIECE_LINE;
 			fit_holes(&line, mean, holes_at, holes_n, step, g0, g1, &line_holes);
+			cubic.kind = PIECE_CELL;
+			cubic.d0 = density.v[c] * scale;
+			cubic.d1 = density.v[c + 1] * scale;
+			fit_holes(&cubic, mean, holes_at, holes_n, step, g0, g1, &cubic_holes);
 			if (holes_n > 0 && 2.0 * holes_n > cell_slots(w, step))
 			{
-				/* heavy values hold more than half its slots: the straight line over the others
-				 * (cells.mostly_heavy, cells.own_holes) */
+				/* heavy values hold more than half its slots: the straight line over the others, its doubt
+				 * measured from the KDE's cubic (cells.mostly_heavy, cells.own_holes) */
 				own = line;
 				own_holes = line_holes;
+				holes_share(&cubic, &cubic_holes, t0, t1, A, B, &other, &other_first);
 			}
 			else
 			{
-				own.kind = PIECE_CELL;
-				own.d0 = density.v[c] * scale;
-				own.d1 = density.v[c + 1] * scale;
-				fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);
+				/* the KDE's cubic, its doubt measured from the straight line */
+				own = cubic;
+				own_holes = cubic_holes;
+				holes_share(&line, &line_holes, t0, t1, A, B, &other, &other_first);
 			}
 			holes_share(&own, &own_holes, t0, t1, A, B, &part, &first);
 			position(part, first, t0, t1, &share, &pos);
-			holes_share(&line, &line_holes, t0, t1, A, B, &straight, &straight_first);
-			apart = n * fabs(share - straight);
+			apart = n * fabs(share - other);
 		}
 		/* Binomial, less what the cell's exact count and mean pin down, plus the shape's error; a cut cell is
 		 * never certain: its share counts as at least one row's each side. */

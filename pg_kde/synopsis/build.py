@@ -19,7 +19,7 @@ import numpy as np
 from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
-from .calibration import calibrate, counts_of, cuts_of, fold_scan, probes
+from .calibration import among_probes, calibrate, counts_of, cuts_of, fold_scan, probes
 from .catalog import Built1D, Built2D, Requested
 from .packing import PACK_LIMIT, exact_dot, lattice_indices, pack_atoms, pack_pairs, packed_size
 from .cells import (
@@ -29,6 +29,9 @@ from .cells import (
     ROW_BYTES_2D,
     ROW_BYTES_1D,
     DOUBT_BYTES,
+    DOUBT_GROUPS,
+    DOUBT_HEADER_BYTES,
+    DOUBT_WEIGHT_BYTES,
     STEP_RANGE,
     binned_kde_at,
     boundary_above,
@@ -159,10 +162,12 @@ class _Plan1D:
     #: half-steps about them (:meth:`cuts`), folded back into ``points``' cells after it; empty: none
     probes: np.ndarray = field(default_factory=lambda: np.empty(0))
     even: np.ndarray = field(default_factory=lambda: np.empty(0))
+    #: a frequency table's bounds among its cells (:func:`.calibration.among_probes`); empty: none
+    among: np.ndarray = field(default_factory=lambda: np.empty(0))
 
     def cuts(self) -> list:
         """[(lattice indices, their cuts)] of each kind of calibration bound (none on a continuous column)."""
-        return [(ks, cuts_of(ks, self.step)) for ks in (self.probes, self.even) if len(ks)]
+        return [(ks, cuts_of(ks, self.step)) for ks in (self.probes, self.even, self.among) if len(ks)]
 
     def every_cut(self) -> np.ndarray:
         """The cuts of both kinds (:meth:`cuts`), sorted, each once; empty on a continuous column."""
@@ -208,6 +213,7 @@ class Pinned1D:
             "atoms_room": int(p.atoms_room), "most_cells": int(p.most_cells),
             "flagged": [float(v) for v in p.flagged], "heavy_bytes": int(p.heavy_bytes),
             "probes": [float(v) for v in p.probes], "even": [float(v) for v in p.even],
+            "among": [float(v) for v in p.among],
             "scale": float(self.scale), "continuous": bool(self.continuous),
             "quantum": None if self.quantum is None else float(self.quantum),
             "period": None if self.period is None else [float(self.period[0]), int(self.period[1])],
@@ -223,7 +229,8 @@ class Pinned1D:
             array = lambda k: np.asarray(d[k], dtype=np.float64)  # noqa: E731
             plan = _Plan1D(array("points"), array("candidates"), float(d["plan_quantum"]), float(d["step"]),
                            bool(d["few"]), int(d["atoms_room"]), int(d["most_cells"]), array("flagged"),
-                           int(d["heavy_bytes"]), array("probes"), array("even"))
+                           int(d["heavy_bytes"]), array("probes"), array("even"),
+                           array("among"))
             period = None if d["period"] is None else (float(d["period"][0]), int(d["period"][1]))
             pinned = Pinned1D(plan, float(d["scale"]), bool(d["continuous"]),
                               None if d["quantum"] is None else float(d["quantum"]), period, bool(d["table"]),
@@ -235,7 +242,8 @@ class Pinned1D:
               and math.isfinite(pinned.scale) and pinned.scale > 0 and len(pinned.shares) == len(plan.points) - 1
               and all(math.isfinite(v) and v >= 0 for v in pinned.shares)
               and all(np.all(np.isfinite(ks)) and np.all(np.abs(ks) < 2.0**52) and np.all(ks == np.round(ks))
-                      for ks in (plan.probes, plan.even)) and (not len(plan.probes) or plan.step > 0))
+                      for ks in (plan.probes, plan.even, plan.among))
+              and (not (len(plan.probes) or len(plan.among)) or plan.step > 0))
         return pinned if ok else None
 
 
@@ -339,8 +347,9 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     points = np.unique(np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points))
     # The calibration's cuts, on a lattice (.calibration)
     ranked, even = probes(sample, (lo, hi), step)
+    among = among_probes(sample, source, step, points) if few and weighed and len(rest) else np.empty(0)
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells,
-                   np.asarray(heavy, dtype=np.float64), heavy_bytes, ranked, even)
+                   np.asarray(heavy, dtype=np.float64), heavy_bytes, ranked, even, among)
 
 
 def _table_bytes(plan: _Plan1D, scan) -> int:
@@ -825,11 +834,16 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
     if len(fine) > len(plan.points) and scale == 1.0 and kde_rows > 0:
         # The shape's doubt's weights, from the exact counts between the scan's cuts and beyond its tails
         # (.calibration)
-        weight, weights = calibrate(built.payload(), plan.probes, plan.even,
+        payload = built.payload()
+        groups = None  # (GROUPS, in the bytes a lattice column's cells leave them)
+        if plan.few:  # (a frequency table's cells have as many groups as the bytes the table and they leave hold)
+            used = ROW_BYTES_1D + BOUNDARY_BYTES * len(grid) + ATOM_BYTES * len(payload["atom_values"]) \
+                + len(payload["atom_pack"])
+            groups = min(DOUBT_GROUPS, (len(grid) - 1) // 4, (budget - used - DOUBT_HEADER_BYTES) // DOUBT_WEIGHT_BYTES)
+        weight, weights = calibrate(payload, plan.probes, plan.even,
                                     counts_of(scan, plan.every_cut(), fine, fine_below, plan.candidates),
-                                    (scan.all_lo, scan.all_hi))
-    # (a frequency table's few leftover cells keep the one weight: their bytes were not set aside)
-    return replace(built, doubt_weight=weight, doubt_weights=None if plan.few else weights,
+                                    (scan.all_lo, scan.all_hi), plan.among, groups)
+    return replace(built, doubt_weight=weight, doubt_weights=weights,
                    seconds=time.perf_counter() - started)
 
 

@@ -1,6 +1,7 @@
 """The build's calibration of a 1-D synopsis' shape's doubt (docs/math.md §7, "The doubt's weight, calibrated").
 
-A cut cell's interval adds the shape's doubt, a weight times the cell's disagreement with the straight line,
+A cut cell's interval adds the shape's doubt, a weight times the cell's disagreement with the other shape it
+could take (the straight line; the KDE's cubic where it reads the line, in a cell mostly of heavy values),
 to the rows' own spread (:func:`pg_kde.synopsis.query.smooth_1d`). No one weight suits every column, nor every
 part of one: a log-normal's dense bulk, where its cells are narrow and the shape's small disagreements
 understate its errors, needs more of it than its sparse tail, where wide cells curve far from the line and
@@ -15,7 +16,11 @@ over its domain fall, of those that cut a cell (:func:`uniform_ranges`), each pu
 cut pieces (:func:`calibration_terms`, tested range by range against :func:`range_terms`, the reference's own
 answer), the build stores the weight of :data:`WEIGHTS` whose 95% intervals cover nearest 95% of them
 (``doubt_weight``, :func:`weight_for`) and a weight for each of :data:`GROUPS` groups of neighbouring cells
-(``doubt_weights``, :func:`group_weights`), by which the queries weigh each cut cell's disagreement. The same
+(``doubt_weights``, :func:`group_weights`), by which the queries weigh each cut cell's disagreement. Beside a
+frequency table, whose cells hold the values its sample missed among the table's, where few ranked values fall,
+the scan also counts the cuts about the values among its cells (:func:`among_probes`), and ranges from each of
+them to the column's ends, weighed by the rows on it, join the others (:func:`among_ranges`); its groups are as
+many as the bytes the table and its cells leave of the budget hold, a group for four cells at most. The same
 ranges (a seeded choice) and the same counts give the same weights: a refresh of unchanged data stores the
 same synopsis bit for bit.
 
@@ -41,6 +46,9 @@ from .reader import TAIL_VALUES
 
 #: Calibration values of each kind (:func:`probes`).
 PROBES = 1024
+#: The widest of a frequency table's cells, in slots, whose every lattice value is a calibration value
+#: (:func:`among_probes`).
+SLOTS_MOST = 64
 #: Ranges between pairs of calibration values that the weight is calibrated on (half of them of each kind).
 RANGES = 12000
 #: Of the ranges inside one cell, at most this many (evenly spaced among them, each counting for its share of
@@ -72,6 +80,28 @@ def probes(sample: np.ndarray, span: Tuple[float, float], step: float) -> Tuple[
     ranked = np.round(ordered[np.linspace(0, len(ordered) - 1, PROBES).round().astype(np.int64)] / step)
     even = np.unique(np.round(np.linspace(span[0], span[1], PROBES) / step))
     return ranked, even
+
+
+def among_probes(sample: np.ndarray, rare: np.ndarray, step: float, points: np.ndarray) -> np.ndarray:
+    """The calibration's bounds among a frequency table's cells, as lattice indices, from the least to the
+    greatest of ``rare`` (the values the sample saw once, where the cells are placed: the values it missed are
+    as rare): every value the ``sample`` holds there (the table's), and every lattice value of the cells
+    (``points``, the plan's grid) there of at most :data:`SLOTS_MOST` slots, the narrow cells between the
+    table's values, whose rows lie on the values it missed. At most 4 :data:`PROBES`, from the least up. The
+    table holds every sampled value; its cells hold a small share of the rows, where few of the ranked values
+    fall, but bounds drawn from the data among them cut the cells. Empty where there is none, and off a
+    lattice."""
+    rare = np.asarray(rare, dtype=np.float64)
+    if not step > 0 or not len(sample) or not len(rare):
+        return np.empty(0)
+    k0, k1 = np.round(rare.min() / step), np.round(rare.max() / step)
+    ks = np.round(np.asarray(sample, dtype=np.float64) / step)
+    found = [np.unique(ks[(ks >= k0) & (ks <= k1)])]
+    for a, b in zip(np.ceil(points[:-1] / step), np.floor(points[1:] / step)):
+        a, b = max(a, k0), min(b, k1)
+        if a <= b and b - a + 1 <= SLOTS_MOST:
+            found.append(np.arange(a, b + 1))
+    return np.unique(np.concatenate(found))[:4 * PROBES]
 
 
 def cuts_of(ks: np.ndarray, step: float) -> np.ndarray:
@@ -225,6 +255,29 @@ def uniform_ranges(known: np.ndarray, counts: Counts, cells: Tuple[float, float]
     return lo[keep], hi[keep], exact[keep]
 
 
+def among_ranges(among: np.ndarray, counts: Counts, span: Tuple[float, float], step: float) -> tuple:
+    """(lo, hi, exact, weight): for each bound among the cells (``among``, lattice indices: :func:`among_probes`)
+    the ranges [min, k] and [k, max] (``span``: the column's min and max), each weighed by the rows on k (bounds
+    drawn from the data fall on a value as often as rows hold it; scaled to a mean of 1): bounds drawn from the
+    data that fall among a frequency table's cells mostly have the other in its table, below them or at the
+    column's end (a range of a share of the rows from a value among them reaches past the last), where it cuts
+    nothing. Those whose rows below the build does not know, or with no row on k, are left out."""
+    k = np.asarray(among, dtype=np.float64)
+    if not len(k):
+        return (np.empty(0),) * 4
+    below, above = counts.at((k - 0.5) * step), counts.at((k + 0.5) * step)
+    known = ~np.isnan(below) & ~np.isnan(above) & (above > below)
+    k, below, above = k[known], below[known], above[known]
+    values = lattice_value(k, step)
+    lo = np.concatenate([np.full(len(k), span[0]), values])
+    hi = np.concatenate([values, np.full(len(k), span[1])])
+    exact = np.concatenate([above, counts.rows - below])
+    weight = np.tile(above - below, 2)
+    keep = lo < hi
+    weight = weight[keep] * (keep.sum() / weight[keep].sum()) if keep.any() else weight[keep]
+    return lo[keep], hi[keep], exact[keep], weight
+
+
 def range_terms(payload: dict, a: float, b: float) -> tuple:
     """(estimate, spread, doubt, inexact) of [a, b]'s count, one range at a time, as
     :func:`pg_kde.synopsis.query.range_1d` answers it: its estimate, its variance with the shape's doubt
@@ -334,32 +387,51 @@ def weight_for(errors: np.ndarray, spread: np.ndarray, doubt: np.ndarray,
     return _nearest(misses, query.SHAPE_DOUBT)
 
 
-def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: int, start: float) -> tuple:
-    """A weight for each of :data:`GROUPS` groups of neighbouring cells (cell c of ``cells`` in group c · G div
-    ``cells``, G = min(GROUPS, cells)): each group in turn takes the weight of :data:`WEIGHTS` whose intervals
-    cover nearest 95% of the ranges that cut one of its cells (each counting ``counts`` ranges), the other
-    groups' weights held; :data:`ROUNDS` rounds from ``start`` (the synopsis' one weight, :func:`weight_for`).
-    Of weights as near as any, the one nearest ``start``; a group no range cuts keeps it. A range's doubt is
+def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: int, start: float,
+                  most: Optional[int] = None) -> tuple:
+    """A weight for each of G groups of neighbouring cells (cell c of ``cells`` in group c · G div ``cells``,
+    G = min(``most``, cells), ``most`` :data:`GROUPS` by default): each group g in turn takes the weight of
+    :data:`WEIGHTS` under which every group's coverage misses 95% least together (0.23.0): the sum, over the
+    groups whose ranges (those that cut one of their cells, each counting ``counts`` ranges) share one with g's,
+    of their covered ranges' distance from 95% of them, the other groups' weights held; :data:`ROUNDS` rounds
+    from ``start`` (the synopsis' one weight, :func:`weight_for`). A range that cuts two groups' cells counts
+    in both, so a group moves from ``start`` only as far as the groups together gain (0.21.0-0.22.0 weighed each
+    group's ranges alone). Of weights as near as any, the one nearest ``start``; a group no range cuts keeps it.
+    A range's doubt is
     then its first cut cell's weight times its disagreement plus its last's (as
     :func:`pg_kde.synopsis.query.smooth_1d` adds them). ``terms``, ``errors`` and ``counts``: the ranges left
     open by their hard bounds."""
-    groups = min(GROUPS, cells)
+    groups = min(GROUPS if most is None else most, cells)
     first = np.where(terms.first_cell >= 0, terms.first_cell * groups // cells, -1)
     last = np.where(terms.last_cell >= 0, terms.last_cell * groups // cells, -1)
     weights = np.full(groups, start)
     tried = np.asarray(WEIGHTS, dtype=np.float64)[:, None]
+    # each group's ranges (those that cut one of its cells), as a 0/1 matrix ranges x groups, counted
+    member = np.zeros((len(errors), groups))
+    for ends in (first, last):
+        member[ends >= 0, ends[ends >= 0]] = 1.0
+    wanted = NOMINAL * (counts @ member)  # each group's ranges that 95% intervals would cover
+
+    def covered(w_first, w_last, rows):
+        sd = np.sqrt(terms.spread[rows] + (w_first * terms.first[rows] + w_last * terms.last[rows]) ** 2)
+        return (np.abs(errors[rows]) <= Z * sd + 1e-9) * counts[rows]
+
+    def weight_of(ends):
+        return np.where(ends >= 0, weights[np.maximum(ends, 0)], 0.0)
+
     for _ in range(ROUNDS):
         for g in range(groups):
             cut = (first == g) | (last == g)
             if not cut.any():
                 continue
             f, l_ = first[cut], last[cut]
-            held = (np.where((f >= 0) & (f != g), weights[np.maximum(f, 0)], 0.0) * terms.first[cut]
-                    + np.where((l_ >= 0) & (l_ != g), weights[np.maximum(l_, 0)], 0.0) * terms.last[cut])
-            own = np.where(f == g, terms.first[cut], 0.0) + np.where(l_ == g, terms.last[cut], 0.0)
-            sd = np.sqrt(terms.spread[cut] + (held + tried * own) ** 2)
-            covered = (np.abs(errors[cut]) <= Z * sd + 1e-9) @ counts[cut] / counts[cut].sum()
-            weights[g] = _nearest(np.abs(covered - NOMINAL), start)
+            w_f = np.where(f == g, tried, weight_of(f))
+            w_l = np.where(l_ == g, tried, weight_of(l_))
+            rest = covered(weight_of(first[~cut]), weight_of(last[~cut]), ~cut) @ member[~cut]
+            # every group's covered ranges at each weight tried: its other ranges' as held, and these
+            misses = np.abs(rest + covered(w_f, w_l, cut) @ member[cut] - wanted)
+            touched = member[cut].any(axis=0)
+            weights[g] = _nearest(misses[:, touched].sum(axis=1) / counts[cut].sum(), start)
     return tuple(float(w) for w in weights)
 
 
@@ -371,7 +443,7 @@ class Calibrated(NamedTuple):
 
 
 def calibrated_weights(payload: dict, lo: np.ndarray, hi: np.ndarray, exact: np.ndarray,
-                       counts: Optional[np.ndarray] = None) -> Calibrated:
+                       counts: Optional[np.ndarray] = None, groups: Optional[int] = None) -> Calibrated:
     """The weights of the synopsis ``payload`` (:func:`weight_for`, then :func:`group_weights`) on the ranges
     [lo_i, hi_i] whose exact counts are ``exact`` (each counting ``counts`` ranges): of those its hard bounds
     leave open. None where none is, or none has doubt."""
@@ -384,8 +456,10 @@ def calibrated_weights(payload: dict, lo: np.ndarray, hi: np.ndarray, exact: np.
     weight = weight_for(errors, t.spread[open_], t.doubt[open_], counts)
     if weight is None:
         return Calibrated(None, None)
+    if groups is not None and groups < 1:
+        return Calibrated(weight, None)
     kept = Terms(*(a[open_] for a in t))
-    weights = group_weights(kept, errors, counts, len(payload["grid"]) - 1, weight)
+    weights = group_weights(kept, errors, counts, len(payload["grid"]) - 1, weight, groups)
     return Calibrated(weight, tuple(float(np.float32(w)) for w in weights))
 
 
@@ -396,7 +470,8 @@ def calibrated_weight(payload: dict, lo: np.ndarray, hi: np.ndarray, exact: np.n
 
 
 def calibrate(payload: dict, ranked: np.ndarray, even: np.ndarray, counts: Counts,
-              span: Tuple[float, float]) -> Calibrated:
+              span: Tuple[float, float], among: np.ndarray = np.empty(0),
+              groups: Optional[int] = None) -> Calibrated:
     """The build's weights of a lattice synopsis ``payload`` (:func:`calibrated_weights`) on :data:`RANGES`
     ranges, half of each kind: between the sample's values at evenly spaced ranks (``ranked``, lattice indices,
     :func:`calibration_ranges`), as bounds drawn from the data fall, and uniform over the column's range
@@ -414,18 +489,20 @@ def calibrate(payload: dict, ranked: np.ndarray, even: np.ndarray, counts: Count
     spacing = max(1.0, (even.max() - even.min()) / (len(even) - 1)) if len(even) > 1 else 1.0
     uniform = uniform_ranges(np.concatenate([np.asarray(ranked, dtype=np.float64), even]), counts,
                              (grid[0], grid[-1]), span, step, spacing, RANGES // 2, SEED + 1)
-    lo, hi, exact = (np.concatenate(a) for a in zip(data, uniform))
+    near = among_ranges(among, counts, span, step)
+    lo, hi, exact = (np.concatenate(a) for a in zip(data, uniform, near[:3]))
     A, B = (np.round(lo / step) - 0.5) * step, (np.round(hi / step) + 0.5) * step
 
     def cell(x):  # query.cell_of of the bounds within the grid
         return np.clip(np.searchsorted(grid, np.clip(x, grid[0], grid[-1]), side="right") - 1, 0, len(grid) - 2)
 
     one = np.flatnonzero(cell(A) == cell(B))
-    weights = np.ones(len(lo))
+    weights = np.concatenate([np.ones(len(lo) - len(near[3])), near[3]])
     if len(one) > ONE_CELL_MOST:
         kept = one[np.unique(np.linspace(0, len(one) - 1, ONE_CELL_MOST).round().astype(np.int64))]
+        share = weights[kept] * (len(one) / len(kept))
         weights[one] = 0.0
-        weights[kept] = len(one) / len(kept)
+        weights[kept] = share
         chosen = weights > 0
         lo, hi, exact, weights = lo[chosen], hi[chosen], exact[chosen], weights[chosen]
-    return calibrated_weights(payload, lo, hi, exact, weights)
+    return calibrated_weights(payload, lo, hi, exact, weights, groups)

@@ -59,7 +59,8 @@ POINT_BYTES_2D = 32
 #: Groups of a 1-D synopsis' cells with a doubt weight each (calibration.GROUPS), and the bytes of those weights
 #: (doubt_weights, a float4[]: 24 of the array's header, 4 a weight), which its cells leave free.
 DOUBT_GROUPS = 16
-DOUBT_BYTES = 24 + 4 * DOUBT_GROUPS
+DOUBT_HEADER_BYTES, DOUBT_WEIGHT_BYTES = 24, 4
+DOUBT_BYTES = DOUBT_HEADER_BYTES + DOUBT_WEIGHT_BYTES * DOUBT_GROUPS
 #: Bytes per cell boundary (grid, cum count, cum sum as float8; density as float4) and per heavy value.
 BOUNDARY_BYTES = 28
 ATOM_BYTES = 24
@@ -779,12 +780,14 @@ def mostly_heavy(slots: list, step: float, g0: float, g1: float) -> bool:
 
 
 def own_holes(d0: float, d1: float, mean: float, slots: list, step: float, g0: float, g1: float,
-              line: Holes) -> Holes:
-    """A cut cell's shape over its own slots off a periodic profile (0.22.0): ``line``, the straight line's
-    (:func:`fit_holes` of :func:`linear_shape`, which the doubt is measured from), where heavy values hold most
-    of its slots (:func:`mostly_heavy`), else the KDE's cubic's (:func:`cubic_shape`; docs/math.md §7, "Heavy
-    values inside a cell"). As in extension/range.c."""
-    return line if slots and mostly_heavy(slots, step, g0, g1) else fit_holes(cubic_shape(d0, d1), mean, slots)
+              line: Holes) -> Tuple[Holes, Holes]:
+    """A cut cell's shape over its own slots off a periodic profile (0.22.0), and the shape its doubt is
+    measured from (0.23.0): (``line``, the KDE's cubic) where heavy values hold most of its slots
+    (:func:`mostly_heavy`), else (the KDE's cubic, ``line``); ``line`` is :func:`fit_holes` of
+    :func:`linear_shape`, the cubic :func:`cubic_shape`'s (docs/math.md §7, "Heavy values inside a cell"). Each is
+    the other's doubt: how far the two shapes the cell could take part. As in extension/range.c."""
+    cubic = fit_holes(cubic_shape(d0, d1), mean, slots)
+    return (line, cubic) if slots and mostly_heavy(slots, step, g0, g1) else (cubic, line)
 
 
 def _part(coef) -> Callable:
@@ -1065,7 +1068,8 @@ def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: n
     from the cell's start, less what its exact mean pins down, :func:`mean_known`; counted again in τ², it had
     intervals of 200,000-row time columns hold every range); weight sums 4 s (1 − s) (s the shape's share); jitter sums twice that noise's squared
     variance (the excess jitters by about √jitter); doubt sums the squared doubt the queries already give
-    each cut (the shape's share less the straight line's with the cell's mean; 0 under a profile). ``heavy``:
+    each cut (the shape's share less the other shape's with the cell's mean, :func:`own_holes`; 0 under a
+    profile). ``heavy``:
     the synopsis' heavy values, sorted; their slots inside a cell are taken out of its shape as the queries
     take them (:func:`fit_holes`)."""
     x = np.sort(np.asarray(sample, dtype=np.float64))
@@ -1081,9 +1085,10 @@ def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: n
         d0, d1, mean = cell_ends(g0, g1, n, sums[c], density[c], density[c + 1], kde_rows, half_range)
         # the queries' shape: over the cell's own slots where heavy values sit inside it (fit_holes)
         slots = heavy_slots(heavy, step, g0, g1)
-        line = fit_holes(linear_shape, mean, slots) if profile is None else None  # (the doubt's: none under a profile)
-        own = own_holes(d0, d1, mean, slots, step, g0, g1, line) if profile is None else \
-            fit_holes(profile_shape(profile, period, g0, g1, step), mean, slots)
+        if profile is None:  # (and the shape the doubt is measured from: none under a profile)
+            own, other = own_holes(d0, d1, mean, slots, step, g0, g1, fit_holes(linear_shape, mean, slots))
+        else:
+            own, other = fit_holes(profile_shape(profile, period, g0, g1, step), mean, slots), None
         for frac in (0.25, 0.5, 0.75):
             cut = x[lo_i + int(frac * k)]
             if step > 0:  # queries cut a lattice cell at half-steps
@@ -1094,7 +1099,7 @@ def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: n
             if profile is None:
                 share = min(1.0, max(0.0, own.share(0.0, t, -math.inf, cut)[0]))
                 # (the queries' doubt at this cut, per row of the cell)
-                doubt = share - line.share(0.0, t, -math.inf, cut)[0]
+                doubt = share - other.share(0.0, t, -math.inf, cut)[0]
             else:
                 share = own.share(0.0, t, -math.inf, cut)[0]
                 doubt = 0.0

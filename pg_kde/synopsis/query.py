@@ -49,7 +49,8 @@ class Range:
     variance: float = 0.0
     low: float = 0.0
     high: float = 0.0
-    #: The cut cells' disagreement with the straight line (rows, or a sum's units), before it is weighed: the
+    #: The cut cells' disagreement with the other shape they could take (the straight line; in a cell mostly of
+    #: heavy values, which reads the line, the KDE's cubic, 0.23.0), in rows or a sum's units, before it is weighed: the
     #: shape's doubt is its weight times this (:func:`smooth_1d`).
     disagreement: float = 0.0
 
@@ -180,10 +181,9 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
                 share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
             apart = 0.0
         else:
-            line = fit_holes(linear_shape, mean, slots)
-            own = own_holes(d0, d1, mean, slots, s["step"], g0, g1, line)
+            own, other = own_holes(d0, d1, mean, slots, s["step"], g0, g1, fit_holes(linear_shape, mean, slots))
             share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
-            apart = n * abs(share - line.share(t0, t1, A, B)[0])  # how far the straight line would put it
+            apart = n * abs(share - other.share(t0, t1, A, B)[0])  # how far the other shape would put it
         # Binomial, less what the cell's exact mean pins down, plus the shape's error. A cut cell is never
         # certain: its share counts as at least one row's each side.
         f = min(max(share, 1 / (n + 1)), n / (n + 1))
@@ -230,7 +230,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
                 shape_error += weighed * (apart * abs(x))
             out.low += min(0.0, n * (g0 * (1 - t0) + g1 * t0))
             out.high += max(0.0, n * (g0 * (1 - t1) + g1 * t1))
-    # The shape's own uncertainty: how far its shares are from the straight line's, each cut cell's weighed
+    # The shape's own uncertainty: how far its shares are from the other shape's, each cut cell's weighed
     # (docs/math.md §7).
     out.variance += shape_error * shape_error  # (not ** 2: that raises OverflowError where IEEE 754 gives inf)
     out.disagreement = disagreement

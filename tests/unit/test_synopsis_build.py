@@ -66,7 +66,7 @@ def stored_bytes(built: Built1D) -> int:
     a pack)."""
     stored = built.payload()
     return ROW_BYTES_1D + BOUNDARY_BYTES * built.grid_size + ATOM_BYTES * len(stored["atom_values"]) \
-        + len(stored["atom_pack"]) + (DOUBT_BYTES if built.doubt_weights is not None else 0)
+        + len(stored["atom_pack"]) + (24 + 4 * len(built.doubt_weights) if built.doubt_weights is not None else 0)
 
 
 def check_1d(built: Built1D, values, nulls=0):

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from pg_kde.synopsis import ArrayTableReader, Requested, build, build_1d, calibration, query
-from pg_kde.synopsis.calibration import (SEED, WEIGHTS, Counts, calibrated_weight, calibration_ranges,
-                                         calibration_terms, counts_of, cuts_of, fold_scan, probes, range_terms,
-                                         rows_below, uniform_ranges)
+from pg_kde.synopsis.calibration import (SEED, WEIGHTS, Counts, among_probes, among_ranges, calibrated_weight,
+                                         calibration_ranges, calibration_terms, counts_of, cuts_of, fold_scan,
+                                         probes, range_terms, rows_below, uniform_ranges)
 from pg_kde.synopsis.cells import DAY_PROFILE
 
 
@@ -279,6 +279,88 @@ def test_each_group_of_cells_takes_the_weight_its_ranges_need():
     assert calibration.group_weights(terms, errors, counts, 4, 1.0)[1] < 2.0
 
 
+def test_the_groups_weights_miss_95_percent_least_together():
+    """Each group's weight is the one under which every group's coverage misses 95% least together (0.23.0): the
+    ranges missed, or covered beyond 95%, of each group whose ranges share one with it, summed, the others'
+    weights held; of weights as near, the one nearest the synopsis' weight. A range that cuts cells of two
+    groups counts in both, so a group moves from the synopsis' weight only as far as the groups together gain:
+    here group 0's ranges, all shared with group 1, want 0.5 alone (0.21.0-0.22.0 weighed each group's ranges
+    alone and took it), but every weight from 0.5 up misses as much in all, so it keeps the synopsis' 1.0. On
+    random ranges of two groups the weights are the best pair's."""
+    z = 1.959963984540054
+    u = (np.arange(1000) + 0.5) / 1000
+    first_cell = np.concatenate([np.zeros(1000, int), np.ones(1000, int)])
+    last_cell = np.concatenate([np.ones(1000, int), np.full(1000, -1)])
+    first = np.ones(2000)
+    last = np.zeros(2000)  # (the shared ranges' doubt is group 0's)
+    errors = np.concatenate([z * 0.5 * u / 0.95, np.full(1000, 1e6)])  # group 1's own: beyond any weight
+    terms = calibration.Terms(np.zeros(2000), np.zeros(2000), first, last, first_cell, last_cell,
+                              np.ones(2000, dtype=bool))
+    assert calibration.group_weights(terms, errors, np.ones(2000), 2, 1.0) == (1.0, 1.0)
+    alone = terms._replace(last_cell=np.full(2000, -1))  # (the same ranges, cutting group 0's cells only)
+    assert calibration.group_weights(alone, errors, np.ones(2000), 2, 1.0)[0] == 0.5
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    first_cell = rng.integers(0, 2, n)
+    last_cell = np.where(rng.random(n) < 0.5, 1 - first_cell, -1)  # half the ranges cut both groups' cells
+    first, last = rng.uniform(0.5, 2.0, n), np.where(last_cell >= 0, rng.uniform(0.0, 0.3, n), 0.0)
+    spread = rng.uniform(0.5, 1.5, n)
+    errors = z * np.abs(rng.standard_normal(n)) * np.sqrt(spread + first * first) * 0.8
+    errors[(first_cell == 1) & (last_cell < 0)] *= 40
+    terms = calibration.Terms(np.zeros(n), spread, first, last, first_cell, last_cell, np.ones(n, dtype=bool))
+
+    def missed(pair):
+        w = np.asarray(pair)
+        d = w[first_cell] * first + np.where(last_cell >= 0, w[np.maximum(last_cell, 0)], 0.0) * last
+        ok = np.abs(errors) <= z * np.sqrt(spread + d * d) + 1e-9
+        return sum(abs(ok[(first_cell == g) | (last_cell == g)].sum() - 0.95 * ((first_cell == g) | (last_cell == g)).sum())
+                   for g in (0, 1))
+
+    got = calibration.group_weights(terms, errors, np.ones(n), 2, 1.0)
+    assert missed(got) == pytest.approx(min(missed((a, b)) for a in WEIGHTS for b in WEIGHTS), abs=1e-9), got
+
+
+def test_a_frequency_tables_cells_are_calibrated_on_bounds_among_them():
+    """A frequency table's cells hold the values its sample missed, a small share of the rows, among the table's
+    values, where the ranked values seldom fall (0.23.0): its scan also counts the cuts about every value the
+    sample holds from the least to the greatest it saw once and every value of the plan's cells there of at
+    most SLOTS_MOST slots (among_probes), and the ranges [min, k] and [k, max] from each, weighed by the rows on
+    k (bounds drawn from the data fall on a value as often as rows hold it), calibrate its weights, and its
+    groups' weights as many as the bytes the table and cells leave hold, a group for four cells at most."""
+    sample = np.array([1, 1, 1, 2, 2, 3, 5, 8, 8, 13], dtype=np.float64)
+    rare, points = np.array([3.0, 5.0, 13.0]), np.array([2.5, 4.5, 12.5, 13.5])
+    assert among_probes(sample, rare, 1.0, points).tolist() == list(range(3, 14))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(calibration, "SLOTS_MOST", 4)  # (the cell [4.5, 12.5] holds 8 slots)
+        assert among_probes(sample, rare, 1.0, points).tolist() == [3, 4, 5, 8, 13]
+    assert among_probes(sample * 0.01, rare * 0.01, 0.01, points * 0.01).tolist() == list(range(3, 14))
+    assert not len(among_probes(sample, rare, 0.0, points)) and not len(among_probes(sample, rare[:0], 1.0, points))
+
+    x = _column("qty", 1_000_000)
+    built = _build(x)
+    plan, s = built.pinned.plan, built.payload()
+    cells = built.grid_size - 1
+    assert plan.few and cells > 10 and len(plan.among) > 100 and built.doubt_weight in WEIGHTS
+    assert len(built.doubt_weights) == min(calibration.GROUPS, cells // 4)
+    used = 640 + 28 * built.grid_size + 24 * len(s["atom_values"]) + len(s["atom_pack"])
+    assert used + 24 + 4 * len(built.doubt_weights) <= 2048
+    # the ranges from each value among the cells: exact, weighed by its rows
+    ordered = np.sort(x)
+    counts = _own_counts(x, plan.every_cut())
+    span = (float(x.min()), float(x.max()))
+    lo, hi, exact, weight = among_ranges(plan.among, counts, span, 1.0)
+    assert len(lo) > 100 and np.all((lo == span[0]) ^ (hi == span[1]))
+    assert np.array_equal(exact, np.searchsorted(ordered, hi, "right") - np.searchsorted(ordered, lo, "left"))
+    on = np.where(lo == span[0], hi, lo)
+    rows_on = np.searchsorted(ordered, on, "right") - np.searchsorted(ordered, on, "left")
+    assert np.all(rows_on > 0) and weight.mean() == pytest.approx(1.0)
+    np.testing.assert_allclose(weight / rows_on, weight[0] / rows_on[0], rtol=1e-12)
+    # the build's weights, from the column's own counts
+    assert calibration.calibrate(s, plan.probes, plan.even, counts, span, plan.among, len(built.doubt_weights)) \
+        == (built.doubt_weight, built.doubt_weights)
+
+
 def test_what_the_build_does_not_calibrate_stays_weighed_as_before(monkeypatch):
     """A continuous column, a column the synopsis holds exactly and a time column whose build tries a periodic
     profile store no weight (NULL): their doubt weighs query.SHAPE_DOUBT, as before 0.20.0. The time column's
@@ -320,7 +402,8 @@ def test_a_stored_weight_weighs_the_doubt_of_every_range():
 def test_a_kept_plan_keeps_its_cuts_and_a_plan_kept_before_them_is_made_again():
     """A Citus table's kept plan (kde_parts.plan) holds the scan's cuts, so that the next refresh sends its shards
     the same scan and calibrates the same weight; a plan kept by 0.19.0, without cuts, reads as none (the build
-    plans anew), as does one whose calibration values are not lattice indices."""
+    plans anew), as does one kept by 0.22.0 (without a frequency table's bounds among its cells) and one whose
+    calibration values are not lattice indices."""
     x = _column("amount", 200_000)
     built = _build(x)
     text = built.pinned.to_json()
@@ -333,6 +416,8 @@ def test_a_kept_plan_keeps_its_cuts_and_a_plan_kept_before_them_is_made_again():
     old = json.loads(text)
     del old["probes"]
     assert build.Pinned1D.from_json(json.dumps(old)) is None
+    # (0.22.0's, without a frequency table's bounds among its cells: made again, so the same cuts are counted)
+    assert build.Pinned1D.from_json(json.dumps({k: v for k, v in json.loads(text).items() if k != "among"})) is None
     # (a lattice index that is not a whole number, or is past float8's integers)
     for bad in (0.5, 2.0**60):
         assert build.Pinned1D.from_json(json.dumps(dict(json.loads(text), even=[bad] + old["even"][1:]))) is None

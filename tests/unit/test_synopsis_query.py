@@ -830,7 +830,8 @@ def test_a_cell_mostly_of_heavy_values_reads_the_straight_line():
     the cell's ends are smoothed over the heavy slots (on 10^7 rows, a cell of 11 integers, 8 heavy, read 246,
     396 and 203 rows for 319, 285 and 241; the line 322, 292, 231). The query reads the line's share, with no
     disagreement to weigh; over the 32 cuts of such cells on three columns of 10^6 rows its errors add up to 62
-    rows, the cubic's to 92."""
+    rows, the cubic's to 92. Its doubt (0.23.0) is how far the cubic would put them: each shape is the other's
+    reference, so the calibrated weight reaches these cells too (0.22.0 measured it from the line itself: none)."""
     line_error = cubic_error = 0.0
     seen = 0
     for seed in range(3):
@@ -851,11 +852,11 @@ def test_a_cell_mostly_of_heavy_values_reads_the_straight_line():
             d0, d1, mean = cell_ends(g0, g1, n, sums[c + 1] - sums[c], s["density"][c], s["density"][c + 1],
                                      s["kde_rows"], grid[-1] / 2 - grid[0] / 2)
             line, cubic_ = fit_holes(linear_shape, mean, slots), fit_holes(cubic_shape(d0, d1), mean, slots)
-            own_ = own_holes(d0, d1, mean, slots, 1.0, g0, g1, line)
+            own_, other = own_holes(d0, d1, mean, slots, 1.0, g0, g1, line)
             if not mostly_heavy(slots, 1.0, g0, g1):
-                assert own_.part(0.0, 1.0) == cubic_.part(0.0, 1.0)
+                assert own_.part(0.0, 1.0) == cubic_.part(0.0, 1.0) and other is line
                 continue
-            assert own_.part(0.0, 1.0) == line.part(0.0, 1.0)
+            assert own_ is line and other.part(0.0, 1.0) == cubic_.part(0.0, 1.0)
             own = [k for k in np.arange(g0 + 0.5, g1) if k not in set(heavy)]
             below = 0
             for k in own[:-1]:  # a range from the cell's first value to k: one cut, at k + 1/2
@@ -868,7 +869,8 @@ def test_a_cell_mostly_of_heavy_values_reads_the_straight_line():
                 share = line.share(0.0, t, -math.inf, k + 0.5)[0]
                 low, high = mean_bounds(n, g0, g1, w, sums[c], sums[c + 1], 0.0, t, 1.0, s["sum_slack"],
                                         s["sum_quantum"])
-                assert r.disagreement == 0
+                assert r.disagreement == pytest.approx(n * abs(share - cubic_.share(0.0, t, -math.inf, k + 0.5)[0]),
+                                                       rel=1e-9, abs=1e-9)
                 assert r.estimate - sum(held[v] for v in heavy if g0 < v < k + 0.5) == pytest.approx(
                     min(high, max(low, n * share)), abs=1e-3)  # (the line's share, within the mean's bounds)
                 line_error += abs(n * share - below)
