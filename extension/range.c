@@ -68,7 +68,7 @@ mean_known(double w, double step)
 	}
 	return MEAN_KNOWN;
 }
-/* The share of the cut cells' disagreement with the straight line that counts as the shape's standard
+/* The share of the cut cells' disagreement with the other shape (the straight line) that counts as the shape's standard
  * error where a synopsis does not say its own (doubt_weight NULL, or a row of a version before 0.20.0:
  * query.SHAPE_DOUBT). */
 #define SHAPE_DOUBT 1.0
@@ -877,7 +877,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			out.high += fmax(0.0, n * (g0 * (1 - t1) + g1 * t1));
 		}
 	}
-	/* the shape's own uncertainty: how far its shares are from the straight line's, each cut cell's weighed as
+	/* the shape's own uncertainty: how far its shares are from the other shape's, each cut cell's weighed as
 	 * the build calibrated it (doubt_weight, 0.20.0, and doubt_weights, 0.21.0: calibration.py) */
 	out.variance += shape_error * shape_error;
 	return out;

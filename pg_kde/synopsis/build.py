@@ -326,7 +326,7 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     source = rest if len(rest) else sample
     heavy_bytes = table_bytes if few else ATOM_BYTES * room
     # (a lattice column's cells leave its calibrated doubt weights their bytes; a frequency table's few cells
-    # keep the one weight)
+    # get groups only in the bytes the table and they leave, 0.23.0)
     cells = requested.grid_size - 1 if requested.grid_size else cells_for_budget(
         budget if few else _weighed_budget(budget, step, weighed), heavy_bytes=heavy_bytes)
     if step > 0:

@@ -325,7 +325,7 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
     cell's disagreement apart (:class:`Terms`): a range over two or more cells of a lattice is its heavy values'
     exact rows, the whole cells between, the piece of its first cell from its snapped lo and that of its last
     cell up to its snapped hi (each cut cell's estimate, spread and hard bounds its own, its disagreement with the
-    straight line added before it is squared: pg_kde.synopsis.query.smooth_1d). Each bound's piece is taken
+    other shape added before it is squared: pg_kde.synopsis.query.smooth_1d). Each bound's piece is taken
     once, so thousands of ranges between a few thousand cuts cost a few thousand pieces, not a range each.
     Ranges inside one cell, and every range of a column with no lattice, take :func:`range_terms`."""
     n = len(lo)

@@ -17,7 +17,7 @@ from .cells import (MEAN_KNOWN, c_ceil, c_floor, cell_ends, cubic_shape, fit_hol
 from .maths import is_tie_cell, ulp
 from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_pairs
 
-#: The share of the cut cells' disagreement with the straight line that counts as the shape's standard
+#: The share of the cut cells' disagreement with the other shape (the straight line) that counts as the shape's standard
 #: error (docs/math.md §7) where a synopsis does not say its own (doubt_weight: NULL before 0.20.0, and on a
 #: continuous column, a synopsis with no cells or a time column whose build tries a periodic profile, which
 #: its build does not calibrate: :mod:`.calibration`).
@@ -42,7 +42,7 @@ MEAN_BOUNDS_SLACK, MEAN_BOUNDS_FLOOR = 0.05, 1e-9
 class Range:
     """A moment over a range: the estimate, its variance (the cut cells' rows binomial around the shape's
     share less what its exact mean pins down, plus the shape's error the sample showed,
-    :func:`pg_kde.synopsis.cells.shape_variance`, plus the shape's distance from the straight line, squared),
+    :func:`pg_kde.synopsis.cells.shape_variance`, plus the shape's distance from the other shape it could take, squared),
     and hard bounds."""
 
     estimate: float = 0.0

@@ -828,8 +828,7 @@ def test_a_cell_mostly_of_heavy_values_reads_the_straight_line():
     """Zipf-like integers at 2 KB (0.22.0): where heavy values hold more than half a cut cell's slots, its rows'
     shape is the straight line over its other slots (cells.own_holes), not the KDE's cubic, whose densities at
     the cell's ends are smoothed over the heavy slots (on 10^7 rows, a cell of 11 integers, 8 heavy, read 246,
-    396 and 203 rows for 319, 285 and 241; the line 322, 292, 231). The query reads the line's share, with no
-    disagreement to weigh; over the 32 cuts of such cells on three columns of 10^6 rows its errors add up to 62
+    396 and 203 rows for 319, 285 and 241; the line 322, 292, 231). The query reads the line's share; over the 32 cuts of such cells on three columns of 10^6 rows its errors add up to 62
     rows, the cubic's to 92. Its doubt (0.23.0) is how far the cubic would put them: each shape is the other's
     reference, so the calibrated weight reaches these cells too (0.22.0 measured it from the line itself: none)."""
     line_error = cubic_error = 0.0
