@@ -43,6 +43,7 @@ from .cells import (
     depth_grid,
     grid_size_2d,
     lattice_grid,
+    stored_bytes_1d,
     lattice_step,
     lattice_sums,
     quanta_of,
@@ -237,6 +238,9 @@ class Pinned1D:
                               float(d["share"]), int(d["rows"]), tuple(float(v) for v in d["shares"]))
         except (TypeError, ValueError, KeyError, IndexError):
             return None
+        arrays = (plan.points, plan.candidates, plan.flagged, plan.probes, plan.even, plan.among)
+        if not all(a.ndim == 1 for a in arrays):  # (a number or a nested list where a list belongs: tampered)
+            return None
         ok = (len(plan.points) >= 2 and np.all(np.isfinite(plan.points)) and np.all(np.diff(plan.points) > 0)
               and math.isfinite(plan.quantum) and plan.quantum > 0 and 0 < pinned.share and pinned.rows > 0
               and math.isfinite(pinned.scale) and pinned.scale > 0 and len(pinned.shares) == len(plan.points) - 1
@@ -414,7 +418,7 @@ def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, 
         table, pack, kept_points, rows, sums = made
         if not len(kept_points):
             new_lo, new_hi = None, None
-        if ROW_BYTES_1D + len(pack) + BOUNDARY_BYTES * len(kept_points) <= budget:
+        if stored_bytes_1d(len(kept_points), pack=len(pack)) <= budget:
             return table, kept_points, rows, sums, new_lo, new_hi
     return atoms, points, rows_in, quanta, lo, hi
 
@@ -837,8 +841,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         payload = built.payload()
         groups = None  # (GROUPS, in the bytes a lattice column's cells leave them)
         if plan.few:  # (a frequency table's cells have as many groups as the bytes the table and they leave hold)
-            used = ROW_BYTES_1D + BOUNDARY_BYTES * len(grid) + ATOM_BYTES * len(payload["atom_values"]) \
-                + len(payload["atom_pack"])
+            used = stored_bytes_1d(len(grid), len(payload["atom_values"]), len(payload["atom_pack"]))
             groups = min(DOUBT_GROUPS, (len(grid) - 1) // 4, (budget - used - DOUBT_HEADER_BYTES) // DOUBT_WEIGHT_BYTES)
         weight, weights = calibrate(payload, plan.probes, plan.even,
                                     counts_of(scan, plan.every_cut(), fine, fine_below, plan.candidates),

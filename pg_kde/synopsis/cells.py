@@ -162,6 +162,14 @@ def cells_for_budget(budget: int, atoms: int = 0, heavy_bytes: Optional[int] = N
     return max(1, (int(budget) - ROW_BYTES_1D - used) // BOUNDARY_BYTES - 1)
 
 
+def stored_bytes_1d(boundaries: int, atoms: int = 0, pack: int = 0, weights: Optional[int] = None) -> int:
+    """What a 1-D synopsis' budget counts: its rows' fixed part, ``boundaries`` cell boundaries, ``atoms``
+    heavy values as arrays, a ``pack`` of that many bytes, and ``weights`` group weights (their array's header
+    with them; None: none stored)."""
+    doubt = 0 if weights is None else DOUBT_HEADER_BYTES + DOUBT_WEIGHT_BYTES * weights
+    return ROW_BYTES_1D + BOUNDARY_BYTES * boundaries + ATOM_BYTES * atoms + pack + doubt
+
+
 def grid_size_2d(budget: int) -> int:
     """Grid points per axis of a 2-D synopsis within ``budget`` bytes: four float8 summed-area tables of
     m × m points (counts, the KDE's masses, two columns' sums) and two axes of m points, beside the rows'
@@ -779,14 +787,14 @@ def mostly_heavy(slots: list, step: float, g0: float, g1: float) -> bool:
     return 2 * len(slots) > cell_slots(g1 / 2 - g0 / 2, step)
 
 
-def own_holes(d0: float, d1: float, mean: float, slots: list, step: float, g0: float, g1: float,
-              line: Holes) -> Tuple[Holes, Holes]:
+def own_holes(d0: float, d1: float, mean: float, slots: list, step: float, g0: float,
+              g1: float) -> Tuple[Holes, Holes]:
     """A cut cell's shape over its own slots off a periodic profile (0.22.0), and the shape its doubt is
-    measured from (0.23.0): (``line``, the KDE's cubic) where heavy values hold most of its slots
-    (:func:`mostly_heavy`), else (the KDE's cubic, ``line``); ``line`` is :func:`fit_holes` of
-    :func:`linear_shape`, the cubic :func:`cubic_shape`'s (docs/math.md §7, "Heavy values inside a cell"). Each is
-    the other's doubt: how far the two shapes the cell could take part. As in extension/range.c."""
-    cubic = fit_holes(cubic_shape(d0, d1), mean, slots)
+    measured from (0.23.0): (the straight line, the KDE's cubic) where heavy values hold most of its slots
+    (:func:`mostly_heavy`), else (the KDE's cubic, the line); each :func:`fit_holes` of :func:`linear_shape` and
+    :func:`cubic_shape` (docs/math.md §7, "Heavy values inside a cell"). Each is the other's doubt: how far the
+    two shapes the cell could take part. As in extension/range.c."""
+    line, cubic = fit_holes(linear_shape, mean, slots), fit_holes(cubic_shape(d0, d1), mean, slots)
     return (line, cubic) if slots and mostly_heavy(slots, step, g0, g1) else (cubic, line)
 
 
@@ -1086,7 +1094,7 @@ def shape_fit(points: np.ndarray, rows: np.ndarray, sums: np.ndarray, density: n
         # the queries' shape: over the cell's own slots where heavy values sit inside it (fit_holes)
         slots = heavy_slots(heavy, step, g0, g1)
         if profile is None:  # (and the shape the doubt is measured from: none under a profile)
-            own, other = own_holes(d0, d1, mean, slots, step, g0, g1, fit_holes(linear_shape, mean, slots))
+            own, other = own_holes(d0, d1, mean, slots, step, g0, g1)
         else:
             own, other = fit_holes(profile_shape(profile, period, g0, g1, step), mean, slots), None
         for frac in (0.25, 0.5, 0.75):

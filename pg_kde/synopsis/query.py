@@ -181,7 +181,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
                 share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
             apart = 0.0
         else:
-            own, other = own_holes(d0, d1, mean, slots, s["step"], g0, g1, fit_holes(linear_shape, mean, slots))
+            own, other = own_holes(d0, d1, mean, slots, s["step"], g0, g1)
             share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
             apart = n * abs(share - other.share(t0, t1, A, B)[0])  # how far the other shape would put it
         # Binomial, less what the cell's exact mean pins down, plus the shape's error. A cut cell is never

@@ -421,3 +421,6 @@ def test_a_kept_plan_keeps_its_cuts_and_a_plan_kept_before_them_is_made_again():
     # (a lattice index that is not a whole number, or is past float8's integers)
     for bad in (0.5, 2.0**60):
         assert build.Pinned1D.from_json(json.dumps(dict(json.loads(text), even=[bad] + old["even"][1:]))) is None
+    # (a number or a nested list where a list belongs, a tampered kde_parts.plan: a review raised TypeError)
+    for key, bad in (("among", 5), ("probes", [old["even"][:2]]), ("points", 3.0), ("flagged", [[1.0]])):
+        assert build.Pinned1D.from_json(json.dumps(dict(json.loads(text), **{key: bad}))) is None, key
