@@ -509,28 +509,101 @@ ulp_of(double x)
 	return isfinite(up) ? up - x : x - nextafter(x, 0.0);
 }
 
-/* query._below_cut: the fewest and most of a cell's n rows below a cut, those below at positions <= upto,
- * the others at >= above, their mean position mean +- doubt */
-static void
-below_cut(double n, double mean, double doubt, double upto, double above, double *lo, double *hi)
+/* query.ROWS_SPAN_SLOTS: a cut cell of more lattice slots keeps its rows anywhere but half a step from a cut */
+#define ROWS_SPAN_SLOTS 1e6
+
+/* the lattice slot of a cell's hole j (a heavy value strictly inside it): floor((v - g0) / q) */
+static double
+hole_slot(const double *holes, int j, double g0, double step)
 {
-	*lo = above > 0 ? n - n * (mean + doubt) / above : 0.0;
-	*hi = upto < 1 ? n * (1 - (mean - doubt)) / (1 - upto) : n;
+	return floor((holes[j] - g0) / step);
+}
+
+/* how many of the holes' slots (ascending) are below x, or at most x where at_most */
+static int
+holes_below(const double *holes, int holes_n, double g0, double step, double x, bool at_most)
+{
+	int			lo = 0,
+				hi = holes_n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+		double		slot = hole_slot(holes, mid, g0, step);
+
+		if (slot < x || (at_most && slot == x))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* query.own_slots' below: the centre of the highest slot under index i that may hold the cell's rows (NaN:
+ * none) */
+static double
+own_below(double i, double gap, const double *holes, int holes_n, double g0, double step)
+{
+	int			k = holes_below(holes, holes_n, g0, step, i - 1, true) - 1;
+
+	i -= 1;
+	while (i >= 0 && k >= 0 && hole_slot(holes, k, g0, step) == i)
+	{
+		i -= 1;
+		k -= 1;
+	}
+	return i >= 0 ? (2 * i + 1) * gap : NAN;
+}
+
+/* query.own_slots' above: the centre of the lowest slot from index i up that may hold the cell's rows (NaN:
+ * none) */
+static double
+own_above(double i, double slots, double gap, const double *holes, int holes_n, double g0, double step)
+{
+	int			k = holes_below(holes, holes_n, g0, step, i, false);
+
+	while (i < slots && k < holes_n && hole_slot(holes, k, g0, step) == i)
+	{
+		i += 1;
+		k += 1;
+	}
+	return i < slots ? (2 * i + 1) * gap : NAN;
+}
+
+/* query._below_cut: the fewest and most of a cell's n rows below a cut, those below at positions in
+ * [first, upto], the others in [above, last], their mean position mean +- doubt */
+static void
+below_cut(double n, double mean, double doubt, double upto, double above, double first, double last,
+		  double *lo, double *hi)
+{
+	*lo = above > first ? n * (above - (mean + doubt)) / (above - first) : 0.0;
+	*hi = upto < last ? n * (last - (mean - doubt)) / (last - upto) : n;
 }
 
 /* query.mean_bounds: the fewest and most of a cut cell's n rows inside the range, as its exact count and sum
- * allow; 0 and n where the sum's slack and quantum are not known (known false) or leave the mean too loose */
+ * allow; on a lattice its rows sit on its slots' centres, none on the slots of its holes (the holes_n whole heavy
+ * values strictly inside it, sorted), and each cut's nearest such centres bound them (query.own_slots, 0.24.0);
+ * 0 and n where the sum's slack and quantum are not known (known false) or leave the mean too loose */
 static void
 mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, double t0, double t1,
-			double step, bool known, double slack, double rounding, double *k_lo, double *k_hi)
+			double step, bool known, double slack, double rounding, const double *holes, int holes_n,
+			double *k_lo, double *k_hi)
 {
 	double		total = cum1 - cum0,
 				mean,
 				error,
 				doubt,
-				gap,
+				slots,
+				first,
+				last,
+				below0,
+				above0,
+				below1,
+				above1,
 				lo = 0.0,
 				hi = n;
+	bool		from_start,
+				to_end;
 
 	*k_lo = 0.0;
 	*k_hi = n;
@@ -541,24 +614,69 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 	doubt = (error / n / 2 + 4 * ulp_of(fmax(fmax(fabs(g0), fabs(g1)), fabs(total / n)))) / w + MEAN_BOUNDS_FLOOR;
 	if (!(isfinite(mean) && doubt <= MEAN_BOUNDS_SLACK))
 		return;
-	gap = step > 0 ? step / 4 / w : 0.0;
-	if (t0 == 0.0)
-		below_cut(n, mean, doubt, t1 - gap, t1 + gap, &lo, &hi);
-	else if (t1 == 1.0)
+	slots = step > 0 ? cell_slots(w, step) : 0.0;
+	first = NAN;
+	if (slots >= 2 && slots <= ROWS_SPAN_SLOTS)
+	{
+		double		gap = step / 4 / w;
+
+		first = own_above(0.0, slots, gap, holes, holes_n, g0, step);
+	}
+	if (!isnan(first))
+	{
+		/* query.own_slots: the lowest and highest centres of the cell's rows, and each cut's nearest */
+		double		gap = step / 4 / w,
+					i0 = floor(t0 * slots + 0.5),
+					i1 = floor(t1 * slots + 0.5);
+
+		last = own_below(slots, gap, holes, holes_n, g0, step);
+		below0 = own_below(i0, gap, holes, holes_n, g0, step);
+		above0 = own_above(i0, slots, gap, holes, holes_n, g0, step);
+		below1 = own_below(i1, gap, holes, holes_n, g0, step);
+		above1 = own_above(i1, slots, gap, holes, holes_n, g0, step);
+		if (isnan(above0) || isnan(below1) || above0 > below1)
+		{
+			/* the range holds none of the slots its rows may take: heavy values' alone */
+			*k_lo = 0.0;
+			*k_hi = 0.0;
+			return;
+		}
+		from_start = isnan(below0);
+		to_end = isnan(above1);
+	}
+	else
+	{
+		/* rows anywhere in the cell; on a lattice of more than ROWS_SPAN_SLOTS slots, half a step from a cut */
+		double		gap = step > 0 ? step / 4 / w : 0.0;
+
+		first = 0.0;
+		last = 1.0;
+		below0 = t0 - gap;
+		above0 = t0 + gap;
+		below1 = t1 - gap;
+		above1 = t1 + gap;
+		from_start = t0 == 0.0;
+		to_end = t1 == 1.0;
+	}
+	if (from_start && to_end)
+		lo = hi = n;
+	else if (from_start)
+		below_cut(n, mean, doubt, below1, above1, first, last, &lo, &hi);
+	else if (to_end)
 	{
 		double		below_lo,
 					below_hi;
 
-		below_cut(n, mean, doubt, t0 - gap, t0 + gap, &below_lo, &below_hi);
+		below_cut(n, mean, doubt, below0, above0, first, last, &below_lo, &below_hi);
 		lo = n - below_hi;
 		hi = n - below_lo;
 	}
 	else
 	{
-		if (t0 + gap > 0)
-			hi = fmin(hi, n * (mean + doubt) / (t0 + gap));
-		if (1 - (t1 - gap) > 0)
-			hi = fmin(hi, n * (1 - (mean - doubt)) / (1 - (t1 - gap)));
+		if (above0 > first)
+			hi = fmin(hi, n * (mean + doubt - first) / (above0 - first));
+		if (last > below1)
+			hi = fmin(hi, n * (last - (mean - doubt)) / (last - below1));
 	}
 	lo = ceil(lo - MEAN_BOUNDS_FLOOR * n);
 	hi = floor(hi + MEAN_BOUNDS_FLOOR * n);
@@ -847,7 +965,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 						k_hi;
 
 			mean_bounds(n, g0, g1, w, sums.v[c], sums.v[c + 1], t0, t1, step, !slack_null && !quantum_null,
-						slack, rounding, &k_lo, &k_hi);
+						slack, rounding, holes_at, holes_n, &k_lo, &k_hi);
 			if (k_lo == k_hi)	/* the cell's count and mean leave one answer: exact */
 			{
 				out.estimate += k_lo;

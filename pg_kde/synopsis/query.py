@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .cells import (MEAN_KNOWN, c_ceil, c_floor, cell_ends, cubic_shape, fit_holes, heavy_slots,  # noqa: F401
+from .cells import (MEAN_KNOWN, c_ceil, cell_slots, c_floor, cell_ends, cubic_shape, fit_holes, heavy_slots,  # noqa: F401
                     linear_shape, mean_known, own_holes, profile_cut, profile_shape, shape_of)
 from .maths import is_tie_cell, ulp
 from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_pairs
@@ -22,9 +22,9 @@ from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_p
 #: continuous column, a synopsis with no cells or a time column whose build tries a periodic profile, which
 #: its build does not calibrate: :mod:`.calibration`).
 SHAPE_DOUBT = 1.0
-#: Half a row each side of a point query's count interval (lo = hi; docs/math.md §7) where its law's whole
-#: counts do not give it (:func:`interval_1d`: a continuous column, or a slot of at least HELD_MEDIAN_BELOW
-#: expected rows). A value a user asks about is mostly one the column holds, so its count is at least one.
+#: Half a row each side of a point query's count interval (lo = hi; docs/math.md §7) on a continuous column
+#: (:func:`interval_1d`; on a lattice a point's interval comes from the law of a value drawn from the rows,
+#: 0.24.0). A value a user asks about is mostly one the column holds, so its count is at least one.
 #: Ranges get none: without it the normal approximation to a whole number covers its nominal share
 #: on average over where the estimate falls between whole numbers; with it, ranges over a column's sparse
 #: tail, whose counts are a few rows, were covered 97–99% of the time.
@@ -206,7 +206,8 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
         # conditions it as the bridge above, the same share of it stays.
         spread = n * keep + keep / (f * (1 - f)) * n * n * doubt + 4 * n * n * s["shape_var"] * cuts
         if order == 0:
-            k_lo, k_hi = mean_bounds(n, g0, g1, w, sums[c], sums[c + 1], t0, t1, s["step"], slack, rounding)
+            k_lo, k_hi = mean_bounds(n, g0, g1, w, sums[c], sums[c + 1], t0, t1, s["step"], slack, rounding,
+                                     [v for v, _, _ in slots])
             if k_lo == k_hi:  # the cell's count and mean leave one answer: exact
                 out.estimate += k_lo
                 out.low += k_lo
@@ -249,13 +250,17 @@ def stored_sum_error(order: int, rows: float, slack: Optional[float], rounding: 
 
 
 def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: float, t0: float, t1: float,
-                step: float, slack: Optional[float], rounding: Optional[float]) -> tuple:
+                step: float, slack: Optional[float], rounding: Optional[float], holes=()) -> tuple:
     """(fewest, most) of a cut cell's n rows that lie in the range, as the cell's exact count and sum allow
-    (docs/math.md §7, "What the count and the mean allow"): rows below a cut at t sit at positions ≥ 0 and the
-    others at ≥ t, so their sum n·m ≥ (n − j)·t, and likewise from above. (0, n) where the sum is not known to
-    within MEAN_BOUNDS_SLACK of the cell (``slack`` or ``rounding`` None: a synopsis built before 0.13.0).
-    ``w`` is half the cell's width; ``cum0``, ``cum1`` the stored prefix sums at its ends, each within
-    ``slack`` of the sum of its rows' values rounded to the quantum ``rounding`` (0: exact values)."""
+    (docs/math.md §7, "What the count and the mean allow"): rows below a cut sit at positions from the lowest
+    a row may take up to the cut, the others from the cut up, so their sum n·m ≥ j·first + (n − j)·above, and
+    likewise from above. Off a lattice rows may lie anywhere in the cell, at the cut too. On a lattice of step q
+    they sit on the centres of its slots, (2i + 1)·q/(4w), none on the slots of its ``holes`` (the whole heavy
+    values strictly inside it, sorted): each cut's nearest such centres on either side bound them (0.24.0;
+    :func:`own_slots`; 0.13.0–0.23.0 took the centres next to the cut and the cell's ends). (0, n) where the sum
+    is not known to within MEAN_BOUNDS_SLACK of the cell (``slack`` or ``rounding`` None: a synopsis built
+    before 0.13.0). ``w`` is half the cell's width; ``cum0``, ``cum1`` the stored prefix sums at its ends, each
+    within ``slack`` of the sum of its rows' values rounded to the quantum ``rounding`` (0: exact values)."""
     if slack is None or rounding is None or not n >= 1:
         return 0.0, n
     total = cum1 - cum0
@@ -265,32 +270,82 @@ def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: flo
     doubt = (error / n / 2 + 4 * ulp(max(abs(g0), abs(g1), abs(total / n)))) / w + MEAN_BOUNDS_FLOOR
     if not (math.isfinite(mean) and doubt <= MEAN_BOUNDS_SLACK):
         return 0.0, n
-    # On a lattice the snapped bounds sit half a step from the rows on either side of them.
-    gap = step / 4 / w if step > 0 else 0.0
+    lattice = own_slots(step, w, g0, t0, t1, holes)
+    if lattice is not None:
+        first, last, (below0, above0), (below1, above1) = lattice
+        if above0 is None or below1 is None or above0 > below1:
+            return 0.0, 0.0  # (the range holds none of the slots its rows may take: heavy values' alone)
+        from_start, to_end = below0 is None, above1 is None
+    else:  # rows anywhere in the cell; on a lattice of more than ROWS_SPAN_SLOTS slots, half a step from the cut
+        gap = step / 4 / w if step > 0 else 0.0
+        first, last, (below0, above0), (below1, above1) = 0.0, 1.0, (t0 - gap, t0 + gap), (t1 - gap, t1 + gap)
+        from_start, to_end = t0 == 0.0, t1 == 1.0
     lo, hi = 0.0, n
-    if t0 == 0.0:  # the range holds the cell's start: its rows are those below the cut at t1
-        below_lo, below_hi = _below_cut(n, mean, doubt, t1 - gap, t1 + gap)
-        lo, hi = below_lo, below_hi
-    elif t1 == 1.0:  # it holds the cell's end: the rows not below the cut at t0
-        below_lo, below_hi = _below_cut(n, mean, doubt, t0 - gap, t0 + gap)
+    if from_start and to_end:  # the range holds every slot of the cell's rows
+        lo = hi = n
+    elif from_start:  # the range holds the cell's start: its rows are those below the cut at t1
+        lo, hi = _below_cut(n, mean, doubt, below1, above1, first, last)
+    elif to_end:  # it holds the cell's end: the rows not below the cut at t0
+        below_lo, below_hi = _below_cut(n, mean, doubt, below0, above0, first, last)
         lo, hi = n - below_hi, n - below_lo
-    else:  # inside the cell: its rows sit in [t0, t1], the others anywhere
-        if t0 + gap > 0:
-            hi = min(hi, n * (mean + doubt) / (t0 + gap))
-        if 1 - (t1 - gap) > 0:
-            hi = min(hi, n * (1 - (mean - doubt)) / (1 - (t1 - gap)))
+    else:  # inside the cell: its rows sit from above0 to below1, the others anywhere from first to last
+        if above0 > first:
+            hi = min(hi, n * (mean + doubt - first) / (above0 - first))
+        if last > below1:
+            hi = min(hi, n * (last - (mean - doubt)) / (last - below1))
     lo = c_ceil(lo - MEAN_BOUNDS_FLOOR * n)
     hi = c_floor(hi + MEAN_BOUNDS_FLOOR * n)
     lo, hi = (0.0 if math.isnan(lo) else max(0.0, lo)), (n if math.isnan(hi) else min(n, hi))
     return (lo, hi) if lo <= hi else (0.0, n)
 
 
-def _below_cut(n: float, mean: float, doubt: float, upto: float, above: float) -> tuple:
-    """(fewest, most) rows j of a cell below a cut, where those below sit at ≤ ``upto`` and the others at ≥
-    ``above`` (positions in [0, 1]) and the rows' mean position is ``mean`` ± ``doubt``: from
-    n·mean ≥ (n − j)·above and n·mean ≤ j·upto + (n − j)."""
-    lo = n - n * (mean + doubt) / above if above > 0 else 0.0
-    hi = n * (1 - (mean - doubt)) / (1 - upto) if upto < 1 else n
+#: A cut cell of more lattice slots than this keeps its rows anywhere but half a step from a cut
+#: (:func:`own_slots`): slot indices stay far from float8's whole numbers' end, and the nearest centres are
+#: within 10⁻⁶ of the cell of its ends.
+ROWS_SPAN_SLOTS = 1e6
+
+
+def own_slots(step: float, w: float, g0: float, t0: float, t1: float, holes) -> Optional[tuple]:
+    """Where a cut cell's rows may sit about the cuts at t0 and t1 (positions in [0, 1] of the cell [g0, g0 +
+    2w], on a lattice of step q): (first, last, (below t0, above t0), (below t1, above t1)), the centres of the
+    lowest and highest slots that may hold its rows and of the nearest such slots on each side of each cut, a
+    side with none None. Slot i's centre lies at (2i + 1)·q/(4w); the slots of ``holes``, whole heavy values
+    strictly inside the cell (sorted), hold none of its rows (docs/math.md §7, "Heavy values inside a cell").
+    None off a lattice, in a cell of fewer than two or more than :data:`ROWS_SPAN_SLOTS` slots, and where every
+    slot is a hole (no row there). As own_below and own_above in extension/range.c's mean_bounds."""
+    slots = cell_slots(w, step) if step > 0 else 0.0
+    if not 2 <= slots <= ROWS_SPAN_SLOTS:
+        return None
+    gap = step / 4 / w
+    taken = [math.floor((h - g0) / step) for h in holes]  # the holes' slots, ascending
+
+    def below(i: float):  # the highest own slot under index i, as a centre (None: none)
+        k = bisect.bisect_right(taken, i - 1) - 1
+        i -= 1
+        while i >= 0 and k >= 0 and taken[k] == i:
+            i, k = i - 1, k - 1
+        return (2 * i + 1) * gap if i >= 0 else None
+
+    def above(i: float):  # the lowest own slot from index i up, as a centre (None: none)
+        k = bisect.bisect_left(taken, i)
+        while i < slots and k < len(taken) and taken[k] == i:
+            i, k = i + 1, k + 1
+        return (2 * i + 1) * gap if i < slots else None
+
+    first, last = above(0.0), below(slots)
+    if first is None:
+        return None
+    i0, i1 = c_floor(t0 * slots + 0.5), c_floor(t1 * slots + 0.5)  # the cuts' slot indices
+    return first, last, (below(i0), above(i0)), (below(i1), above(i1))
+
+
+def _below_cut(n: float, mean: float, doubt: float, upto: float, above: float, first: float = 0.0,
+               last: float = 1.0) -> tuple:
+    """(fewest, most) rows j of a cell below a cut, where those below sit in [``first``, ``upto``] and the others
+    in [``above``, ``last``] (positions in [0, 1]) and the rows' mean position is ``mean`` ± ``doubt``: from
+    n·mean ≥ j·first + (n − j)·above and n·mean ≤ j·upto + (n − j)·last."""
+    lo = n * (above - (mean + doubt)) / (above - first) if above > first else 0.0
+    hi = n * (last - (mean - doubt)) / (last - upto) if upto < last else n
     return lo, hi
 
 
@@ -375,17 +430,15 @@ def held_rows(expected: float) -> float:
     return float(k)
 
 
-def interval(r: Range, confidence: float, order: int = 0, point: bool = False, centre: Optional[float] = None) -> tuple:
+def interval(r: Range, confidence: float, order: int = 0, point: bool = False) -> tuple:
     """(estimate, low, high) at the given confidence: estimate ± z √variance, within the hard bounds; a point
-    query's count (order 0, lo = hi: ``point``) has half a row more each side (:data:`COUNT_CONTINUITY`,
-    docs/math.md §7). ``centre``: where the interval lies about, when not the estimate (a point's, its
-    lattice slot's expected rows: :func:`interval_1d`); it always holds the estimate."""
+    query's count (order 0, lo = hi: ``point``; :func:`interval_1d` gives a lattice's its own) has half a row
+    more each side (:data:`COUNT_CONTINUITY`, docs/math.md §7)."""
     from statistics import NormalDist
 
     z = -NormalDist().inv_cdf((1 - confidence) / 2)
     half = z * math.sqrt(r.variance) + (COUNT_CONTINUITY if order == 0 and point else 0.0)
-    c = r.estimate if centre is None else centre
-    return within_bounds(r, c - half, c + half)
+    return within_bounds(r, r.estimate - half, r.estimate + half)
 
 
 def within_bounds(r: Range, low: float, high: float) -> tuple:
@@ -394,39 +447,49 @@ def within_bounds(r: Range, low: float, high: float) -> tuple:
 
 
 #: The counts a point's law (:func:`held_interval`) spans: 1 + 0 … 1 + HELD_LAW_COUNTS rows, enough below
-#: HELD_MEDIAN_BELOW expected rows (P(Poisson(10) > 64) is below 1e-28), and none past a chance below
-#: HELD_LAW_FLOOR (or where λ is below it): the next would come near float8's underflow, which the server's
-#: float8 product raises as an error.
+#: HELD_MEDIAN_BELOW expected rows (P(Poisson(10) > 64) is below 1e-28, and a binomial of that mean spreads less),
+#: and none past a chance below HELD_LAW_FLOOR (or where λ is below it): the next would come near float8's
+#: underflow, which the server's float8 product raises as an error.
 HELD_LAW_COUNTS, HELD_LAW_FLOOR = 64, 1e-150
 
 
-def held_interval(expected: float, confidence: float) -> tuple:
+def held_interval(expected: float, rows: float, confidence: float) -> tuple:
     """(low, high): the whole counts a point's interval holds where its lattice slot's cells expect ``expected``
-    rows (λ, below :data:`HELD_MEDIAN_BELOW`), as half-rows about them: [1 + j_lo − ½, 1 + j_hi + ½]. A value
-    asked about because a row holds it has 1 + Poisson(λ) rows (that row and the others its slot's cells
-    expect), and its likeliest counts are taken, from the law's mode outward, the likelier neighbour first,
-    until their chance reaches ``confidence``; the last one is left out again where the chance without it is
-    nearer ``confidence`` than with it, and the mode never is (docs/math.md §7, "Points"). The chance is
-    the one nearest the confidence the law's whole counts allow, not one at least as large: on budget.py's
-    time column (λ about 0.05 a second on 10⁶ rows, 0.5 on 10⁷) the choice is often one row (chance e^(−λ),
-    about 0.95) against one or two (0.999), and sets of at least 95% covered 97–99% of each data set's points
-    (benchmarks/coverage.py). _kde_held_interval in SQL, step for step."""
+    rows (λ, below :data:`HELD_MEDIAN_BELOW`) of its cut cell's ``rows`` (n), as half-rows about them:
+    [1 + j_lo − ½, 1 + j_hi + ½]. A value asked about because a row holds it has that row and each of the
+    cell's n − 1 others there with chance f = λ/n: 1 + Binomial(n − 1, f) rows (0.24.0; 0.19.0–0.23.0 took
+    1 + Poisson(λ), its limit in a cell of many slots, which spreads 1/(1 − f) times as much: in a cell of three
+    slots, 1.5 times). Its likeliest counts are taken, from the law's mode
+    ⌊λ⌋ outward, the likelier neighbour first, until their chance reaches ``confidence``; the last one is left
+    out again where the chance without it is nearer ``confidence`` than with it, and the mode never is
+    (docs/math.md §7, "Points"). The chance is the one nearest the confidence the law's whole counts allow, not
+    one at least as large: on budget.py's time column (λ about 0.05 a second on 10⁶ rows, 0.5 on 10⁷) the
+    choice is often one row (chance about e^(−λ), 0.95) against one or two (0.999), and sets of at least 95%
+    covered 97–99% of each data set's points (benchmarks/coverage.py). _kde_held_interval in SQL, step for
+    step."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
     expected = max(expected, 0.0)
-    a = b = int(math.floor(expected))  # the mode
-    p = [math.exp(-expected)]  # p[j] = P(Poisson(λ) = j), up to the mode, then as the counts are taken
+    others = max(rows - 1, 0.0)  # N: the cell's other rows
+    share = min(expected / rows, 1.0) if rows > 0 else 0.0
+    if share >= 1.0 or others == 0:  # (every other row there, or none: one count)
+        return others * share + 0.5, others * share + 1.5
+    odds = share / (1 - share)
+    a = b = min(int(math.floor(expected)), int(math.floor(others)))  # the mode, ⌊(N + 1) f⌋ = ⌊λ⌋, at most N
+    # p[j] = P(Binomial(N, f) = j), up to the mode, then as the counts are taken
+    p = [math.exp(others * math.log(1 - share))]  # (as SQL takes it: ln, no log1p)
 
     def more() -> bool:  # whether the law goes on past the last count computed
-        return len(p) <= HELD_LAW_COUNTS and p[-1] >= HELD_LAW_FLOOR and expected >= HELD_LAW_FLOOR
+        return (len(p) <= min(HELD_LAW_COUNTS, others) and p[-1] >= HELD_LAW_FLOOR
+                and expected >= HELD_LAW_FLOOR)
 
     while len(p) <= a:
-        p.append(p[-1] * expected / len(p))
+        p.append(p[-1] * (others - (len(p) - 1)) / len(p) * odds)
     chance, kept = p[a], None
     while chance < confidence and (a > 0 or b + 1 < len(p) or more()):
         kept = (a, b, chance)
         if b + 1 == len(p) and more():
-            p.append(p[-1] * expected / len(p))
+            p.append(p[-1] * (others - (len(p) - 1)) / len(p) * odds)
         if b + 1 < len(p) and (a == 0 or p[b + 1] > p[a - 1]):
             b += 1
             chance += p[b]
@@ -441,17 +504,28 @@ def held_interval(expected: float, confidence: float) -> tuple:
 def interval_1d(s: dict, lo: Optional[float], hi: Optional[float], confidence: float, order: int = 0) -> tuple:
     """approx_count_ci / approx_sum_ci of a 1-D payload, as _kde_interval in SQL: :func:`range_1d`'s estimate
     and :func:`interval`. A point's count on a lattice (lo = hi) whose hard bounds are not exact estimates the
-    rows of a value the column holds (:func:`held_rows`); where its slot's cells expect fewer than
-    :data:`HELD_MEDIAN_BELOW` rows (the same slot asked as a range, lo < hi: λ), its interval holds the whole
-    counts of :func:`held_interval`'s law, 1 + Poisson(λ); from there it lies about λ, with half a row
-    each side. Within the hard bounds, widened to hold the estimate (docs/math.md §7, "Points")."""
+    rows of a value the column holds (:func:`held_rows`); its slot's cells expect λ rows there (the same slot
+    asked as a range, lo < hi) of its cut cell's n, and a value drawn from the rows has 1 + Binomial(n − 1, λ/n)
+    rows. Below :data:`HELD_MEDIAN_BELOW` expected rows its interval holds that law's whole counts
+    (:func:`held_interval`); from there it lies about the law's mean λ + 1 − λ/n, z standard deviations of the
+    range's each side (0.24.0: 0.16.0–0.23.0 lay about λ with half a row more each side; with the Poisson law
+    below 10 rows, the Zipf-like column's points at 8 and 64 KB were covered 96.7% and 98.4% of the time,
+    benchmarks/coverage.py --draws 150 --columns qty). Within the hard bounds, widened to hold the estimate
+    (docs/math.md §7, "Points")."""
     r = range_1d(s, lo, hi, order)
     point = lo is not None and lo == hi
     if order == 0 and point and s["step"] > 0 and r.low < r.high:
         expected = range_1d(s, lo, lo + s["step"] / 4, 0).estimate
+        grid, counts = s["grid"], s["cell_cum_count"]
+        c = cell_of(grid, lo)
+        rows = counts[c + 1] - counts[c]
         if expected < HELD_MEDIAN_BELOW:
-            return within_bounds(r, *held_interval(expected, confidence))
-        return interval(r, confidence, order, point, expected)
+            return within_bounds(r, *held_interval(expected, rows, confidence))
+        from statistics import NormalDist
+
+        half = -NormalDist().inv_cdf((1 - confidence) / 2) * math.sqrt(r.variance)
+        centre = expected + 1 - expected / rows
+        return within_bounds(r, centre - half, centre + half)
     return interval(r, confidence, order, point)
 
 

@@ -220,17 +220,22 @@ END
 $$;
 COMMENT ON FUNCTION _kde_z(float8) IS 'pg_kde internal: z of a two-sided interval at a confidence';
 
--- The whole counts a point's interval holds where its lattice slot's cells expect lambda rows (0 <= lambda < 10),
--- as half-rows about them: a value asked about because a row holds it has 1 + Poisson(lambda) rows; its likeliest
--- counts are taken from the law's mode outward, the likelier neighbour first, until their chance reaches the
--- confidence, and the last one is left out again where the chance without it is nearer the confidence (never
--- the mode). query.held_interval, step for step (0.19.0); docs/math.md §7, "Points".
-CREATE FUNCTION _kde_held_interval(lambda float8, confidence float8, OUT low float8, OUT high float8)
+-- The whole counts a point's interval holds where its lattice slot's cells expect lambda rows (0 <= lambda < 10)
+-- of its cut cell's rows, as half-rows about them: a value asked about because a row holds it has that row and
+-- each of the cell's rows - 1 others there with chance lambda / rows, 1 + Binomial(rows - 1, lambda / rows)
+-- rows (0.24.0; 1 + Poisson(lambda) in 0.19.0-0.23.0); its likeliest counts are taken from the law's mode
+-- outward, the likelier neighbour first, until their chance reaches the confidence, and the last one is left
+-- out again where the chance without it is nearer the confidence (never the mode). query.held_interval, step
+-- for step; docs/math.md §7, "Points".
+CREATE FUNCTION _kde_held_interval(lambda float8, rows float8, confidence float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    p float8[];  -- p[j + 1] = P(Poisson(lambda) = j), up to the mode, then as the counts are taken
+    p float8[];  -- p[j + 1] = P(Binomial(others, share) = j), up to the mode, then as the counts are taken
+    others float8;  -- the cell's other rows
+    share float8;
+    odds float8;
     more boolean;  -- whether the law goes on past the last count computed
     a integer;
     b integer;
@@ -240,23 +245,31 @@ DECLARE
     kept float8;
 BEGIN
     lambda := greatest(lambda, 0);
-    a := floor(lambda)::integer;  -- the mode
+    others := greatest(rows - 1, 0);
+    share := CASE WHEN rows > 0 THEN least(lambda / rows, 1) ELSE 0 END;
+    IF share >= 1 OR others = 0 THEN  -- (every other row there, or none: one count)
+        low := others * share + 0.5;
+        high := others * share + 1.5;
+        RETURN;
+    END IF;
+    odds := share / (1 - share);
+    a := least(floor(lambda), floor(others))::integer;  -- the mode, at most others
     b := a;
-    p := ARRAY[exp(-lambda)];
+    p := ARRAY[exp(others * ln(1 - share))];
     WHILE cardinality(p) <= a LOOP
-        p := p || p[cardinality(p)] * lambda / cardinality(p);
+        p := p || p[cardinality(p)] * (others - (cardinality(p) - 1)) / cardinality(p) * odds;
     END LOOP;
     chance := p[a + 1];
     LOOP
-        -- counts j = 0 .. 64 (query.HELD_LAW_COUNTS), none past a chance below 1e-150 (HELD_LAW_FLOOR), nor
-        -- where lambda is below it: float8's product raises an error where it underflows
-        more := cardinality(p) <= 64 AND p[cardinality(p)] >= 1e-150 AND lambda >= 1e-150;
+        -- counts j = 0 .. min(64, others) (query.HELD_LAW_COUNTS), none past a chance below 1e-150
+        -- (HELD_LAW_FLOOR), nor where lambda is below it: float8's product raises an error where it underflows
+        more := cardinality(p) <= least(64, others) AND p[cardinality(p)] >= 1e-150 AND lambda >= 1e-150;
         EXIT WHEN NOT (chance < confidence AND (a > 0 OR b + 1 < cardinality(p) OR more));
         kept_a := a;
         kept_b := b;
         kept := chance;
         IF b + 1 = cardinality(p) AND more THEN
-            p := p || p[cardinality(p)] * lambda / cardinality(p);
+            p := p || p[cardinality(p)] * (others - (cardinality(p) - 1)) / cardinality(p) * odds;
         END IF;
         IF b + 1 < cardinality(p) AND (a = 0 OR p[b + 2] > p[a]) THEN
             b := b + 1;
@@ -274,13 +287,15 @@ BEGIN
     high := b + 1.5;
 END
 $$;
-COMMENT ON FUNCTION _kde_held_interval(float8, float8) IS 'pg_kde internal: the whole counts of a point''s interval';
+COMMENT ON FUNCTION _kde_held_interval(float8, float8, float8) IS 'pg_kde internal: the whole counts of a point''s interval';
 
 -- An interval at the given confidence: estimate ± z sqrt(variance), never outside the hard bounds (which
 -- always hold the answer of the table as of the build); a point query's count (lo = hi) has half a row more
 -- each side, for the value's own rows (query.COUNT_CONTINUITY, 0.15.0; up to 0.14.0 every count's had), and
--- on a lattice, where its slot's cells expect fewer than 10 rows, holds the likeliest whole counts of a value
--- a row holds instead (_kde_held_interval, 0.19.0). Widened to hold the estimate. docs/math.md §7.
+-- on a lattice, where it is not exact, the law of a value a row holds instead: 1 + Binomial(n - 1, lambda / n),
+-- its slot's cells expecting lambda rows of its cut cell's n; below 10 its likeliest whole counts
+-- (_kde_held_interval, 0.19.0), from there z standard deviations about its mean (0.24.0). Widened to hold
+-- the estimate. docs/math.md §7.
 CREATE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
                               OUT estimate float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -294,6 +309,8 @@ DECLARE
     slot boolean;  -- a point's count on a lattice, not exact
     centre float8;
     half float8;
+    cell integer;
+    rows float8;  -- the rows of the point's cut cell
 BEGIN
     s := @extschema@._kde_synopsis_for(tbl, ARRAY[col]);
     r := @extschema@._kde_range(s, lo, hi, moment);
@@ -301,15 +318,24 @@ BEGIN
     centre := r.estimate;
     IF slot THEN
         -- A point's count estimates the rows of a value the column holds; its slot's cells expect centre rows
-        -- there (the slot asked as a range). Below 10 (query.HELD_MEDIAN_BELOW) its interval holds the whole
-        -- counts of 1 + Poisson(centre) (0.19.0); from there it lies about centre, with half a row each side
-        -- (0.16.0; query.interval_1d).
+        -- there (the slot asked as a range) of its cut cell's rows (query.cell_of: grid[k] <= lo < grid[k + 1],
+        -- the outer cells what lies beyond). Below 10 (query.HELD_MEDIAN_BELOW) its interval holds the whole
+        -- counts of 1 + Binomial(rows - 1, centre / rows) (0.19.0, the binomial 0.24.0); from there it lies
+        -- about that law's mean, centre + 1 - centre / rows, z standard deviations each side (0.24.0;
+        -- query.interval_1d).
         centre := (@extschema@._kde_range(s, lo, lo + s.step / 4, 0)).estimate;
+        cell := least(greatest(width_bucket(lo, s.grid), 1), cardinality(s.grid) - 1);
+        rows := s.cell_cum_count[cell + 1] - s.cell_cum_count[cell];
     END IF;
     IF slot AND centre < 10 THEN
-        held := @extschema@._kde_held_interval(centre, confidence);
+        held := @extschema@._kde_held_interval(centre, rows, confidence);
         low := held.low;
         high := held.high;
+    ELSIF slot THEN
+        half := z * sqrt(r.variance);
+        centre := centre + 1 - centre / rows;
+        low := centre - half;
+        high := centre + half;
     ELSE
         half := z * sqrt(r.variance) + CASE WHEN moment = 0 AND lo = hi THEN 0.5 ELSE 0 END;
         low := centre - half;

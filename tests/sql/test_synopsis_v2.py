@@ -393,8 +393,8 @@ def test_heavy_values_inside_cells_on_the_server(db, table):
     sums agree with it, the hard bounds hold; a row that does not say so (NULL, a synopsis built before
     0.17.0) reads its cut cells over their whole width, as the reference does."""
     rng = np.random.default_rng(44)
-    x = np.minimum(np.floor(1 / np.power(1 - rng.random(300_000), 1 / 1.2)), 100000.0).astype(np.int64)
-    load(db, table, {"qty": x}, types={"qty": "integer"})
+    x = np.minimum(np.floor(1 / np.power(1 - rng.random(1_000_000), 1 / 1.2)), 100000.0).astype(np.int64)
+    load(db, table, {"qty": x.astype(np.int64)}, types={"qty": "integer"})
     db.execute("SET pg_kde.sample_blocks = 64")
     try:
         refresh(db, table, "qty", budget=2048)
@@ -943,17 +943,21 @@ def test_points_answer_as_the_reference_across_expected_rows(db):
 
 
 def test_a_points_interval_on_the_server_is_the_references(db, table):
-    """Below 10 expected rows a point's count interval holds the likeliest whole counts of 1 + Poisson(λ)
-    (0.19.0; docs/math.md §7, "Points"): _kde_held_interval equals query.held_interval bit for bit over λ and
-    confidences, and approx_count_ci of points on a column of about 0.05 rows a second equals the reference, its
-    hard bounds holding the exact counts; most of those intervals hold one row only, [0.5, 1.5]."""
+    """Below 10 expected rows a point's count interval holds the likeliest whole counts of 1 + Binomial(n − 1,
+    λ/n), n its cut cell's rows (0.19.0, the binomial 0.24.0; docs/math.md §7, "Points"): _kde_held_interval
+    equals query.held_interval bit for bit over λ, n and confidences, and approx_count_ci of points on a column
+    of about 0.05 rows a second equals the reference, its hard bounds holding the exact counts; most of those
+    intervals hold one row only, [0.5, 1.5]."""
     rng = np.random.default_rng(19)
-    lams = np.concatenate([[0.0, 1e-300, 0.049, 0.0513, 0.36, 1.0, 2.0, 9.999], rng.uniform(0, 10, 400)]).tolist()
+    lams = np.concatenate([[0.0, 1e-300, 0.049, 0.0513, 0.36, 1.0, 2.0, 9.999], rng.uniform(0, 10, 400)])
+    rows = np.concatenate([[1.0, 1.0, 2.0, 3.0, 1.0, 1.0, 2.0, 10.0], rng.choice([1, 2, 3, 7, 20, 500, 1e7], 400)])
+    cases = [(float(min(lam, n)), float(n)) for lam, n in zip(lams, rows)]
     for confidence in (0.5, 0.9, 0.95, 0.99):
-        got = db.execute("SELECT (_kde_held_interval(l, %s)).* FROM unnest(%s::float8[]) WITH ORDINALITY AS q(l, i) "
-                         "ORDER BY q.i", (confidence, lams)).fetchall()
-        assert [tuple(g) for g in got] == [held_interval(lam, confidence) for lam in lams], confidence
-    assert db.execute("SELECT (_kde_held_interval(NULL, 0.95)).low").fetchone()[0] is None
+        got = db.execute("SELECT (_kde_held_interval(l, n, %s)).* FROM unnest(%s::float8[], %s::float8[]) "
+                         "WITH ORDINALITY AS q(l, n, i) ORDER BY q.i",
+                         (confidence, [c[0] for c in cases], [c[1] for c in cases])).fetchall()
+        assert [tuple(g) for g in got] == [held_interval(lam, n, confidence) for lam, n in cases], confidence
+    assert db.execute("SELECT (_kde_held_interval(NULL, 5, 0.95)).low").fetchone()[0] is None
     x = np.sort(rng.integers(0, 4_000_000, 200_000))
     load(db, table, {"secs": x}, types={"secs": "bigint"})
     x = x.astype(np.float64)
@@ -963,6 +967,30 @@ def test_a_points_interval_on_the_server_is_the_references(db, table):
     server_equals_reference(db, table, "secs", s, x, rng, bounds=points)
     one = sum(interval_1d(s, lo, lo, 0.95)[1:] == (0.5, 1.5) for lo, _ in points)
     assert one > 300, one
+
+
+def test_narrow_cells_rows_on_their_own_slots_on_the_server(db, table):
+    """Zipf-like integers at 64 KB, whose plan has cells of two to dozens of slots beside heavy values: the
+    server's _kde_range bounds a cut cell's rows from the nearest slots that may hold them (0.24.0, query.own_slots)
+    as the reference does; every value inside the cells as a point and 300 ranges equal the reference, their hard
+    bounds hold, and points of cells of two own slots are exact (zero width)."""
+    rng = np.random.default_rng(0)
+    x = np.minimum(np.floor(1 / np.power(1 - rng.random(1_000_000), 1 / 1.2)), 100000.0)
+    load(db, table, {"qty": x.astype(np.int64)}, types={"qty": "integer"})
+    refresh(db, table, "qty", budget=65536)
+    s = payload(db, table, "qty")
+    grid, heavy = s["grid"], set(heavy_values(s)[0])
+    inside = [float(v) for v in np.unique(x) if grid[0] < v < grid[-1]]
+    server_equals_reference(db, table, "qty", s, np.sort(x), rng, bounds=[(v, v) for v in inside]
+                            + [tuple(np.sort(rng.choice(inside, 2))) for _ in range(300)])
+    narrow = 0
+    for v in inside:
+        c = int(np.searchsorted(grid, v, "right")) - 1
+        if len([k for k in np.arange(grid[c] + 0.5, grid[c + 1]) if k not in heavy]) == 2:
+            low, high = db.execute("SELECT low, high FROM approx_count_ci(%s, 'qty', %s, %s)", (table, v, v)).fetchone()
+            assert low == high == np.count_nonzero(x == v), v
+            narrow += 1
+    assert narrow >= 10, narrow
 
 
 def test_a_box_bound_is_on_a_grid_line_only_within_two_ulps(db):
