@@ -512,6 +512,17 @@ ulp_of(double x)
 /* query.ROWS_SPAN_SLOTS: a cut cell of more lattice slots keeps its rows anywhere but half a step from a cut */
 #define ROWS_SPAN_SLOTS 1e6
 
+/* query.half_step: whether x lies on a half-step (k + 1/2) q of the lattice of step q, within a quarter step
+ * (|x / q| below 2^50); a merge of parts whose steps differ keeps a coarser part's boundaries, which may be
+ * values of the finer common lattice */
+static bool
+half_step(double x, double step)
+{
+	double		f = x / step - 0.5;
+
+	return fabs(f) < 1125899906842624.0 && fabs(f - floor(f + 0.5)) < 0.25;
+}
+
 /* the lattice slot of a cell's hole j (a heavy value strictly inside it): floor((v - g0) / q) */
 static double
 hole_slot(const double *holes, int j, double g0, double step)
@@ -616,7 +627,7 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 		return;
 	slots = step > 0 ? cell_slots(w, step) : 0.0;
 	first = NAN;
-	if (slots >= 2 && slots <= ROWS_SPAN_SLOTS)
+	if (slots >= 2 && slots <= ROWS_SPAN_SLOTS && half_step(g0, step) && half_step(g1, step))
 	{
 		double		gap = step / 4 / w;
 

@@ -270,7 +270,7 @@ def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: flo
     doubt = (error / n / 2 + 4 * ulp(max(abs(g0), abs(g1), abs(total / n)))) / w + MEAN_BOUNDS_FLOOR
     if not (math.isfinite(mean) and doubt <= MEAN_BOUNDS_SLACK):
         return 0.0, n
-    lattice = own_slots(step, w, g0, t0, t1, holes)
+    lattice = own_slots(step, w, g0, g1, t0, t1, holes)
     if lattice is not None:
         first, last, (below0, above0), (below1, above1) = lattice
         if above0 is None or below1 is None or above0 > below1:
@@ -305,16 +305,26 @@ def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: flo
 ROWS_SPAN_SLOTS = 1e6
 
 
-def own_slots(step: float, w: float, g0: float, t0: float, t1: float, holes) -> Optional[tuple]:
+def half_step(x: float, step: float) -> bool:
+    """Whether x lies on a half-step of the lattice of step q, (k + ½)·q, as a build's cell boundaries do (within
+    a quarter step; |x/q| below 2^50). A merge of parts whose steps differ keeps a coarser part's boundaries,
+    which may be values of the finer common lattice: a merge of whole numbers and tenths has cells from
+    1,121.5 on a lattice of 0.1 (:func:`own_slots`)."""
+    f = x / step - 0.5
+    return abs(f) < 2.0 ** 50 and abs(f - c_floor(f + 0.5)) < 0.25
+
+
+def own_slots(step: float, w: float, g0: float, g1: float, t0: float, t1: float, holes) -> Optional[tuple]:
     """Where a cut cell's rows may sit about the cuts at t0 and t1 (positions in [0, 1] of the cell [g0, g0 +
     2w], on a lattice of step q): (first, last, (below t0, above t0), (below t1, above t1)), the centres of the
     lowest and highest slots that may hold its rows and of the nearest such slots on each side of each cut, a
     side with none None. Slot i's centre lies at (2i + 1)·q/(4w); the slots of ``holes``, whole heavy values
     strictly inside the cell (sorted), hold none of its rows (docs/math.md §7, "Heavy values inside a cell").
-    None off a lattice, in a cell of fewer than two or more than :data:`ROWS_SPAN_SLOTS` slots, and where every
-    slot is a hole (no row there). As own_below and own_above in extension/range.c's mean_bounds."""
+    None off a lattice, in a cell of fewer than two or more than :data:`ROWS_SPAN_SLOTS` slots, one whose ends
+    are not both half-steps (:func:`half_step`: its slots are not the lattice's), and where every slot is a hole
+    (no row there). As own_below and own_above in extension/range.c's mean_bounds."""
     slots = cell_slots(w, step) if step > 0 else 0.0
-    if not 2 <= slots <= ROWS_SPAN_SLOTS:
+    if not (2 <= slots <= ROWS_SPAN_SLOTS and half_step(g0, step) and half_step(g1, step)):
         return None
     gap = step / 4 / w
     taken = [math.floor((h - g0) / step) for h in holes]  # the holes' slots, ascending

@@ -993,6 +993,43 @@ def test_narrow_cells_rows_on_their_own_slots_on_the_server(db, table):
     assert narrow >= 10, narrow
 
 
+def test_a_merges_cells_on_a_finer_lattice_on_the_server(db):
+    """A merge of whole numbers and tenths beyond them (on the lattice 0.1, its first cells' boundaries k + ½
+    values of it; tests/unit/test_synopsis_query.py has the reference's own test): the server's _kde_range on
+    its row equals the reference, and the hard bounds of 300 points and 300 ranges hold (query.half_step)."""
+    import warnings
+
+    from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth
+    from pg_kde.synopsis.merge import merge_1d
+
+    def quiet(sample, method, backend, required=True, scale=None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return select_bandwidth(sample, method, backend, required=required, scale=scale)
+
+    rng = np.random.default_rng(5)
+    whole = np.round(rng.lognormal(7, 1, 100_000))
+    tenths = 1e6 + np.round(rng.lognormal(7, 1, 100_000) * 10) / 10
+    parts = [build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 2048), quiet)
+             for x in (whole, tenths)]
+    s = merge_1d(parts, 2048).payload()
+    s = dict(s, grid_size=len(s["grid"]), density=np.asarray(s["density"], dtype=np.float32).astype(np.float64).tolist(),
+             profile=np.asarray(s["profile"], dtype=np.float32).astype(np.float64).tolist())
+    assert s["step"] == 0.1
+    xs = np.sort(np.concatenate([whole, tenths]))
+    values = np.unique(xs)
+    bounds = [(v, v) for v in rng.choice(values, 300)] + [tuple(np.sort(rng.choice(values, 2))) for _ in range(300)]
+    got = db.execute(f"SELECT q.i, (_kde_range({PAYLOAD_ROW}, q.lo, q.hi, 0)).* FROM unnest(%(los)s::float8[], "
+                     "%(his)s::float8[]) WITH ORDINALITY AS q(lo, hi, i) ORDER BY q.i",
+                     {**s, "los": [float(b[0]) for b in bounds], "his": [float(b[1]) for b in bounds]}).fetchall()
+    for (lo, hi), (_, est, var, low, high) in zip(bounds, got):
+        ref = range_1d(s, float(lo), float(hi), 0)
+        assert (est, var, low, high) == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9,
+                                                     abs=1e-9), (lo, hi)
+        truth = np.count_nonzero((xs >= lo) & (xs <= hi))
+        assert low <= truth <= high, (lo, hi, low, high, truth)
+
+
 def test_a_box_bound_is_on_a_grid_line_only_within_two_ulps(db):
     """_kde_grid_pos put a bound within 1e-9 of a cell's width onto its line: in the outer cell of an integer
     axis whose far value is 1e12 ([99.5, 1e12 + 0.5]), the bound 999999999999.5 took the whole cell, and a box
