@@ -627,6 +627,11 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 		return;
 	slots = step > 0 ? cell_slots(w, step) : 0.0;
 	first = NAN;
+	for (int j = 0; j < holes_n; j++)
+	{
+		if (isnan(holes[j]))	/* (a NaN heavy value, which only a tampered row holds) */
+			slots = 0.0;
+	}
 	if (slots >= 2 && slots <= ROWS_SPAN_SLOTS && half_step(g0, step) && half_step(g1, step))
 	{
 		double		gap = step / 4 / w;

@@ -324,7 +324,8 @@ def own_slots(step: float, w: float, g0: float, g1: float, t0: float, t1: float,
     are not both half-steps (:func:`half_step`: its slots are not the lattice's), and where every slot is a hole
     (no row there). As own_below and own_above in extension/range.c's mean_bounds."""
     slots = cell_slots(w, step) if step > 0 else 0.0
-    if not (2 <= slots <= ROWS_SPAN_SLOTS and half_step(g0, step) and half_step(g1, step)):
+    if not (2 <= slots <= ROWS_SPAN_SLOTS and half_step(g0, step) and half_step(g1, step)) \
+            or any(math.isnan(h) for h in holes):  # (a NaN heavy value, which only a tampered row holds)
         return None
     gap = step / 4 / w
     taken = [math.floor((h - g0) / step) for h in holes]  # the holes' slots, ascending
