@@ -509,8 +509,8 @@ ulp_of(double x)
 	return isfinite(up) ? up - x : x - nextafter(x, 0.0);
 }
 
-/* query.ROWS_SPAN_SLOTS: a cut cell of more lattice slots keeps its rows anywhere but half a step from a cut */
-#define ROWS_SPAN_SLOTS 1e6
+/* query.OWN_SLOTS_MOST: a cut cell of more lattice slots keeps its rows anywhere but half a step from a cut */
+#define OWN_SLOTS_MOST 1e6
 
 /* query.half_step: whether x lies on a half-step (k + 1/2) q of the lattice of step q, within a quarter step
  * (|x / q| below 2^50); a merge of parts whose steps differ keeps a coarser part's boundaries, which may be
@@ -605,6 +605,7 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 				error,
 				doubt,
 				slots,
+				gap,
 				first,
 				last,
 				below0,
@@ -613,7 +614,8 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 				above1,
 				lo = 0.0,
 				hi = n;
-	bool		from_start,
+	bool		own,
+				from_start,
 				to_end;
 
 	*k_lo = 0.0;
@@ -626,23 +628,17 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 	if (!(isfinite(mean) && doubt <= MEAN_BOUNDS_SLACK))
 		return;
 	slots = step > 0 ? cell_slots(w, step) : 0.0;
-	first = NAN;
-	for (int j = 0; j < holes_n; j++)
-	{
-		if (isnan(holes[j]))	/* (a NaN heavy value, which only a tampered row holds) */
-			slots = 0.0;
-	}
-	if (slots >= 2 && slots <= ROWS_SPAN_SLOTS && half_step(g0, step) && half_step(g1, step))
-	{
-		double		gap = step / 4 / w;
-
-		first = own_above(0.0, slots, gap, holes, holes_n, g0, step);
-	}
+	gap = step > 0 ? step / 4 / w : 0.0;
+	/* query.own_slots: a lattice's slots, the cell's ends half-steps, no NaN heavy value among its holes (only
+	 * a tampered row holds one) */
+	own = slots >= 2 && slots <= OWN_SLOTS_MOST && half_step(g0, step) && half_step(g1, step);
+	for (int j = 0; own && j < holes_n; j++)
+		own = !isnan(holes[j]);
+	first = own ? own_above(0.0, slots, gap, holes, holes_n, g0, step) : NAN;
 	if (!isnan(first))
 	{
-		/* query.own_slots: the lowest and highest centres of the cell's rows, and each cut's nearest */
-		double		gap = step / 4 / w,
-					i0 = floor(t0 * slots + 0.5),
+		/* the lowest and highest centres of the cell's rows, and each cut's nearest */
+		double		i0 = floor(t0 * slots + 0.5),
 					i1 = floor(t1 * slots + 0.5);
 
 		last = own_below(slots, gap, holes, holes_n, g0, step);
@@ -662,9 +658,7 @@ mean_bounds(double n, double g0, double g1, double w, double cum0, double cum1, 
 	}
 	else
 	{
-		/* rows anywhere in the cell; on a lattice of more than ROWS_SPAN_SLOTS slots, half a step from a cut */
-		double		gap = step > 0 ? step / 4 / w : 0.0;
-
+		/* rows anywhere in the cell; on a lattice of more than OWN_SLOTS_MOST slots, half a step from a cut */
 		first = 0.0;
 		last = 1.0;
 		below0 = t0 - gap;

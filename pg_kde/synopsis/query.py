@@ -276,7 +276,7 @@ def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: flo
         if above0 is None or below1 is None or above0 > below1:
             return 0.0, 0.0  # (the range holds none of the slots its rows may take: heavy values' alone)
         from_start, to_end = below0 is None, above1 is None
-    else:  # rows anywhere in the cell; on a lattice of more than ROWS_SPAN_SLOTS slots, half a step from the cut
+    else:  # rows anywhere in the cell; on a lattice of more than OWN_SLOTS_MOST slots, half a step from the cut
         gap = step / 4 / w if step > 0 else 0.0
         first, last, (below0, above0), (below1, above1) = 0.0, 1.0, (t0 - gap, t0 + gap), (t1 - gap, t1 + gap)
         from_start, to_end = t0 == 0.0, t1 == 1.0
@@ -302,7 +302,7 @@ def mean_bounds(n: float, g0: float, g1: float, w: float, cum0: float, cum1: flo
 #: A cut cell of more lattice slots than this keeps its rows anywhere but half a step from a cut
 #: (:func:`own_slots`): slot indices stay far from float8's whole numbers' end, and the nearest centres are
 #: within 10⁻⁶ of the cell of its ends.
-ROWS_SPAN_SLOTS = 1e6
+OWN_SLOTS_MOST = 1e6
 
 
 def half_step(x: float, step: float) -> bool:
@@ -320,11 +320,11 @@ def own_slots(step: float, w: float, g0: float, g1: float, t0: float, t1: float,
     lowest and highest slots that may hold its rows and of the nearest such slots on each side of each cut, a
     side with none None. Slot i's centre lies at (2i + 1)·q/(4w); the slots of ``holes``, whole heavy values
     strictly inside the cell (sorted), hold none of its rows (docs/math.md §7, "Heavy values inside a cell").
-    None off a lattice, in a cell of fewer than two or more than :data:`ROWS_SPAN_SLOTS` slots, one whose ends
+    None off a lattice, in a cell of fewer than two or more than :data:`OWN_SLOTS_MOST` slots, one whose ends
     are not both half-steps (:func:`half_step`: its slots are not the lattice's), and where every slot is a hole
     (no row there). As own_below and own_above in extension/range.c's mean_bounds."""
     slots = cell_slots(w, step) if step > 0 else 0.0
-    if not (2 <= slots <= ROWS_SPAN_SLOTS and half_step(g0, step) and half_step(g1, step)) \
+    if not (2 <= slots <= OWN_SLOTS_MOST and half_step(g0, step) and half_step(g1, step)) \
             or any(math.isnan(h) for h in holes):  # (a NaN heavy value, which only a tampered row holds)
         return None
     gap = step / 4 / w
@@ -350,8 +350,8 @@ def own_slots(step: float, w: float, g0: float, g1: float, t0: float, t1: float,
     return first, last, (below(i0), above(i0)), (below(i1), above(i1))
 
 
-def _below_cut(n: float, mean: float, doubt: float, upto: float, above: float, first: float = 0.0,
-               last: float = 1.0) -> tuple:
+def _below_cut(n: float, mean: float, doubt: float, upto: float, above: float, first: float,
+               last: float) -> tuple:
     """(fewest, most) rows j of a cell below a cut, where those below sit in [``first``, ``upto``] and the others
     in [``above``, ``last``] (positions in [0, 1]) and the rows' mean position is ``mean`` ± ``doubt``: from
     n·mean ≥ j·first + (n − j)·above and n·mean ≤ j·upto + (n − j)·last."""
@@ -441,14 +441,18 @@ def held_rows(expected: float) -> float:
     return float(k)
 
 
+def z_of(confidence: float) -> float:
+    """z of a two-sided interval at ``confidence``: the normal quantile at (1 + confidence)/2."""
+    from statistics import NormalDist
+
+    return -NormalDist().inv_cdf((1 - confidence) / 2)
+
+
 def interval(r: Range, confidence: float, order: int = 0, point: bool = False) -> tuple:
     """(estimate, low, high) at the given confidence: estimate ± z √variance, within the hard bounds; a point
     query's count (order 0, lo = hi: ``point``; :func:`interval_1d` gives a lattice's its own) has half a row
     more each side (:data:`COUNT_CONTINUITY`, docs/math.md §7)."""
-    from statistics import NormalDist
-
-    z = -NormalDist().inv_cdf((1 - confidence) / 2)
-    half = z * math.sqrt(r.variance) + (COUNT_CONTINUITY if order == 0 and point else 0.0)
+    half = z_of(confidence) * math.sqrt(r.variance) + (COUNT_CONTINUITY if order == 0 and point else 0.0)
     return within_bounds(r, r.estimate - half, r.estimate + half)
 
 
@@ -494,13 +498,16 @@ def held_interval(expected: float, rows: float, confidence: float) -> tuple:
         return (len(p) <= min(HELD_LAW_COUNTS, others) and p[-1] >= HELD_LAW_FLOOR
                 and expected >= HELD_LAW_FLOOR)
 
-    while len(p) <= a:
+    def grow():  # the next count's chance: P(j + 1) = P(j)·(N − j)/(j + 1)·f/(1 − f)
         p.append(p[-1] * (others - (len(p) - 1)) / len(p) * odds)
+
+    while len(p) <= a:
+        grow()
     chance, kept = p[a], None
     while chance < confidence and (a > 0 or b + 1 < len(p) or more()):
         kept = (a, b, chance)
         if b + 1 == len(p) and more():
-            p.append(p[-1] * (others - (len(p) - 1)) / len(p) * odds)
+            grow()
         if b + 1 < len(p) and (a == 0 or p[b + 1] > p[a - 1]):
             b += 1
             chance += p[b]
@@ -532,9 +539,7 @@ def interval_1d(s: dict, lo: Optional[float], hi: Optional[float], confidence: f
         rows = counts[c + 1] - counts[c]
         if expected < HELD_MEDIAN_BELOW:
             return within_bounds(r, *held_interval(expected, rows, confidence))
-        from statistics import NormalDist
-
-        half = -NormalDist().inv_cdf((1 - confidence) / 2) * math.sqrt(r.variance)
+        half = z_of(confidence) * math.sqrt(r.variance)
         centre = expected + 1 - expected / rows
         return within_bounds(r, centre - half, centre + half)
     return interval(r, confidence, order, point)
