@@ -52,14 +52,15 @@ extern int	kde_profile_values(ArrayType *array, const float4 **values);
  * values) */
 extern void kde_profile_share(const float4 *profile, int n, double period, double step, double g0, double g1,
 							  double t0, double t1, double mean, double *share, double *pos, double *doubt);
-/* its parts (cells.profile_piece_moments, profile_tilt, profile_tilted): a piece's moments [int p, int t p,
- * int t^2 p] (the whole cell's with whole), the tilt to a mean from the cell's moments z, and a piece's share
- * and position under a tilt */
+/* its parts (cells.profile_piece_moments, profile_tilt, profile_tilted, profile_spread): a piece's moments
+ * [int p, int t p, int t^2 p, int t^3 p] (the whole cell's with whole), the tilt to a mean from the cell's moments
+ * z, a piece's share and position under a tilt, and the mean and variance of a row's position in the cell */
 extern void kde_profile_piece_moments(const float4 *profile, int n, double period, double step, double g0,
 									  double g1, double t0, double t1, bool whole, double *c);
 extern double kde_profile_tilt(const double *z, double mean);
 extern void kde_profile_tilted(const double *z, const double *c, double beta, double t0, double t1, double *share,
 							   double *pos);
+extern void kde_profile_spread(const double *z, double beta, double slots, double *mean, double *var);
 
 /* the float8 value of lattice point k: k q for steps of 1 and more, k / (1/q) below (query.lattice_value) */
 static inline double

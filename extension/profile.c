@@ -254,7 +254,7 @@ typedef struct Profile
 	double		g0;				/* moments are taken about the cell's start, in periods */
 } Profile;
 
-/* Add the mass and first two moments over [a, b] (a <= b), bin by bin, to m. */
+/* Add the mass and first three moments over [a, b] (a <= b), bin by bin, to m. */
 static void
 piece(const Profile *p, double a, double b, double *m)
 {
@@ -293,11 +293,13 @@ piece(const Profile *p, double a, double b, double *m)
 		m[0] += dens * (de - ds);
 		m[1] += dens * (de * de - ds * ds) / 2;
 		m[2] += dens * (de * de * de - ds * ds * ds) / 3;
+		m[3] += dens * (de * de * de * de - ds * ds * ds * ds) / 4;
 		x = e;
 	}
 }
 
-/* [int p, int d p, int d^2 p] over [a, b], d = (x - g0)/T: whole periods in closed form, the rest bin by bin. */
+/* [int p, int d p, int d^2 p, int d^3 p] over [a, b], d = (x - g0)/T: whole periods in closed form, the rest
+ * bin by bin. */
 static void
 moments(const Profile *p, double a, double b, double *m)
 {
@@ -307,10 +309,13 @@ moments(const Profile *p, double a, double b, double *m)
 	double		whole = last > first ? round((last - first) / T) : 0;
 	double		mu1 = 0,
 				mu2 = 0,
+				mu3 = 0,
 				c,
-				n;
+				n,
+				s1,
+				s2;
 
-	m[0] = m[1] = m[2] = 0;
+	m[0] = m[1] = m[2] = m[3] = 0;
 	if (whole < 2)
 	{
 		piece(p, a, b, m);
@@ -326,12 +331,17 @@ moments(const Profile *p, double a, double b, double *m)
 
 		mu1 += share * (e0 + e1) / 2;
 		mu2 += share * (e0 * e0 + e0 * e1 + e1 * e1) / 3;
+		mu3 += share * (e0 * e0 * e0 + e0 * e0 * e1 + e0 * e1 * e1 + e1 * e1 * e1) / 4;
 	}
 	c = (first - p->g0) / T;
 	n = whole;
+	s1 = n * (n - 1) / 2;		/* the sums of i and i^2 over the n periods */
+	s2 = (n - 1) * n * (2 * n - 1) / 6;
 	m[0] += n;
-	m[1] += n * c + n * (n - 1) / 2 + n * mu1;
-	m[2] += n * c * c + c * n * (n - 1) + (n - 1) * n * (2 * n - 1) / 6 + 2 * mu1 * (n * c + n * (n - 1) / 2) + n * mu2;
+	m[1] += n * c + s1 + n * mu1;
+	m[2] += n * c * c + c * n * (n - 1) + s2 + 2 * mu1 * (n * c + s1) + n * mu2;
+	m[3] += (n * c * c * c + 3 * c * c * s1 + 3 * c * s2 + s1 * s1 + 3 * mu1 * (n * c * c + 2 * c * s1 + s2)
+			 + 3 * mu2 * (n * c + s1) + n * mu3);
 }
 
 /* How many times [a, b] (seconds, of x + h) covers the period's bins: *whole + (the rest of bin j, in [-1, 1]:
@@ -443,8 +453,8 @@ profile_of(const float4 *profile, int n, double period, double step, double g0)
 	return p;
 }
 
-/* cells.profile_piece_moments (pg_kde.h): [int p, int t p, int t^2 p] over [t0, t1] of cell [g0, g1], of the
- * whole cell [g0, g1] with whole. */
+/* cells.profile_piece_moments (pg_kde.h): [int p, int t p, int t^2 p, int t^3 p] over [t0, t1] of cell [g0, g1],
+ * of the whole cell [g0, g1] with whole. */
 void
 kde_profile_piece_moments(const float4 *profile, int n, double period, double step, double g0, double g1,
 						  double t0, double t1, bool whole, double *c)
@@ -452,7 +462,7 @@ kde_profile_piece_moments(const float4 *profile, int n, double period, double st
 	Profile		p = profile_of(profile, n, period, step, g0);
 	double		w = g1 - g0,
 				b = period / w,	/* t = b d */
-				m[3];
+				m[4];
 
 	if (whole)
 		moments(&p, g0, g1, m);
@@ -461,6 +471,30 @@ kde_profile_piece_moments(const float4 *profile, int n, double period, double st
 	c[0] = m[0];
 	c[1] = b * m[1];
 	c[2] = b * b * m[2];
+	c[3] = b * b * b * m[3];
+}
+
+/* cells.profile_spread (pg_kde.h): the mean and variance of a row's position in the cell under the profile tilted
+ * by beta, from the cell's moments z; on a lattice of slots (2 or more) slots in the cell, of the slots' centres. */
+void
+kde_profile_spread(const double *z, double beta, double slots, double *mean_out, double *var_out)
+{
+	double		total = z[0] + beta * (z[1] - z[0] / 2),
+				mean,
+				var;
+
+	if (!(total > 0))
+	{
+		*mean_out = 0.5;
+		*var_out = 0.0;
+		return;
+	}
+	mean = (z[1] + beta * (z[2] - z[1] / 2)) / total;
+	var = (z[2] + beta * (z[3] - z[2] / 2)) / total - mean * mean;
+	if (slots >= 2)
+		var -= 1 / (12 * slots * slots);
+	*mean_out = mean;
+	*var_out = fmax(0.0, var);
 }
 
 /* cells.profile_tilt (pg_kde.h): the tilt beta to the cell's mean position, from its moments z. */
@@ -493,8 +527,8 @@ kde_profile_share(const float4 *profile, int n, double period, double step, doub
 				  double t1, double mean, double *share_out, double *pos_out, double *doubt_out)
 {
 	Profile		p = profile_of(profile, n, period, step, g0);
-	double		z[3],
-				c[3];
+	double		z[4],
+				c[4];
 
 	kde_profile_piece_moments(profile, n, period, step, g0, g1, 0.0, 1.0, true, z);
 	kde_profile_piece_moments(profile, n, period, step, g0, g1, t0, t1, false, c);

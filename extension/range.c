@@ -301,7 +301,7 @@ typedef struct Piece
 				step,
 				g0,
 				g1;
-	double		z[3];			/* PIECE_PROFILE: the cell's moments */
+	double		z[4];			/* PIECE_PROFILE: the cell's moments */
 	double		m;				/* the mean it is given */
 	Shape		shape;			/* PIECE_CELL, PIECE_LINE: the shape with mean m */
 	double		beta;			/* PIECE_PROFILE: the tilt to m */
@@ -325,7 +325,7 @@ piece_part(const Piece *p, double ta, double tb, const double *c, double *part, 
 {
 	if (p->kind == PIECE_PROFILE)
 	{
-		double		own[3],
+		double		own[4],
 					share,
 					pos;
 
@@ -378,7 +378,7 @@ fit_holes(Piece *p, double mean, const double *values, int n, double step, doubl
 					best_rest = 1.0,
 					last_m = 0,
 					last_miss = 0,
-					whole[3];
+					whole[4];
 		double	   *ta = palloc(sizeof(double) * n),
 				   *tb = palloc(sizeof(double) * n),
 				   *part = palloc(sizeof(double) * n),
@@ -397,12 +397,12 @@ fit_holes(Piece *p, double mean, const double *values, int n, double step, doubl
 		}
 		if (p->kind == PIECE_PROFILE)
 		{
-			slot = palloc(sizeof(double) * 3 * n);
+			slot = palloc(sizeof(double) * 4 * n);
 			kde_profile_piece_moments(p->profile, p->profile_n, p->period, p->step, p->g0, p->g1, 0.0, 1.0, false,
 									  whole);
 			for (int i = 0; i < n; i++)
 				kde_profile_piece_moments(p->profile, p->profile_n, p->period, p->step, p->g0, p->g1, ta[i], tb[i],
-										  false, slot + 3 * i);
+										  false, slot + 4 * i);
 		}
 		for (int rounds = 0; rounds < HOLE_ROUNDS; rounds++)
 		{
@@ -417,7 +417,7 @@ fit_holes(Piece *p, double mean, const double *values, int n, double step, doubl
 			piece_part(p, 0.0, 1.0, slot != NULL ? whole : NULL, &m0, &m1);
 			for (int i = 0; i < n; i++)
 			{
-				piece_part(p, ta[i], tb[i], slot != NULL ? slot + 3 * i : NULL, &part[i], &first[i]);
+				piece_part(p, ta[i], tb[i], slot != NULL ? slot + 4 * i : NULL, &part[i], &first[i]);
 				h0 += part[i];
 				h1 += first[i];
 			}
@@ -840,7 +840,9 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		const double *holes_at;
 		Piece		own = {0};
 		Holes		own_holes;
-		bool		profile_ready = false;	/* own.z and its tilt taken (a profile's) */
+		bool		profile_ready = false;	/* own.z and its tilt taken for the heavy values (a profile's) */
+		double		spread_mean = 0.5,	/* a profile's: a row's position in the cell, its mean and variance */
+					spread_var = 0.0;
 
 		t0 = clamp(t0, 0.0, 1.0);
 		t1 = clamp(t1, 0.0, 1.0);
@@ -899,6 +901,14 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 				position(part, first, t0, t1, &share, &pos);
 			}
 			apart = 0.0;
+			/* where the cell's rows lie under the tilted profile: what its exact mean pins down (0.25.0) */
+			if (!profile_ready)
+			{
+				kde_profile_piece_moments(profile, profile_n, period, step, g0, g1, 0.0, 1.0, true, own.z);
+				piece_mean(&own, own.m);
+			}
+			kde_profile_spread(own.z, kde_profile_tilt(own.z, own.m), step > 0 ? cell_slots(w, step) : 0.0,
+							   &spread_mean, &spread_var);
 		}
 		else
 		{
@@ -948,12 +958,6 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			 * and the shape's errors at its two cuts add */
 			double		below_first;
 
-			if (period > 0 && !profile_ready)
-			{
-				/* (the profile's cell moments, taken only where they are needed) */
-				kde_profile_piece_moments(profile, profile_n, period, step, g0, g1, 0.0, 1.0, true, own.z);
-				piece_mean(&own, mean);
-			}
 			holes_share(&own, &own_holes, 0.0, t0, -INFINITY, A, &below, &below_first);
 			below = fmin(1.0, fmax(0.0, below));
 			if (shape_var > 0 && !(period > 0))
@@ -965,10 +969,27 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		}
 		/* f (1 - a - b), a the share below the range (within 1 - f), b = a + f */
 		pinned = f * (1 - 2 * fmin(below, 1.0 - f) - f);
-		keep = fmax(0.0, f * (1 - f) - mean_known(w, step) * pinned * pinned);
+		if (period > 0)
+		{
+			/* under a profile the rows crowd its busy hours: the exact mean pins down the rows in [t0, t1] by
+			 * their covariance with a row's position, f (pos - mean), over its variance (0.25.0) */
+			double		pinned_by = f * (pos - spread_mean);
+
+			keep = spread_var > 0 ? fmax(0.0, f * (1 - f) - pinned_by * pinned_by / spread_var) : f * (1 - f);
+		}
+		else
+			keep = fmax(0.0, f * (1 - f) - mean_known(w, step) * pinned * pinned);
 		/* the profile's own sampling error (a variance of the share), conditioned alike by the tilt to the
 		 * cell's exact mean: the same share of it stays */
 		spread = n * keep + keep / (f * (1 - f)) * n * n * doubt + 4 * n * n * shape_var * cuts;
+		if (period > 0)
+		{
+			/* a profiled cell has no other shape to disagree with: its build's calibration weighs its own
+			 * spread instead (0.25.0; 1 where it has no weight) */
+			double		scaled = cell_doubt_weight(row, &doubt_weights, c, m - 1);
+
+			spread = spread * (scaled * scaled);
+		}
 		if (order == 0)
 		{
 			double		k_lo,

@@ -40,8 +40,8 @@ a byte budget (``requested.budget``, default 8192: header and payload rows as ``
   row counts (``cell_cum_count``) and sums (``cell_cum_sum``) starting at 0; ``density``, the KDE's density
   at each boundary relative to the grid's mean density (float4); ``shape_var``, the variance of the cell
   shape's error the sample showed; ``doubt_weight`` (0.20.0), the weight of the shape's doubt in a range's
-  interval that the build calibrated on exact counts between its scan's cuts (:mod:`.calibration`; NULL
-  where it does not, weighed 1), and ``doubt_weights`` (0.21.0), a weight calibrated likewise for each group
+  interval that the build calibrated on exact counts between its scan's cuts (:mod:`.calibration`; in a cell
+  that follows a periodic profile, 0.25.0, the weight of its own spread; NULL where it does not, weighed 1), and ``doubt_weights`` (0.21.0), a weight calibrated likewise for each group
   of neighbouring cells (cell c of m in group c · n div m), which a cut cell's doubt is weighed by where it is
   not NULL. With no cells the arrays are empty and grid_size is 0.
 

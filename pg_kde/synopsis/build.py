@@ -19,7 +19,8 @@ import numpy as np
 from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
-from .calibration import among_probes, calibrate, counts_of, cuts_of, fold_scan, probes
+from .calibration import (PROBES, PROFILE_CELLS_MOST, PROFILE_PROBES, among_probes, calibrate, counts_of, cuts_of,
+                          fold_scan, probes)
 from .catalog import Built1D, Built2D, Requested
 from .packing import PACK_LIMIT, exact_dot, lattice_indices, pack_atoms, pack_pairs, packed_size
 from .cells import (
@@ -278,8 +279,8 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     candidates from the sample (docs/math.md §7); with ``grid_hint``, on that grid where it reaches
     (:func:`_hinted_grid`). ``rows``: about how many non-NULL rows the column has (None: unknown);
     ``table`` False: never an exact frequency table (a scan found one larger than its estimate); ``weighed``: the
-    build calibrates a lattice column's doubt (no periodic profile tried), whose groups' weights take
-    DOUBT_BYTES of ``budget`` beside the cells (not beside a frequency table's)."""
+    build calibrates a weight for each group of a lattice column's cells (no periodic profile tried: one weight
+    alone), which take DOUBT_BYTES of ``budget`` beside the cells (not beside a frequency table's)."""
     lo, hi = span if span is not None else (float(sample.min()), float(sample.max()))
     step = 0.0 if continuous else lattice_step(sample)
     if not continuous and step == 0.0 and max(abs(lo), abs(hi)) < INTEGRAL_LIMIT and np.all(sample == np.trunc(sample)):
@@ -350,7 +351,7 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     # change cells on the way.
     points = np.unique(np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points))
     # The calibration's cuts, on a lattice (.calibration)
-    ranked, even = probes(sample, (lo, hi), step)
+    ranked, even = probes(sample, (lo, hi), step, PROBES if weighed else PROFILE_PROBES)
     among = among_probes(sample, source, step, points) if few and weighed and len(rest) else np.empty(0)
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells,
                    np.asarray(heavy, dtype=np.float64), heavy_bytes, ranked, even, among)
@@ -654,10 +655,9 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
                             weighed=not period)
         # (a time column's profile is counted over every row in the same pass, on its own units only)
         phases = (period[0], period[1], plan.step) if period and scale == 1.0 else None
-        # (with the calibration's cuts as boundaries too, folded back into the plan's cells; not where a periodic
-        # profile is tried, whose cells have no doubt to weigh where it is kept: the cuts cost a time column's
-        # scan about a fifth more)
-        fine = plan.scanned_grid() if phases is None else plan.points
+        # (with the calibration's cuts as boundaries too, folded back into the plan's cells; where a periodic profile
+        # is tried, only over a few cells, 0.25.0: its calibrated weight scales its cells' own spread)
+        fine = plan.scanned_grid() if not period or len(plan.points) - 1 <= PROFILE_CELLS_MOST else plan.points
         scan = reader.scaled([scale]).scan_1d(fine, plan.candidates, plan.quantum, taking, phases)
         _scan_errors(scan, rel, col)
         scan, fine_below = fold_scan(scan, plan.points, fine)
@@ -840,7 +840,9 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         # (.calibration)
         payload = built.payload()
         groups = None  # (GROUPS, in the bytes a lattice column's cells leave them)
-        if plan.few:  # (a frequency table's cells have as many groups as the bytes the table and they leave hold)
+        if period:  # (a periodic profile tried: its cells left the groups no bytes, one weight, 0.25.0)
+            groups = 0
+        elif plan.few:  # (a frequency table's cells have as many groups as the bytes the table and they leave hold)
             used = stored_bytes_1d(len(grid), len(payload["atom_values"]), len(payload["atom_pack"]))
             groups = min(DOUBT_GROUPS, (len(grid) - 1) // 4, (budget - used - DOUBT_HEADER_BYTES) // DOUBT_WEIGHT_BYTES)
         weight, weights = calibrate(payload, plan.probes, plan.even,

@@ -24,11 +24,19 @@ many as the bytes the table and its cells leave of the budget hold, a group for 
 ranges (a seeded choice) and the same counts give the same weights: a refresh of unchanged data stores the
 same synopsis bit for bit.
 
+A time column whose build tries a periodic profile and plans at most :data:`PROFILE_CELLS_MOST` cells (0.25.0)
+is calibrated likewise, between :data:`PROFILE_PROBES` values of each kind, with one weight (no groups: its
+cells leave the weights no bytes) and none of 0: a profiled cell has no other shape to disagree with, D = 0,
+so the weight scales the cell's own spread instead, its variance w² times the rows' own
+(:func:`pg_kde.synopsis.query.smooth_1d`); where the KDE's shape fits better than the profile after all, the
+weight weighs its disagreement, as on any lattice column. The rows' spread about the profile is the model's
+on average, but at 2 KB, some 40 cells, one data set's cuts happen to err more than it says and the next's
+less; the scan's exact counts at the cuts measure which.
+
 Not calibrated (both NULL, weighed :data:`pg_kde.synopsis.query.SHAPE_DOUBT`): a continuous column (its rows
 may sit on a cut, where a range's exact count would need its rows there apart), a synopsis with no cells
-(every value exact), and a time column whose build tries a periodic profile (its profile's cells have no
-disagreement to weigh, D = 0, and the cuts would cost its scan about a fifth more: the build does not count
-them; where the KDE's shape fits better than the profile after all, it keeps weight 1).
+(every value exact), and a time column whose build tries a periodic profile over more cells (its scan counts no
+cuts).
 """
 
 from __future__ import annotations
@@ -46,6 +54,18 @@ from .reader import TAIL_VALUES
 
 #: Calibration values of each kind (:func:`probes`).
 PROBES = 1024
+#: The same where the build tries a periodic profile (0.25.0): one weight, not a group's, to fit, and each of its
+#: cut pieces costs the profile's bins (a refresh of a time column of 10⁷ rows took 2.7 s with PROBES, against a
+#: target of 2.05 s that run).
+PROFILE_PROBES = 256
+#: A profiled synopsis of at most this many cells is calibrated (its scan counts the cuts); one of more keeps
+#: weight 1 (NULL): its workloads' errors average over many cut cells, whose rows spread about the profile as
+#: the model says (8 and 64 KB, 260 and 2,300 cells, at weight 1: 93.2–96.6% in every data set of 10⁶ and 10⁷
+#: rows), and a calibration between a few hundred cuts only adds its own noise (weights 0.95–1.1, data sets
+#: out at 92.7% and 97.2%); with some 40 cells (2 KB) a data set's few cut cells happen to err more or less than
+#: the model says (92.6–96.9% at weight 1 on 10⁷ rows), which the calibration measures (docs/benchmarks.md,
+#: "0.25.0").
+PROFILE_CELLS_MOST = 128
 #: The widest of a frequency table's cells, in slots, whose every lattice value is a calibration value
 #: (:func:`among_probes`).
 SLOTS_MOST = 64
@@ -69,16 +89,17 @@ NOMINAL = 0.95
 Z = -NormalDist().inv_cdf((1 - NOMINAL) / 2)
 
 
-def probes(sample: np.ndarray, span: Tuple[float, float], step: float) -> Tuple[np.ndarray, np.ndarray]:
+def probes(sample: np.ndarray, span: Tuple[float, float], step: float,
+           count: int = PROBES) -> Tuple[np.ndarray, np.ndarray]:
     """The calibration's bounds on a lattice (``step`` > 0), as lattice indices k (value k·step): (ranked, even),
-    :data:`PROBES` of the ``sample``'s values at evenly spaced ranks (repeats kept: bounds drawn from the data
-    fall on a common value often), and :data:`PROBES` values evenly spaced over ``span``, the column's
+    ``count`` (:data:`PROBES`) of the ``sample``'s values at evenly spaced ranks (repeats kept: bounds drawn from
+    the data fall on a common value often), and ``count`` values evenly spaced over ``span``, the column's
     (lo, hi) (bounds uniform over its domain). Empty arrays elsewhere."""
     if not step > 0 or not len(sample):
         return np.empty(0), np.empty(0)
     ordered = np.sort(np.asarray(sample, dtype=np.float64))
-    ranked = np.round(ordered[np.linspace(0, len(ordered) - 1, PROBES).round().astype(np.int64)] / step)
-    even = np.unique(np.round(np.linspace(span[0], span[1], PROBES) / step))
+    ranked = np.round(ordered[np.linspace(0, len(ordered) - 1, count).round().astype(np.int64)] / step)
+    even = np.unique(np.round(np.linspace(span[0], span[1], count) / step))
     return ranked, even
 
 
@@ -281,30 +302,31 @@ def among_ranges(among: np.ndarray, counts: Counts, span: Tuple[float, float], s
 def range_terms(payload: dict, a: float, b: float) -> tuple:
     """(estimate, spread, doubt, inexact) of [a, b]'s count, one range at a time, as
     :func:`pg_kde.synopsis.query.range_1d` answers it: its estimate, its variance with the shape's doubt
-    weighed 0 (the rows' own spread), the disagreement's square (the doubt's variance at weight 1), and whether
-    its hard bounds leave it open. The reference :func:`calibration_terms` is tested against, and what it
-    falls back on."""
-    estimate, spread, apart, inexact = _whole(payload, a, b)
-    return estimate, spread, apart * apart, inexact
+    weighed 0 (the rows' own spread; a profiled cell's not counted), the doubt's variance at weight 1 (the
+    disagreement's square, plus the profiled cells' own spread), and whether its hard bounds leave it open.
+    The reference :func:`calibration_terms` is tested against, and what it falls back on."""
+    estimate, spread, apart, profiled, inexact = _whole(payload, a, b)
+    return estimate, spread, apart * apart + profiled, inexact
 
 
 def _whole(payload: dict, a: float, b: float) -> tuple:
-    """(estimate, spread, disagreement, inexact) of [a, b]'s count (:func:`range_terms`)."""
+    """(estimate, spread, disagreement, profiled, inexact) of [a, b]'s count (:func:`range_terms`)."""
     r = query.range_1d(dict(payload, doubt_weight=0.0, doubt_weights=None), a, b, 0)
-    return r.estimate, r.variance, r.disagreement, r.low != r.high
+    return r.estimate, r.variance, r.disagreement, r.profiled, r.low != r.high
 
 
 def _piece(payload: dict, a: float, b: float, heavy) -> tuple:
-    """(estimate, spread, disagreement, low, high) of the cells' part of the snapped [a, b]: the piece of one
-    cut cell, where a or b is one of its ends."""
+    """(estimate, spread, disagreement, low, high, profiled) of the cells' part of the snapped [a, b]: the piece
+    of one cut cell, where a or b is one of its ends."""
     r = query.smooth_1d(payload, a, b, 0, heavy, weight=0.0)
-    return r.estimate, r.variance, r.disagreement, r.low, r.high
+    return r.estimate, r.variance, r.disagreement, r.low, r.high, r.profiled
 
 
 class Terms(NamedTuple):
     """:func:`calibration_terms`' answer for each range: its estimate, its spread (the variance with the doubt
     weighed 0), the disagreements of its first and last cut cells (0 where it has none: a range inside one
-    cell has its one), those cells (−1: none) and whether its hard bounds leave it open."""
+    cell has its one), those cells (−1: none), whether its hard bounds leave it open, and the own spreads of
+    its first and last cut cells where they follow a periodic profile (0.25.0; None: none does)."""
     estimate: np.ndarray
     spread: np.ndarray
     first: np.ndarray
@@ -312,12 +334,24 @@ class Terms(NamedTuple):
     first_cell: np.ndarray
     last_cell: np.ndarray
     inexact: np.ndarray
+    first_own: Optional[np.ndarray] = None
+    last_own: Optional[np.ndarray] = None
+
+    def variance(self, w_first, w_last, rows=slice(None)) -> np.ndarray:
+        """The variance of the ranges ``rows`` with their first and last cut cells weighed ``w_first`` and
+        ``w_last``: the spread, the weighed disagreements added, squared, and the profiled cells' own spreads
+        weighed squared (pg_kde.synopsis.query.smooth_1d)."""
+        out = self.spread[rows] + (w_first * self.first[rows] + w_last * self.last[rows]) ** 2
+        if self.first_own is not None:
+            out = out + w_first * w_first * self.first_own[rows] + w_last * w_last * self.last_own[rows]
+        return out
 
     @property
     def doubt(self) -> np.ndarray:
-        """The doubt's variance at weight 1 in every cell: the disagreements added, squared."""
+        """The doubt's variance at weight 1 in every cell: the disagreements added, squared, and the profiled
+        cells' own spreads."""
         apart = self.first + self.last
-        return apart * apart
+        return apart * apart if self.first_own is None else apart * apart + (self.first_own + self.last_own)
 
 
 def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
@@ -330,6 +364,7 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
     Ranges inside one cell, and every range of a column with no lattice, take :func:`range_terms`."""
     n = len(lo)
     est, spread, first_d, last_d = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+    first_own, last_own = np.zeros(n), np.zeros(n)
     first_c, last_c = np.full(n, -1), np.full(n, -1)
     inexact = np.zeros(n, dtype=bool)
     grid, step = payload["grid"], payload["step"]
@@ -340,7 +375,7 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
     for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
         snapped = query.snap(a, b, step) if step > 0 and m >= 2 and payload["kde_rows"] > 0 else None
         if snapped is None:
-            est[i], spread[i], first_d[i], inexact[i] = _whole(payload, a, b)
+            est[i], spread[i], first_d[i], first_own[i], inexact[i] = _whole(payload, a, b)
             continue
         exact = query.heavy_between(values, cum, a, b)[0]
         A, B = max(snapped[0], grid[0]), min(snapped[1], grid[-1])
@@ -349,7 +384,7 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
             continue
         ka, kb = query.cell_of(grid, A), query.cell_of(grid, B)
         if ka == kb:
-            est[i], spread[i], first_d[i], inexact[i] = _whole(payload, a, b)
+            est[i], spread[i], first_d[i], first_own[i], inexact[i] = _whole(payload, a, b)
             first_c[i] = ka
             continue
         if a not in lower:
@@ -362,29 +397,32 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
         est[i] = exact + (0.0 + whole + first[0] + last[0])
         spread[i] = 0.0 + first[1] + last[1]
         first_d[i], last_d[i] = first[2], last[2]
+        first_own[i], last_own[i] = first[5], last[5]
         first_c[i], last_c[i] = ka, kb
         inexact[i] = exact + (0.0 + whole + first[3] + last[3]) != exact + (0.0 + whole + first[4] + last[4])
-    return Terms(est, spread, first_d, last_d, first_c, last_c, inexact)
+    profiled = payload.get("period", 0.0) > 0
+    return Terms(est, spread, first_d, last_d, first_c, last_c, inexact, *((first_own, last_own) if profiled else ()))
 
 
-def _nearest(misses: np.ndarray, prefer: float) -> float:
-    """The weight of :data:`WEIGHTS` whose coverage misses 95% least (``misses``, one a weight); of those as
-    near as any, the one nearest ``prefer``."""
-    return min((w for w, m in zip(WEIGHTS, misses) if m <= misses.min() + 1e-12), key=lambda w: abs(w - prefer))
+def _nearest(misses: np.ndarray, prefer: float, tried=WEIGHTS) -> float:
+    """The weight of ``tried`` (:data:`WEIGHTS`) whose coverage misses 95% least (``misses``, one a weight); of
+    those as near as any, the one nearest ``prefer``."""
+    return min((w for w, m in zip(tried, misses) if m <= misses.min() + 1e-12), key=lambda w: abs(w - prefer))
 
 
 def weight_for(errors: np.ndarray, spread: np.ndarray, doubt: np.ndarray,
-               counts: Optional[np.ndarray] = None) -> Optional[float]:
-    """The weight of :data:`WEIGHTS` whose 95% intervals, z·sqrt(spread + weight²·doubt) about each estimate,
-    hold nearest 95% of the ``errors`` (each counting ``counts`` ranges: 1 by default); of the weights as near
-    as any, the one nearest :data:`pg_kde.synopsis.query.SHAPE_DOUBT`. None where no range has doubt (every
-    weight as near)."""
+               counts: Optional[np.ndarray] = None, least: float = 0.0) -> Optional[float]:
+    """The weight of :data:`WEIGHTS` (those from ``least`` up) whose 95% intervals, z·sqrt(spread +
+    weight²·doubt) about each estimate, hold nearest 95% of the ``errors`` (each counting ``counts`` ranges: 1
+    by default); of the weights as near as any, the one nearest :data:`pg_kde.synopsis.query.SHAPE_DOUBT`.
+    None where no range has doubt (every weight as near)."""
     if not len(errors) or not np.any(doubt > 0):
         return None
     counts = np.ones(len(errors)) if counts is None else np.asarray(counts, dtype=np.float64)
+    tried = tuple(w for w in WEIGHTS if w >= least)
     misses = np.array([abs(np.dot(counts, np.abs(errors) <= Z * np.sqrt(spread + w * w * doubt) + 1e-9)
-                           / counts.sum() - NOMINAL) for w in WEIGHTS])
-    return _nearest(misses, query.SHAPE_DOUBT)
+                           / counts.sum() - NOMINAL) for w in tried])
+    return _nearest(misses, query.SHAPE_DOUBT, tried)
 
 
 def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: int, start: float,
@@ -413,7 +451,7 @@ def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: i
     wanted = NOMINAL * (counts @ member)  # each group's ranges that 95% intervals would cover
 
     def covered(w_first, w_last, rows):
-        sd = np.sqrt(terms.spread[rows] + (w_first * terms.first[rows] + w_last * terms.last[rows]) ** 2)
+        sd = np.sqrt(terms.variance(w_first, w_last, rows))
         return (np.abs(errors[rows]) <= Z * sd + 1e-9) * counts[rows]
 
     def weight_of(ends):
@@ -446,19 +484,21 @@ def calibrated_weights(payload: dict, lo: np.ndarray, hi: np.ndarray, exact: np.
                        counts: Optional[np.ndarray] = None, groups: Optional[int] = None) -> Calibrated:
     """The weights of the synopsis ``payload`` (:func:`weight_for`, then :func:`group_weights`) on the ranges
     [lo_i, hi_i] whose exact counts are ``exact`` (each counting ``counts`` ranges): of those its hard bounds
-    leave open. None where none is, or none has doubt."""
+    leave open. None where none is, or none has doubt. A synopsis that follows a periodic profile takes no
+    weight 0 (its cut cells' variance would be none: zero width only where the answer is exact)."""
     if not len(lo):
         return Calibrated(None, None)
     counts = np.ones(len(lo)) if counts is None else np.asarray(counts, dtype=np.float64)
     t = calibration_terms(payload, lo, hi)
     open_ = t.inexact
     errors, counts = (t.estimate - exact)[open_], counts[open_]
-    weight = weight_for(errors, t.spread[open_], t.doubt[open_], counts)
+    least = WEIGHTS[1] if payload.get("period", 0.0) > 0 else 0.0
+    weight = weight_for(errors, t.spread[open_], t.doubt[open_], counts, least)
     if weight is None:
         return Calibrated(None, None)
     if groups is not None and groups < 1:
         return Calibrated(weight, None)
-    kept = Terms(*(a[open_] for a in t))
+    kept = Terms(*(None if a is None else a[open_] for a in t))
     weights = group_weights(kept, errors, counts, len(payload["grid"]) - 1, weight, groups)
     return Calibrated(weight, tuple(float(np.float32(w)) for w in weights))
 
@@ -480,8 +520,7 @@ def calibrate(payload: dict, ranked: np.ndarray, even: np.ndarray, counts: Count
     :data:`ONE_CELL_MOST` (each then counts for its share). Not calibrated (None) where the module's docstring
     says."""
     step, grid = payload["step"], np.asarray(payload["grid"], dtype=np.float64)
-    if (not step > 0 or payload["kde_rows"] <= 0 or payload.get("period", 0.0) > 0 or len(grid) < 2
-            or not len(ranked)):
+    if not step > 0 or payload["kde_rows"] <= 0 or len(grid) < 2 or not len(ranked):
         return Calibrated(None, None)
     ranked_cuts = cuts_of(ranked, step)
     data = calibration_ranges(ranked, ranked_cuts, counts.at(ranked_cuts), step, RANGES // 2, SEED)[:3]

@@ -111,8 +111,9 @@ class Built1D:
     #: slots out of a cut cell's shape (docs/math.md §7). None: not known, a synopsis stored before 0.17.0.
     heavy_whole: Optional[bool] = None
     #: The weight of the shape's doubt in a cut cell's interval, calibrated by the build on exact counts
-    #: between the cuts of its scan (:mod:`.calibration`); None: not calibrated (a continuous column, no
-    #: cells, a time column whose build tries a periodic profile, a synopsis stored before 0.20.0), weighed
+    #: between the cuts of its scan (:mod:`.calibration`; in a profiled cell, 0.25.0, the weight of its own
+    #: spread); None: not calibrated (a continuous column, no cells, a synopsis stored before 0.20.0 and a
+    #: time column's whose build tries a periodic profile before 0.25.0), weighed
     #: :data:`pg_kde.synopsis.query.SHAPE_DOUBT`.
     doubt_weight: Optional[float] = None
     #: The weights of groups of neighbouring cells (cell c of m in group c · len div m), calibrated likewise,

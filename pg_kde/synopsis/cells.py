@@ -26,6 +26,7 @@ docs/math.md §7 gives the formulas; sql/src/30_query_1d.sql evaluates them at q
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from fractions import Fraction
 from dataclasses import dataclass
@@ -821,7 +822,7 @@ def profile_shape(profile, period: float, g0: float, g1: float, step: float) -> 
     """``shape(m)`` for :func:`fit_holes`: the profile tilted to mean m (:func:`profile_cut`'s share and
     position, without its variance). The cell's moments, and each piece's, are taken once: only the tilt moves
     with m."""
-    z = profile_piece_moments(profile, period, step, g0, g1, 0.0, 1.0, whole=True)
+    z = cell_moments(profile, period, step, g0, g1)
     pieces: dict = {}
 
     def shape(m):
@@ -894,7 +895,7 @@ def periodic(sample: np.ndarray, period: float, bins: int, step: float = 0.0) ->
 
 
 def _profile_piece(profile, bins: int, period: float, h: float, g0: float, a: float, b: float, m: list) -> None:
-    """Add to m the mass and first two moments of the profile's density over [a, b] (seconds, a <= b) about
+    """Add to m the mass and first three moments of the profile's density over [a, b] (seconds, a <= b) about
     g0, in periods (d = (x − g0)/T), bin by bin."""
     x = a
     while x < b:
@@ -913,16 +914,17 @@ def _profile_piece(profile, bins: int, period: float, h: float, g0: float, a: fl
         m[0] += dens * (de - ds)
         m[1] += dens * (de * de - ds * ds) / 2
         m[2] += dens * (de * de * de - ds * ds * ds) / 3
+        m[3] += dens * (de * de * de * de - ds * ds * ds * ds) / 4
         x = e
 
 
 def profile_moments(profile, period: float, step: float, g0: float, a: float, b: float) -> list:
-    """[∫ p, ∫ d p, ∫ d² p] over [a, b] (seconds, a <= b), d = (x − g0)/T, p the profile's density (1 per
+    """[∫ p, ∫ d p, ∫ d² p, ∫ d³ p] over [a, b] (seconds, a <= b), d = (x − g0)/T, p the profile's density (1 per
     period, of x + step/2): whole periods in closed form, the rest bin by bin, everything about g0, so a
     narrow cell loses no precision. As _kde_profile_cut in C (extension/profile.c)."""
     bins = len(profile) - 2
     h = step / 2
-    m = [0.0, 0.0, 0.0]
+    m = [0.0, 0.0, 0.0, 0.0]
     first = math.ceil((a + h) / period) * period - h  # the first period that starts in [a, b]
     last = math.floor((b + h) / period) * period - h  # the last one's end
     whole = round((last - first) / period) if last > first else 0
@@ -931,16 +933,21 @@ def profile_moments(profile, period: float, step: float, g0: float, a: float, b:
         return m
     _profile_piece(profile, bins, period, h, g0, a, first, m)
     _profile_piece(profile, bins, period, h, g0, last, b, m)
-    # One period's first and second moments about its start, then `whole` of them from c = (first − g0)/T.
-    mu1 = mu2 = 0.0
+    # One period's first three moments about its start, then `whole` of them from c = (first − g0)/T: period i
+    # adds E (c + i + U)^k, U a position in a period under the profile.
+    mu1 = mu2 = mu3 = 0.0
     for k in range(bins):
         share, e0, e1 = profile[k + 1] - profile[k], k / bins, (k + 1) / bins
         mu1 += share * (e0 + e1) / 2
         mu2 += share * (e0 * e0 + e0 * e1 + e1 * e1) / 3
+        mu3 += share * (e0 * e0 * e0 + e0 * e0 * e1 + e0 * e1 * e1 + e1 * e1 * e1) / 4
     c, n = (first - g0) / period, whole
+    s1, s2 = n * (n - 1) / 2, (n - 1) * n * (2 * n - 1) / 6  # the sums of i and i² over the n periods
     m[0] += n
-    m[1] += n * c + n * (n - 1) / 2 + n * mu1
-    m[2] += n * c * c + c * n * (n - 1) + (n - 1) * n * (2 * n - 1) / 6 + 2 * mu1 * (n * c + n * (n - 1) / 2) + n * mu2
+    m[1] += n * c + s1 + n * mu1
+    m[2] += n * c * c + c * n * (n - 1) + s2 + 2 * mu1 * (n * c + s1) + n * mu2
+    m[3] += (n * c * c * c + 3 * c * c * s1 + 3 * c * s2 + s1 * s1 + 3 * mu1 * (n * c * c + 2 * c * s1 + s2)
+             + 3 * mu2 * (n * c + s1) + n * mu3)
     return m
 
 
@@ -956,7 +963,7 @@ def profile_cut(profile, period: float, g0: float, g1: float, t0: float, t1: flo
     without one). The share of the cell's mass in [t0, t1], the mean position of that mass (a fraction of
     the cell; the middle of [t0, t1] where the share is 0), and the variance of the share that the profile's
     own sample leaves (:func:`profile_share_variance`). As _kde_profile_cut in C."""
-    z = profile_piece_moments(profile, period, step, g0, g1, 0.0, 1.0, whole=True)
+    z = cell_moments(profile, period, step, g0, g1)
     beta = profile_tilt(z, mean)
     share, pos = profile_tilted(z, profile_piece_moments(profile, period, step, g0, g1, t0, t1), beta, t0, t1)
     return share, pos, profile_share_variance(profile, period, step, g0, g1, t0, t1)
@@ -964,18 +971,29 @@ def profile_cut(profile, period: float, g0: float, g1: float, t0: float, t1: flo
 
 def profile_piece_moments(profile, period: float, step: float, g0: float, g1: float, t0: float, t1: float,
                           whole: bool = False) -> Tuple[float, float, float]:
-    """∫ p, ∫ t p, ∫ t² p over [t0, t1] of cell [g0, g1] (t = (x − g0)/w): of the whole cell, [g0, g1], with
-    ``whole``, else of [g0 + t0 w, g0 + t1 w]. As kde_profile_piece_moments in C."""
+    """∫ p, ∫ t p, ∫ t² p, ∫ t³ p over [t0, t1] of cell [g0, g1] (t = (x − g0)/w): of the whole cell, [g0, g1],
+    with ``whole``, else of [g0 + t0 w, g0 + t1 w]. As kde_profile_piece_moments in C."""
     w = g1 - g0
     b = period / w  # t = b d
     m = profile_moments(profile, period, step, g0, g0, g1) if whole else \
         profile_moments(profile, period, step, g0, g0 + t0 * w, g0 + t1 * w)
-    return m[0], b * m[1], b * b * m[2]
+    return m[0], b * m[1], b * b * m[2], b * b * b * m[3]
+
+
+def cell_moments(profile, period: float, step: float, g0: float, g1: float) -> Tuple[float, float, float, float]:
+    """:func:`profile_piece_moments` of the whole cell [g0, g1], kept for the cells asked about last: a build's
+    calibration cuts each cell at many bounds, each piece needing the cell's moments."""
+    return _cell_moments(tuple(float(v) for v in profile), float(period), float(step), float(g0), float(g1))
+
+
+@functools.lru_cache(maxsize=1024)
+def _cell_moments(profile: tuple, period: float, step: float, g0: float, g1: float) -> tuple:
+    return tuple(profile_piece_moments(profile, period, step, g0, g1, 0.0, 1.0, whole=True))
 
 
 def profile_tilt(z, mean: Optional[float]) -> float:
     """β of the profile tilted to the cell's mean position (0 without one), from the cell's moments z."""
-    z0, z1, z2 = z
+    z0, z1, z2 = z[:3]
     beta = 0.0
     if mean is not None:
         under = mean * (z1 - z0 / 2) - (z2 - z1 / 2)
@@ -987,13 +1005,30 @@ def profile_tilt(z, mean: Optional[float]) -> float:
 def profile_tilted(z, c, beta: float, t0: float, t1: float) -> Tuple[float, float]:
     """(share, position) of the piece [t0, t1] with moments c under the profile tilted by β (the cell's
     moments z)."""
-    z0, z1, _ = z
-    c0, c1, c2 = c
+    z0, z1 = z[0], z[1]
+    c0, c1, c2 = c[:3]
     total = z0 + beta * (z1 - z0 / 2)
     part = c0 + beta * (c1 - c0 / 2)
     share = min(1.0, max(0.0, part / total)) if total > 0 else t1 - t0
     pos = (c1 + beta * (c2 - c1 / 2)) / part if part > 0 else (t0 + t1) / 2
     return share, min(t1, max(t0, pos))
+
+
+def profile_spread(z, beta: float, slots: float = 0.0) -> Tuple[float, float]:
+    """(mean, variance) of the position t of a cell's rows under the profile tilted by β, from the cell's moments
+    z (:func:`profile_piece_moments`, whole): E t^k = (z_k + β (z_{k+1} − z_k / 2)) / (z_0 + β (z_1 − z_0 / 2)).
+    On a lattice of ``slots`` slots in the cell (2 or more) its rows sit on the slots' centres, whose positions
+    vary by 1/(12 slots²) less than the density spread over each slot's width (docs/math.md §7, "What the mean
+    pins down"). As kde_profile_spread in C."""
+    z0, z1, z2, z3 = z
+    total = z0 + beta * (z1 - z0 / 2)
+    if not total > 0:
+        return 0.5, 0.0
+    mean = (z1 + beta * (z2 - z1 / 2)) / total
+    var = (z2 + beta * (z3 - z2 / 2)) / total - mean * mean
+    if slots >= 2:
+        var -= 1 / (12 * slots * slots)
+    return mean, max(0.0, var)
 
 
 def _bin_cover(bins: int, period: float, base: float, a: float, b: float) -> Tuple[float, list]:

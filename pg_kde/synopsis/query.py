@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .cells import (MEAN_KNOWN, c_ceil, cell_slots, c_floor, cell_ends, cubic_shape, fit_holes, heavy_slots,  # noqa: F401
-                    linear_shape, mean_known, own_holes, profile_cut, profile_shape, shape_of)
+                    linear_shape, mean_known, own_holes, profile_cut, cell_moments, profile_shape,
+                    profile_spread, profile_tilt, shape_of)
 from .maths import is_tie_cell, ulp
 from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_pairs
 
 #: The share of the cut cells' disagreement with the other shape (the straight line) that counts as the shape's standard
-#: error (docs/math.md §7) where a synopsis does not say its own (doubt_weight: NULL before 0.20.0, and on a
-#: continuous column, a synopsis with no cells or a time column whose build tries a periodic profile, which
-#: its build does not calibrate: :mod:`.calibration`).
+#: error (docs/math.md §7), and the weight of a profiled cell's own spread, where a synopsis does not say its own
+#: (doubt_weight: NULL before 0.20.0, and on a continuous column or a synopsis with no cells, which its build
+#: does not calibrate; a time column whose build tries a periodic profile until 0.25.0: :mod:`.calibration`).
 SHAPE_DOUBT = 1.0
 #: Half a row each side of a point query's count interval (lo = hi; docs/math.md §7) on a continuous column
 #: (:func:`interval_1d`; on a lattice a point's interval comes from the law of a value drawn from the rows,
@@ -53,6 +54,9 @@ class Range:
     #: heavy values, which reads the line, the KDE's cubic, 0.23.0), in rows or a sum's units, before it is weighed: the
     #: shape's doubt is its weight times this (:func:`smooth_1d`).
     disagreement: float = 0.0
+    #: The variance of the cut cells that follow a periodic profile before it is weighed: each such cell's is
+    #: its weight squared times its own (0.25.0, :func:`smooth_1d`).
+    profiled: float = 0.0
 
 
 def snap(a: float, b: float, step: float):
@@ -180,6 +184,9 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             if own.slots:
                 share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
             apart = 0.0
+            # where the cell's rows lie under the tilted profile: what its exact mean pins down (0.25.0)
+            z = cell_moments(s["profile"], s["period"], s["step"], g0, g1)
+            spread_at = profile_spread(z, profile_tilt(z, own.m), cell_slots(w, s["step"]) if s["step"] > 0 else 0.0)
         else:
             own, other = own_holes(d0, d1, mean, slots, s["step"], g0, g1)
             share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
@@ -201,10 +208,24 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
                 cuts = max(cuts, below * (1 - below) + upto * (1 - upto))
         a = min(below, 1.0 - f)
         pinned = f * (1 - 2 * a - f)  # f (1 − a − b), b = a + f
-        keep = max(0.0, f * (1 - f) - mean_known(w, s["step"]) * pinned * pinned)
+        if s.get("period", 0.0) > 0:
+            # Under a profile the rows crowd its busy hours: the exact mean pins down the rows in [t0, t1] by
+            # their covariance with a row's position, f (pos − μ), over its variance σ² (0.25.0; the line's
+            # bridge below assumes rows spread evenly over the cell, docs/math.md §7)
+            mu, sigma2 = spread_at
+            pinned_by = f * (pos - mu)
+            keep = max(0.0, f * (1 - f) - pinned_by * pinned_by / sigma2) if sigma2 > 0 else f * (1 - f)
+        else:
+            keep = max(0.0, f * (1 - f) - mean_known(w, s["step"]) * pinned * pinned)
         # The profile's own sampling error (a variance of the share): the tilt to the cell's exact mean
         # conditions it as the bridge above, the same share of it stays.
         spread = n * keep + keep / (f * (1 - f)) * n * n * doubt + 4 * n * n * s["shape_var"] * cuts
+        own_spread = 0.0
+        if s.get("period", 0.0) > 0:
+            # A profiled cell has no other shape to disagree with: its build's calibration weighs its own
+            # spread instead (0.25.0; 1 where it has no weight: :mod:`.calibration`).
+            scaled = cell_weight(s, c) if weight is None else weight
+            own_spread, spread = spread, spread * (scaled * scaled)
         if order == 0:
             k_lo, k_hi = mean_bounds(n, g0, g1, w, sums[c], sums[c + 1], t0, t1, s["step"], slack, rounding,
                                      [v for v, _, _ in slots])
@@ -215,6 +236,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
                 continue
             out.estimate += min(k_hi, max(k_lo, n * share))
             out.variance += spread
+            out.profiled += own_spread
             disagreement += apart
             weighed = (cell_weight(s, c) if weight is None else weight) if apart else 0.0
             if weighed:  # (a weight 0 adds nothing, an infinite disagreement's product included)
@@ -225,6 +247,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             x = g0 * (1 - pos) + g1 * pos
             out.estimate += n * share * x
             out.variance += spread * x * x
+            out.profiled += own_spread * x * x
             disagreement += apart * abs(x)
             weighed = (cell_weight(s, c) if weight is None else weight) if apart else 0.0
             if weighed:
@@ -412,7 +435,7 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     else:
         smooth = smooth_1d(s, a, b, order)
     return Range(exact + smooth.estimate, smooth.variance, exact + smooth.low, exact + smooth.high,
-                 smooth.disagreement)
+                 smooth.disagreement, smooth.profiled)
 
 
 #: Below this many expected rows a point's count is the median of its held rows, a whole number; from it on, their

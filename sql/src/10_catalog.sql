@@ -94,8 +94,10 @@ ALTER TABLE kde_synopsis ADD COLUMN heavy_whole boolean;
 -- doubt_weight (0.20.0): the weight of the shape's doubt (the cut cells' disagreement with the straight line) in
 -- a range's interval, calibrated by the build: its scan also counts the rows below about 2,000 cuts, and the
 -- weight is the one whose 95% intervals cover nearest 95% of the ranges between them (pg_kde/synopsis/
--- calibration.py; docs/math.md §7). NULL where the build does not calibrate (a continuous column, a synopsis
--- with no cells, a time column whose build tries a periodic profile) and for a synopsis built before: weighed 1.
+-- calibration.py; docs/math.md §7). A time column whose build tries a periodic profile over a few cells (at
+-- most 128) has one (0.25.0): its profiled cells have no other shape to disagree with, and the weight scales
+-- their own spread. NULL where the build does not calibrate (a continuous column, a synopsis with no cells, a
+-- profiled time column over more cells) and for a synopsis built before: weighed 1.
 ALTER TABLE kde_synopsis ADD COLUMN doubt_weight float8
     CHECK (doubt_weight IS NULL OR (doubt_weight >= 0 AND doubt_weight < 'Infinity'));
 -- doubt_weights (0.21.0): the weights of groups of neighbouring cells (cell c of m in group c * n / m of the n

@@ -14,7 +14,8 @@ from psycopg import sql  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
 from pg_kde.synopsis.cells import make_profile, period_counts  # noqa: E402
-from pg_kde.synopsis.query import heavy_values, held_interval, held_rows, interval_1d, range_1d  # noqa: E402
+from pg_kde.synopsis.query import (heavy_values, held_interval, held_rows, interval_1d, range_1d, smooth_1d,  # noqa: E402
+                                   snap)
 from pg_kde.synopsis.calibration import WEIGHTS  # noqa: E402
 from sqlhelpers import load, refresh  # noqa: E402
 
@@ -596,6 +597,8 @@ def test_periodic_profiles_of_time_columns(db, table):
         assert 0.8 * 2048 <= size <= 2048, (col, size)
         server_equals_reference(db, table, col, s, np.sort(x), rng)
         if period:
+            # calibrated on its scan's cuts with one weight, never 0 (0.25.0)
+            assert s["doubt_weight"] in WEIGHTS and s["doubt_weight"] > 0 and s["doubt_weights"] is None, col
             # The profile of every row off the heavy values, counted in the scan (0.16.0), not of a sample.
             assert s["profile"][-1] == s["kde_rows"] == n - (s["atom_cum_count"] or [0])[-1] > 0
             bins, step = len(s["profile"]) - 2, s["step"]
@@ -863,8 +866,8 @@ def test_the_server_weighs_the_doubt_by_the_synopsis_weight(db):
     """_kde_range weighs a cut cell's disagreement with the straight line by the row's doubt_weight (0.20.0, the
     build's calibration), 1 where it is NULL, and by its cell's group's weight where doubt_weights holds them
     (0.21.0: cell c of m in group c * n / m), as the reference does: counts and sums, over one cut cell and two;
-    a range with no cut cell, and a periodic profile's cells, have no disagreement and the same variance
-    whatever the weight."""
+    a range with no cut cell has no disagreement and the same variance whatever the weight (a periodic
+    profile's cells: test_the_server_weighs_a_profiled_cells_own_spread)."""
     s = crafted([0.5, 40.5, 70.5, 100.5], [400, 300, 500], [400 * 18.0, 300 * 52.0, 500 * 90.0],
                 [0.3, 1.7, 0.6, 1.2], 1.0, shape_var=0.002)
     seen = {}
@@ -897,6 +900,42 @@ def test_the_server_weighs_the_doubt_by_the_synopsis_weight(db):
     uniform = dict(s, doubt_weight=2.0)
     for lo, hi in ((13.0, 88.0), (44.0, 93.0)):
         assert range_1d(both, lo, hi, 0).variance == pytest.approx(range_1d(uniform, lo, hi, 0).variance, rel=1e-12)
+
+
+def test_the_server_weighs_a_profiled_cells_own_spread(db):
+    """A cell that follows a periodic profile has no other shape to disagree with: _kde_range scales its own
+    spread by its weight squared (0.25.0: doubt_weight, or its group's in doubt_weights; 1 where NULL), as the
+    reference does, counts and sums, over one cut cell and two; estimates and hard bounds do not move."""
+    day, start = 86400.0, 1704067200.0
+    hours = np.exp(-0.5 * ((np.arange(48) + 0.5) / 2 - 13) ** 2 / 3.5 ** 2) * 1000 + 50
+    grid = [start - 0.5 + day * k for k in (0, 2.25, 3.5, 6)]
+    counts = [4000, 2500, 6000]
+    sums = [n * (g0 + g1) / 2 for n, g0, g1 in zip(counts, grid, grid[1:])]
+    s = crafted(grid, counts, sums, np.ones(4), 1.0, period=day, profile=make_profile(hours))
+    # (whole seconds: one cut cell, two cut cells, two cut cells about a whole one)
+    queries = [(start + 25000, start + 140000), (start + 95000, start + 370000), (start + 200000, start + 460000)]
+    groups = [2.0, 0.25, 3.0]
+    for lo, hi in queries:
+        for order in (0, 1):
+            own = range_1d(dict(s, doubt_weight=0.0), lo, hi, order)
+            assert own.variance == 0 and own.profiled > 0
+            # each cut cell's own spread apart (a whole cell adds none), for the groups' weights
+            A, B = snap(lo, hi, 1.0)
+            apart = [smooth_1d(s, max(A, grid[c]), min(B, grid[c + 1]), order, weight=0.0).profiled
+                     if A < grid[c + 1] and grid[c] < B else 0.0 for c in range(3)]
+            assert sum(apart) == pytest.approx(own.profiled, rel=1e-12)
+            for weight in (None, 0.5, 1.0, 2.5, "groups"):
+                row = dict(s, doubt_weight=0.5, doubt_weights=groups) if weight == "groups" else \
+                    dict(s, doubt_weight=weight)
+                got = db.execute(f"SELECT (_kde_range({PAYLOAD_ROW}, %(lo)s, %(hi)s, %(o)s)).*",
+                                 {**row, "lo": lo, "hi": hi, "o": order}).fetchone()
+                ref = range_1d(row, lo, hi, order)
+                assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9), \
+                    (weight, lo, hi, order)
+                assert (got[0], got[2], got[3]) == pytest.approx((own.estimate, own.low, own.high), rel=1e-12)
+                want = sum(w * w * v for w, v in zip(groups, apart)) if weight == "groups" else \
+                    (1.0 if weight is None else weight) ** 2 * own.profiled
+                assert got[1] == pytest.approx(want, rel=1e-9), (weight, lo, hi, order)
 
 
 def test_points_answer_as_the_reference_across_expected_rows(db):

@@ -98,17 +98,21 @@ def test_calibration_terms_from_cut_pieces_equal_the_reference_range_by_range(co
     assert doubt.tolist() == [w[2] for w in want] and inexact.tolist() == [w[3] for w in want]
     # each cut cell's disagreement apart, in the cells that hold the snapped bounds
     grid = s["grid"]
-    for a, b, f, l_, fc, lc in list(zip(lo, hi, t.first, t.last, t.first_cell, t.last_cell))[:300]:
+    for i, (a, b, f, l_, fc, lc) in enumerate(list(zip(lo, hi, t.first, t.last, t.first_cell, t.last_cell))[:300]):
         if lc >= 0:
             A, B = query.snap(float(a), float(b), s["step"])
             assert (fc, lc) == (query.cell_of(grid, A), query.cell_of(grid, B)) and fc < lc
             top = query.lattice_value(round(grid[fc + 1] / s["step"] - 0.5), s["step"])  # (the cell's last value)
             assert query.snap(float(a), top, s["step"])[1] == grid[fc + 1]
             assert f == query.range_1d(dict(s, doubt_weight=0.0), float(a), top, 0).disagreement
+            if t.first_own is not None:  # (a profiled cell's own spread apart, 0.25.0)
+                assert t.first_own[i] == query.range_1d(dict(s, doubt_weight=0.0), float(a), top, 0).profiled
     # (qty's ranges lie among its heavy values, where every range is exact: the branch with no cell)
     assert inexact.sum() > 300 if column != "qty" else not inexact.any(), inexact.sum()
+    assert (t.first_own is not None) == (s["period"] > 0) and (s["period"] > 0) == (column == "created_at")
     # range_terms is range_1d's own answer: its variance at a weight is the spread plus the weight² · doubt, and
-    # with a weight for each group of cells, the spread plus (each cut cell's weight · its disagreement)²
+    # with a weight for each group of cells, the spread plus (each cut cell's weight · its disagreement)², plus
+    # each profiled cut cell's weight² · its own spread (0.25.0)
     if len(grid) < 3:
         return
     groups = np.linspace(0.3, 2.4, min(8, len(grid) - 1))
@@ -117,8 +121,9 @@ def test_calibration_terms_from_cut_pieces_equal_the_reference_range_by_range(co
         assert r.estimate == w[0] and r.variance == pytest.approx(w[1] + 0.49 * w[2], rel=1e-12, abs=1e-12)
         g = dict(s, doubt_weight=0.7, doubt_weights=groups.tolist())
         weigh = [groups[c * len(groups) // (len(grid) - 1)] if c >= 0 else 0.0 for c in (t.first_cell[i], t.last_cell[i])]
+        own = 0.0 if t.first_own is None else weigh[0] ** 2 * t.first_own[i] + weigh[1] ** 2 * t.last_own[i]
         assert query.range_1d(g, float(a), float(b), 0).variance == pytest.approx(
-            w[1] + (weigh[0] * t.first[i] + weigh[1] * t.last[i]) ** 2, rel=1e-12, abs=1e-12)
+            w[1] + (weigh[0] * t.first[i] + weigh[1] * t.last[i]) ** 2 + own, rel=1e-12, abs=1e-12)
 
 
 def _own_counts(x: np.ndarray, cuts: np.ndarray) -> Counts:
@@ -361,27 +366,71 @@ def test_a_frequency_tables_cells_are_calibrated_on_bounds_among_them():
         == (built.doubt_weight, built.doubt_weights)
 
 
-def test_what_the_build_does_not_calibrate_stays_weighed_as_before(monkeypatch):
-    """A continuous column, a column the synopsis holds exactly and a time column whose build tries a periodic
-    profile store no weight (NULL): their doubt weighs query.SHAPE_DOUBT, as before 0.20.0. The time column's
-    scan counts no cuts (they would cost it about a fifth more); the same column without a profile tried does."""
+def test_what_the_build_does_not_calibrate_stays_weighed_as_before():
+    """A continuous column and a column the synopsis holds exactly store no weight (NULL): their doubt weighs
+    query.SHAPE_DOUBT, as before 0.20.0."""
     rng = np.random.default_rng(5)
     continuous = _build(rng.standard_normal(100_000))
     assert continuous.doubt_weight is None and continuous.doubt_weights is None
     few = _build(rng.integers(0, 20, 50_000).astype(np.float64))
     assert few.kde_rows == 0 and few.doubt_weight is None and few.doubt_weights is None
+    assert query.doubt_weight(dict(few.payload(), doubt_weight=None)) == query.SHAPE_DOUBT == 1.0
+
+
+def test_a_profiled_time_column_of_few_cells_is_calibrated_with_one_weight(monkeypatch):
+    """A time column whose build keeps a periodic profile over a few cells (0.25.0): its scan counts the
+    calibration's cuts (PROFILE_PROBES values of each kind) too, folded back into the same cells and profile as
+    without them; it stores one weight (no groups: its cells left them no bytes), never 0, the one of WEIGHTS
+    whose intervals, each profiled cut cell's own spread scaled by its square, cover nearest 95% of the
+    calibration's ranges, counted exactly from the column; two builds store the same synopsis. Over more than
+    PROFILE_CELLS_MOST cells its scan counts no cuts, and it stores no weight (weighed 1)."""
     grids = []
     scan = ArrayTableReader.scan_1d
     monkeypatch.setattr(ArrayTableReader, "scan_1d", lambda self, points, *a: grids.append(len(points)) or scan(self, points, *a))
-    t = _column("created_at", 200_000)
-    timed = _build(t, 8192, DAY_PROFILE)
-    assert timed.period > 0 and timed.doubt_weight is None and timed.doubt_weights is None
-    assert grids and all(g <= timed.grid_size + 2 for g in grids), grids
+    t = _column("created_at", 200_000, seed=3)
+    budget = 2048
+    timed = _build(t, budget, DAY_PROFILE)
+    assert timed.period > 0 and timed.doubt_weights is None and timed.grid_size - 1 <= calibration.PROFILE_CELLS_MOST
+    assert timed.doubt_weight in WEIGHTS and timed.doubt_weight > 0
+    assert grids[-1] > timed.grid_size + 2 * calibration.PROFILE_PROBES, grids
     grids.clear()
-    plain = _build(t, 8192)
-    assert plain.period == 0 and plain.doubt_weight in WEIGHTS and grids[-1] > plain.grid_size + 1000
-    s = dict(timed.payload(), doubt_weight=None)
-    assert query.doubt_weight(s) == query.SHAPE_DOUBT == 1.0
+    many = _build(t, 8192, DAY_PROFILE)
+    assert many.period > 0 and many.grid_size - 1 > calibration.PROFILE_CELLS_MOST
+    assert many.doubt_weight is None and many.doubt_weights is None
+    assert grids and all(g <= many.grid_size + 2 for g in grids), grids
+    assert dataclasses.replace(_build(t, budget, DAY_PROFILE), seconds=0.0) == dataclasses.replace(timed, seconds=0.0)
+    # the weight from the column's own counts, on the same ranges
+    plan = timed.pinned.plan
+    cuts = np.unique(np.concatenate([c for _, c in plan.cuts()]))
+    s = timed.payload()
+    span = (float(t.min()), float(t.max()))
+    assert calibration.calibrate(s, plan.probes, plan.even, _own_counts(t, cuts), span, plan.among, 0) \
+        == (timed.doubt_weight, None)
+    # the weight scales a profiled range's variance by its square, nothing else
+    lo, hi = float(np.quantile(t, 0.31)), float(np.quantile(t, 0.77))
+    own = query.range_1d(dict(s, doubt_weight=0.0), lo, hi, 0)
+    assert own.variance == 0 and own.profiled > 0 and own.disagreement == 0
+    for w in (None, 0.4, timed.doubt_weight, 2.5):
+        got = query.range_1d(dict(s, doubt_weight=w), lo, hi, 0)
+        assert (got.estimate, got.low, got.high) == (own.estimate, own.low, own.high)
+        assert got.variance == pytest.approx((1.0 if w is None else w) ** 2 * own.profiled, rel=1e-12)
+    # without the cuts: the same synopsis, not calibrated (weighed 1, as before 0.25.0)
+    monkeypatch.setattr(build, "probes", lambda *a: (np.empty(0), np.empty(0)))
+    plain = _build(t, budget, DAY_PROFILE)
+    assert plain.doubt_weight is None and plain.doubt_weights is None
+    assert dataclasses.replace(plain, doubt_weight=timed.doubt_weight, seconds=0.0, pinned=None) \
+        == dataclasses.replace(timed, seconds=0.0, pinned=None)
+
+
+def test_a_profiled_synopsis_takes_no_weight_0():
+    """Ranges whose errors only a weight of 0 covers 95% of (95% of them exact, the others a millionth of their
+    spread off): weight_for picks 0 where it may; where it may not, as a profiled synopsis' calibration asks
+    (its intervals would have no width at 0), every other weight covers them all, and it takes the one nearest
+    SHAPE_DOUBT."""
+    errors = np.where(np.arange(2000) < 1900, 0.0, 1e-6)
+    spread, doubt = np.zeros(2000), np.ones(2000)
+    assert calibration.weight_for(errors, spread, doubt) == 0.0
+    assert calibration.weight_for(errors, spread, doubt, least=WEIGHTS[1]) == query.SHAPE_DOUBT
 
 
 def test_a_stored_weight_weighs_the_doubt_of_every_range():
@@ -424,3 +473,4 @@ def test_a_kept_plan_keeps_its_cuts_and_a_plan_kept_before_them_is_made_again():
     # (a number or a nested list where a list belongs, a tampered kde_parts.plan: a review raised TypeError)
     for key, bad in (("among", 5), ("probes", [old["even"][:2]]), ("points", 3.0), ("flagged", [[1.0]])):
         assert build.Pinned1D.from_json(json.dumps(dict(json.loads(text), **{key: bad}))) is None, key
+

@@ -33,7 +33,10 @@ from pg_kde.synopsis.cells import (
     own_holes,
     period_counts,
     profile_cut,
+    profile_piece_moments,
     profile_share_variance,
+    profile_spread,
+    profile_tilt,
     shape_of,
 )
 from pg_kde.synopsis.query import (cell_weight, heavy_values, held_interval, held_rows, interval, interval_1d, lattice_value, mean_bounds, own_slots,
@@ -245,7 +248,9 @@ def daily_times(rng, n, days=366):
 @pytest.mark.parametrize("step", [0.0, 1.0, 86400.0])
 def test_profile_cut_integrates_the_profile(rng, step):
     """profile_cut's share and mean position against a numerical integral of the piecewise-constant density
-    (bins of (x + step/2) mod T), on cells shorter and longer than the period."""
+    (bins of (x + step/2) mod T), on cells shorter and longer than the period; so are the cell's moments
+    (profile_piece_moments, to the third, 0.25.0) and a row's mean and variance of position under a tilt
+    (profile_spread)."""
     period, bins = (604800.0, 7) if step == 86400.0 else (86400.0, 48)
     sample = rng.uniform(0, 40 * period, 5000)
     sample = np.floor(sample / step) * step if step else sample
@@ -264,9 +269,18 @@ def test_profile_cut_integrates_the_profile(rng, step):
     for g0, width in [(1.7e9 + 1234.5, 0.3 * period), (1.7e9 - 777.0, 5.7 * period), (3 * period, 2 * period),
                       (late - 90.0, 300.0), (late - 18.0, 60.0)]:
         g1 = g0 + width
+        x = np.linspace(g0, g1, 400_001)
+        f, t = density(x), (x - g0) / width
+        z = profile_piece_moments(prof, period, step, g0, g1, 0.0, 1.0, whole=True)
+        for k in (1, 2, 3):
+            assert z[k] / z[0] == pytest.approx((t ** k * f).sum() / f.sum(), abs=2e-5), (g0, width, k)
+        for beta in (0.0, 1.3, -0.7):
+            tilted = f * (1 + beta * (t - 0.5))
+            mu = (t * tilted).sum() / tilted.sum()
+            mean, var = profile_spread(z, beta)
+            assert mean == pytest.approx(mu, abs=2e-5)
+            assert var == pytest.approx(((t - mu) ** 2 * tilted).sum() / tilted.sum(), abs=2e-5)
         for t0, t1 in [(0.0, 0.37), (0.2, 0.9), (0.5, 1.0), (0.41, 0.41)]:
-            x = np.linspace(g0, g1, 400_001)
-            f = density(x)
             inside = (x >= g0 + t0 * width) & (x <= g0 + t1 * width)
             share, pos, _ = profile_cut(prof, period, g0, g1, t0, t1, step)
             assert share == pytest.approx(f[inside].sum() / f.sum(), abs=2e-5)
@@ -624,9 +638,11 @@ def test_a_points_interval_holds_its_likeliest_whole_counts(rng):
 
 def test_a_profiled_cut_keeps_the_bridge_share_of_the_profiles_error(rng):
     """Under a periodic profile a cut cell's variance is n k + n² (k / (f (1 − f))) V, k = f (1 − f) −
-    3 f² (1 − a − b)²: V, the variance of the share that the profile's own sample of k_p rows leaves, is an
-    empirical process of those rows too, and the tilt to the cell's exact mean conditions it as it does the
-    cell's rows (0.9.0 kept all of it: budget.py's time column covered 97–99.7% of its ranges from 4 KB on)."""
+    (f (pos − μ))² / σ², pos the mean position of the rows the range holds, μ and σ² a row's under the tilted
+    profile (0.25.0; 0.9.0–0.24.0: k = f (1 − f) − 3 f² (1 − a − b)², rows spread evenly): V, the variance of
+    the share that the profile's own sample of k_p rows leaves, is an empirical process of those rows too, and
+    the tilt to the cell's exact mean conditions it as it does the cell's rows (0.9.0 kept all of it:
+    budget.py's time column covered 97–99.7% of its ranges from 4 KB on)."""
     x = np.sort(daily_times(rng, 400_000))
     b = build_1d(ArrayTableReader((x,)), Requested("auto", 20000, None, "auto", 4096), quiet, period=DAY_PROFILE)
     s = b.payload()
@@ -642,9 +658,10 @@ def test_a_profiled_cut_keeps_the_bridge_share_of_the_profiles_error(rng):
         w = g1 / 2 - g0 / 2
         t0 = max(0.0, ((math.ceil(lo) - 0.5) / 2 - g0 / 2) / w)
         t1 = ((math.floor(hi) + 0.5) / 2 - g0 / 2) / w
-        share, _, delta = profile_cut(s["profile"], s["period"], g0, g1, t0, t1, s["step"], mean)
-        a = profile_cut(s["profile"], s["period"], g0, g1, 0.0, t0, s["step"], mean)[0] if t0 > 0 else 0.0
-        keep = share * (1 - share) - 3 * (share * (1 - 2 * a - share)) ** 2
+        share, pos, delta = profile_cut(s["profile"], s["period"], g0, g1, t0, t1, s["step"], mean)
+        z = profile_piece_moments(s["profile"], s["period"], s["step"], g0, g1, 0.0, 1.0, whole=True)
+        mu, sigma2 = profile_spread(z, profile_tilt(z, mean), (g1 - g0) / s["step"])
+        keep = share * (1 - share) - (share * (pos - mu)) ** 2 / sigma2
         assert delta > 0 and r.variance == pytest.approx(
             n * keep + n * n * keep / (share * (1 - share)) * delta, rel=1e-9)
 
@@ -1026,3 +1043,36 @@ def test_the_search_for_the_shapes_mean_does_not_overshoot(rng):
         own = fit_holes(cubic_shape(*rng.uniform(0.1, 3.0, 2)), target, heavy_slots(heavy, 1.0, 99.5, 149.5))
         near += abs(own.share(0.0, 1.0, -math.inf, math.inf)[1] - target) <= 1e-3
     assert near >= 0.95 * 300, near
+
+
+def test_a_profiled_cells_exact_mean_pins_down_its_rows_as_their_positions_do(rng):
+    """A cell of 1.4 days under a daily profile (busy afternoons), its n rows drawn from it 4,000 times: the
+    count below a cut given the rows' mean (the residual variance of the count regressed on the mean, what the
+    synopsis' exact count and sum leave) is range_1d's variance, n (f (1 − f) − (f (pos − μ))²/σ²), within 8%,
+    at a busy hour and at night (0.25.0). The evenly spread bridge of 0.9.0–0.24.0, n f (1 − f)(1 − 3 f (1 − f)),
+    misses it by a fifth or more at one of them."""
+    period, bins, n, draws = 86400.0, 48, 2000, 4000
+    hours = (np.arange(bins) + 0.5) / 2
+    prof = make_profile(np.exp(-0.5 * (hours - 14) ** 2 / 3 ** 2) * 1e9 + 1e8)  # (counted over ~1e10 rows)
+    g0, g1 = 1704067200.0, 1704067200.0 + 1.4 * period
+    x = np.linspace(g0, g1, 1_000_001)
+    dens = np.diff(prof[: bins + 1])[np.minimum((np.mod(x, period) / period * bins).astype(np.int64), bins - 1)]
+    cdf = np.cumsum(dens) / dens.sum()
+    rows = x[np.searchsorted(cdf, rng.random((draws, n)))] + rng.uniform(0, (g1 - g0) / 1e6, (draws, n))
+    mu = float((x * dens).sum() / dens.sum())
+    s = {"atom_values": [], "atom_cum_count": [], "atom_cum_sum": [], "kde_rows": n, "grid": [g0, g1],
+         "grid_size": 2, "cell_cum_count": [0.0, float(n)], "cell_cum_sum": [0.0, n * mu], "step": 0.0,
+         "density": [1.0, 1.0], "shape_var": 0.0, "period": period, "profile": prof.tolist(), "atom_pack": b"",
+         "sum_slack": 0.0, "sum_quantum": 0.0, "heavy_whole": True, "doubt_weight": None, "doubt_weights": None}
+    means = rows.mean(axis=1)
+    off = []
+    for hour in (15.0, 27.5):  # the first afternoon, and the night after it
+        cut = g0 + hour * 3600
+        below = (rows < cut).sum(axis=1).astype(float)
+        slope = np.cov(below, means)[0, 1] / means.var(ddof=1)
+        residual = np.var(below - slope * means, ddof=2)
+        r = range_1d(s, g0, cut, 0)
+        assert r.variance == pytest.approx(residual, rel=0.08), hour
+        f = float(np.mean(below)) / n
+        off.append(abs(n * f * (1 - f) * (1 - 3 * f * (1 - f)) / residual - 1))
+    assert max(off) > 0.2, off
