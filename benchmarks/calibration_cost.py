@@ -6,11 +6,14 @@ itself, in memory.
 
 Without --dsn (or $PG_KDE_DSN) it starts the embedded local server of the current directory. In a database of
 its own (pg_kde_calibration_bench; dropped and recreated) it generates benchmarks/budget.py's sales table,
-refreshes amount and created_at at the default budget, and times the refresh's aggregate (_kde_cells) over each
-stored grid, then over that grid with the cuts a build would add (calibration.probes and cuts_of of a 1% block
-sample, as the build takes them from its sample), alternating, --repeats times each; medians. In memory, on
+refreshes amount at the default budget and created_at at 2 KB (a profiled time column's build counts cuts only
+over a few cells, 0.25.0), and times the refresh's aggregate (_kde_cells) over each stored grid, then over that
+grid with the cuts a build would add (calibration.probes and cuts_of of a 1% block sample, as the build takes
+them from its sample: PROBES values of each kind, PROFILE_PROBES for the time column), alternating, --repeats
+times each; medians. In memory, on
 benchmarks/coverage.py's columns of the same size, it times calibration.calibrate on the cuts each build
-counted (medians of 3 builds) at 2, 8 and 64 KB. Writes benchmarks/results/calibration_cost.md and prints it.
+counted (medians of 3 builds) at 2, 8 and 64 KB: the cents, the Zipf-like quantity, and the time column with
+its daily profile (calibrated since 0.25.0). Writes benchmarks/results/calibration_cost.md and prints it.
 """
 
 from __future__ import annotations
@@ -32,10 +35,13 @@ from load import fresh_database
 
 from pg_kde import __version__, admin, server
 from pg_kde.synopsis import build, calibration
+from pg_kde.synopsis.cells import DAY_PROFILE
 
 DATABASE = "pg_kde_calibration_bench"
-#: column -> (lattice step, the column as float8 in SQL)
-SCANNED = {"amount": (0.01, "amount::float8"), "created_at": (1.0, "extract(epoch FROM created_at)::float8")}
+#: column -> (lattice step, the column as float8 in SQL, the budget refreshed (None: the default), the calibration
+#: values of each kind its build takes)
+SCANNED = {"amount": (0.01, "amount::float8", None, calibration.PROBES),
+           "created_at": (1.0, "extract(epoch FROM created_at)::float8", 2048, calibration.PROFILE_PROBES)}
 
 
 def timed(conn, sql, params=()) -> float:
@@ -51,13 +57,13 @@ def scan_costs(dsn: str, rows: int, repeats: int) -> list:
         conn.execute("SELECT setseed(0.5)")
         conn.execute(SALES_SQL.format(rows=int(rows)))
         conn.execute("VACUUM ANALYZE sales")
-        for col, (step, expr) in SCANNED.items():
-            conn.execute("SELECT kde_refresh('sales', %s)", (col,))
+        for col, (step, expr, budget, count) in SCANNED.items():
+            conn.execute("SELECT kde_refresh('sales', %s, budget => %s)", (col, budget))
             grid = np.asarray(conn.execute("SELECT grid FROM kde_synopsis WHERE relid = 'sales'::regclass AND "
                                            "cols = ARRAY[%s]", (col,)).fetchone()[0], dtype=np.float64)
             sample = np.array([r[0] for r in conn.execute(
                 f"SELECT {expr} FROM sales TABLESAMPLE SYSTEM (1) REPEATABLE (1)").fetchall()])
-            ranked, even = calibration.probes(sample, (sample.min(), sample.max()), step)
+            ranked, even = calibration.probes(sample, (sample.min(), sample.max()), step, count)
             plan = build._Plan1D(grid, np.empty(0), step, step, False, 0, 0, np.empty(0), 0, ranked, even)
             fine = plan.scanned_grid()
             # (the column as the aggregate reads it: numeric and timestamptz directly)
@@ -87,11 +93,11 @@ def calibration_costs(rows: int) -> list:
     out = []
     build.calibrate = clocked
     try:
-        for col in ("amount", "qty"):
+        for col in ("amount", "qty", "created_at"):
             for budget in (2048, 8192, 65536):
                 spent.clear()
                 for _ in range(3):
-                    payload = synopsis(data[col], budget)
+                    payload = synopsis(data[col], budget, DAY_PROFILE if col == "created_at" else None)
                 # (none where the build does not calibrate: a column it holds exactly at that size)
                 out.append((col, budget, payload["doubt_weight"], statistics.median(spent) if spent else None))
     finally:
