@@ -970,7 +970,7 @@ def profile_cut(profile, period: float, g0: float, g1: float, t0: float, t1: flo
 
 
 def profile_piece_moments(profile, period: float, step: float, g0: float, g1: float, t0: float, t1: float,
-                          whole: bool = False) -> Tuple[float, float, float]:
+                          whole: bool = False) -> Tuple[float, float, float, float]:
     """∫ p, ∫ t p, ∫ t² p, ∫ t³ p over [t0, t1] of cell [g0, g1] (t = (x − g0)/w): of the whole cell, [g0, g1],
     with ``whole``, else of [g0 + t0 w, g0 + t1 w]. As kde_profile_piece_moments in C."""
     w = g1 - g0
@@ -1018,8 +1018,8 @@ def profile_spread(z, beta: float, slots: float = 0.0) -> Tuple[float, float]:
     """(mean, variance) of the position t of a cell's rows under the profile tilted by β, from the cell's moments
     z (:func:`profile_piece_moments`, whole): E t^k = (z_k + β (z_{k+1} − z_k / 2)) / (z_0 + β (z_1 − z_0 / 2)).
     On a lattice of ``slots`` slots in the cell (2 or more) its rows sit on the slots' centres, whose positions
-    vary by 1/(12 slots²) less than the density spread over each slot's width (docs/math.md §7, "What the mean
-    pins down"). As kde_profile_spread in C."""
+    vary by 1/(12 slots²) less than the density spread over each slot's width (docs/math.md §7, the exact mean
+    under a periodic profile). As kde_profile_spread in C."""
     z0, z1, z2, z3 = z
     total = z0 + beta * (z1 - z0 / 2)
     if not total > 0:
