@@ -61,6 +61,8 @@ extern double kde_profile_tilt(const double *z, double mean);
 extern void kde_profile_tilted(const double *z, const double *c, double beta, double t0, double t1, double *share,
 							   double *pos);
 extern void kde_profile_spread(const double *z, double beta, double slots, double *mean, double *var);
+/* The largest tilt of the profile's density p (1 + beta (t - 1/2)): it stays non-negative (cells.PROFILE_TILT). */
+#define PROFILE_TILT 2.0
 
 /* the float8 value of lattice point k: k q for steps of 1 and more, k / (1/q) below (query.lattice_value) */
 static inline double

@@ -242,8 +242,6 @@ kde_phases_combine(PG_FUNCTION_ARGS)
 	PG_RETURN_BYTEA_P(a);
 }
 
-/* The largest tilt of the profile's density p (1 + beta (t - 1/2)): it stays non-negative. */
-#define PROFILE_TILT 2.0
 
 typedef struct Profile
 {

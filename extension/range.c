@@ -44,6 +44,8 @@ PG_FUNCTION_INFO_V1(kde_range);
 /* What the cell's exact count and mean take from the binomial variance of the rows between its shares a and b:
  * f (1 - f) - MEAN_KNOWN f² (1 - a - b)², f = b - a (query.MEAN_KNOWN). */
 #define MEAN_KNOWN 3.0
+/* query.PINNED_MOST: the most of a profiled cut cell's f (1 - f) its exact mean may pin down */
+#define PINNED_MOST 0.75
 
 /* query.mean_known: on a lattice of step q a cell of half-width w holds m = 2w/q values, whose positions vary
  * by (1 - 1/m²)/12, so its exact mean pins down m²/(m² - 1) times as much; 3 on a continuous column, past 10⁶
@@ -842,7 +844,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		Holes		own_holes;
 		bool		profile_ready = false;	/* own.z and its tilt taken for the heavy values (a profile's) */
 		double		spread_mean = 0.5,	/* a profile's: a row's position in the cell, its mean and variance */
-					spread_var = 0.0;
+					spread_var = 0.0;	/* (0: the even bridge) */
 
 		t0 = clamp(t0, 0.0, 1.0);
 		t1 = clamp(t1, 0.0, 1.0);
@@ -901,14 +903,21 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 				position(part, first, t0, t1, &share, &pos);
 			}
 			apart = 0.0;
-			/* where the cell's rows lie under the tilted profile: what its exact mean pins down (0.25.0) */
+			/* where the cell's rows lie under the tilted profile: what its exact mean pins down (0.25.0); not
+			 * where the tilt cannot reach the cell's mean or heavy values hold some of its slots (the even
+			 * bridge, as before) */
 			if (!profile_ready)
 			{
 				kde_profile_piece_moments(profile, profile_n, period, step, g0, g1, 0.0, 1.0, true, own.z);
 				piece_mean(&own, own.m);
 			}
-			kde_profile_spread(own.z, kde_profile_tilt(own.z, own.m), step > 0 ? cell_slots(w, step) : 0.0,
-							   &spread_mean, &spread_var);
+			{
+				double		beta = kde_profile_tilt(own.z, own.m);
+
+				if (fabs(beta) < PROFILE_TILT && own_holes.n == 0)
+					kde_profile_spread(own.z, beta, step > 0 ? cell_slots(w, step) : 0.0, &spread_mean,
+									   &spread_var);
+			}
 		}
 		else
 		{
@@ -969,13 +978,14 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		}
 		/* f (1 - a - b), a the share below the range (within 1 - f), b = a + f */
 		pinned = f * (1 - 2 * fmin(below, 1.0 - f) - f);
-		if (period > 0)
+		if (spread_var > 0)
 		{
 			/* under a profile the rows crowd its busy hours: the exact mean pins down the rows in [t0, t1] by
-			 * their covariance with a row's position, f (pos - mean), over its variance (0.25.0) */
+			 * their covariance with a row's position, f (pos - mean), over its variance (0.25.0), never more than
+			 * PINNED_MOST of f (1 - f) */
 			double		pinned_by = f * (pos - spread_mean);
 
-			keep = spread_var > 0 ? fmax(0.0, f * (1 - f) - pinned_by * pinned_by / spread_var) : f * (1 - f);
+			keep = fmax((1 - PINNED_MOST) * f * (1 - f), f * (1 - f) - pinned_by * pinned_by / spread_var);
 		}
 		else
 			keep = fmax(0.0, f * (1 - f) - mean_known(w, step) * pinned * pinned);

@@ -26,7 +26,7 @@ same synopsis bit for bit.
 
 A time column whose build tries a periodic profile and plans at most :data:`PROFILE_CELLS_MOST` cells (0.25.0)
 is calibrated likewise, between :data:`PROFILE_PROBES` values of each kind, with one weight (no groups: its
-cells leave the weights no bytes) and none of 0: a profiled cell has no other shape to disagree with, D = 0,
+cells leave the weights no bytes) and none below :data:`PROFILE_WEIGHT_LEAST`: a profiled cell has no other shape to disagree with, D = 0,
 so the weight scales the cell's own spread instead, its variance w² times the rows' own
 (:func:`pg_kde.synopsis.query.smooth_1d`); where the KDE's shape fits better than the profile after all, the
 weight weighs its disagreement, as on any lattice column. The rows' spread about the profile is the model's
@@ -66,6 +66,11 @@ PROFILE_PROBES = 256
 #: the model says (92.6–96.9% at weight 1 on 10⁷ rows), which the calibration measures (docs/benchmarks.md,
 #: "0.25.0").
 PROFILE_CELLS_MOST = 128
+#: The least weight of a profiled synopsis' cells' own spread: one weight fitted on the cuts about a few hundred
+#: values of some 40 cells does not carry to every kind of range far below 1 (a red team: hourly timestamps at
+#: 2 KB took 0.45, and ranges inside one cell were covered 83–86% where weight 1 covered 99.5%); the time
+#: column's builds took 0.95–1.15.
+PROFILE_WEIGHT_LEAST = 0.75
 #: The widest of a frequency table's cells, in slots, whose every lattice value is a calibration value
 #: (:func:`among_probes`).
 SLOTS_MOST = 64
@@ -484,15 +489,16 @@ def calibrated_weights(payload: dict, lo: np.ndarray, hi: np.ndarray, exact: np.
                        counts: Optional[np.ndarray] = None, groups: Optional[int] = None) -> Calibrated:
     """The weights of the synopsis ``payload`` (:func:`weight_for`, then :func:`group_weights`) on the ranges
     [lo_i, hi_i] whose exact counts are ``exact`` (each counting ``counts`` ranges): of those its hard bounds
-    leave open. None where none is, or none has doubt. A synopsis that follows a periodic profile takes no
-    weight 0 (its cut cells' variance would be none: zero width only where the answer is exact)."""
+    leave open. None where none is, or none has doubt. A synopsis that follows a periodic profile takes none
+    below :data:`PROFILE_WEIGHT_LEAST` (at 0 its cut cells' variance would be none: zero width only where the
+    answer is exact)."""
     if not len(lo):
         return Calibrated(None, None)
     counts = np.ones(len(lo)) if counts is None else np.asarray(counts, dtype=np.float64)
     t = calibration_terms(payload, lo, hi)
     open_ = t.inexact
     errors, counts = (t.estimate - exact)[open_], counts[open_]
-    least = WEIGHTS[1] if payload.get("period", 0.0) > 0 else 0.0
+    least = PROFILE_WEIGHT_LEAST if payload.get("period", 0.0) > 0 else 0.0
     weight = weight_for(errors, t.spread[open_], t.doubt[open_], counts, least)
     if weight is None:
         return Calibrated(None, None)

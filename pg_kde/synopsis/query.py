@@ -14,7 +14,7 @@ from typing import Optional
 
 from .cells import (MEAN_KNOWN, c_ceil, cell_slots, c_floor, cell_ends, cubic_shape, fit_holes, heavy_slots,  # noqa: F401
                     linear_shape, mean_known, own_holes, profile_cut, cell_moments, profile_shape,
-                    profile_spread, profile_tilt, shape_of)
+                    profile_spread, profile_tilt, shape_of, PROFILE_TILT)
 from .maths import is_tie_cell, ulp
 from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_pairs
 
@@ -23,6 +23,12 @@ from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_p
 #: (doubt_weight: NULL before 0.20.0, and on a continuous column or a synopsis with no cells, which its build
 #: does not calibrate; a time column whose build tries a periodic profile until 0.25.0: :mod:`.calibration`).
 SHAPE_DOUBT = 1.0
+#: The most of a profiled cut cell's binomial variance f (1 − f) its exact mean may pin down (0.25.0): the most
+#: it pins down of rows spread evenly over a cell, 3 f (1 − f) at f = ½ (:data:`MEAN_KNOWN`). Where a profile's
+#: busy hours or its tilt to the cell's mean put nearly all rows in two clumps, its moments would claim the
+#: mean fixes the split (a red team: a weekly profile's three-day cell, variance 0 where the count was 24 of
+#: 27), which the shape's estimate does not use. The same literal in extension/range.c.
+PINNED_MOST = 0.75
 #: Half a row each side of a point query's count interval (lo = hi; docs/math.md §7) on a continuous column
 #: (:func:`interval_1d`; on a lattice a point's interval comes from the law of a value drawn from the rows,
 #: 0.24.0). A value a user asks about is mostly one the column holds, so its count is at least one.
@@ -176,6 +182,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
         # inside a cell").
         slots = heavy_slots(heavy, s["step"], g0, g1)
         doubt = 0.0
+        spread_at = None  # (a profiled cell's: a row's mean position and its variance)
         if s.get("period", 0.0) > 0:
             # The periodic profile's shape, tilted to the cell's mean, and the variance of its share that
             # the profile's own sample leaves (cells.profile_share_variance).
@@ -184,9 +191,13 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             if own.slots:
                 share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
             apart = 0.0
-            # where the cell's rows lie under the tilted profile: what its exact mean pins down (0.25.0)
+            # where the cell's rows lie under the tilted profile: what its exact mean pins down (0.25.0); not where
+            # the tilt cannot reach the cell's mean or heavy values hold some of its slots, whose rows' positions
+            # the profile's moments do not follow (the even bridge below, as before)
             z = cell_moments(s["profile"], s["period"], s["step"], g0, g1)
-            spread_at = profile_spread(z, profile_tilt(z, own.m), cell_slots(w, s["step"]) if s["step"] > 0 else 0.0)
+            beta = profile_tilt(z, own.m)
+            if abs(beta) < PROFILE_TILT and not own.slots:
+                spread_at = profile_spread(z, beta, cell_slots(w, s["step"]) if s["step"] > 0 else 0.0)
         else:
             own, other = own_holes(d0, d1, mean, slots, s["step"], g0, g1)
             share, pos = _position(*own.share(t0, t1, A, B), t0, t1)
@@ -208,13 +219,14 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
                 cuts = max(cuts, below * (1 - below) + upto * (1 - upto))
         a = min(below, 1.0 - f)
         pinned = f * (1 - 2 * a - f)  # f (1 − a − b), b = a + f
-        if s.get("period", 0.0) > 0:
+        if spread_at is not None and spread_at[1] > 0:
             # Under a profile the rows crowd its busy hours: the exact mean pins down the rows in [t0, t1] by
-            # their covariance with a row's position, f (pos − μ), over its variance σ² (0.25.0; the line's
-            # bridge below assumes rows spread evenly over the cell, docs/math.md §7)
+            # their covariance with a row's position, f (pos − μ), over its variance σ² (0.25.0; the bridge
+            # below assumes rows spread evenly over the cell, docs/math.md §7), never more than PINNED_MOST of
+            # f (1 − f)
             mu, sigma2 = spread_at
             pinned_by = f * (pos - mu)
-            keep = max(0.0, f * (1 - f) - pinned_by * pinned_by / sigma2) if sigma2 > 0 else f * (1 - f)
+            keep = max((1 - PINNED_MOST) * f * (1 - f), f * (1 - f) - pinned_by * pinned_by / sigma2)
         else:
             keep = max(0.0, f * (1 - f) - mean_known(w, s["step"]) * pinned * pinned)
         # The profile's own sampling error (a variance of the share): the tilt to the cell's exact mean

@@ -938,6 +938,52 @@ def test_the_server_weighs_a_profiled_cells_own_spread(db):
                 assert got[1] == pytest.approx(want, rel=1e-9), (weight, lo, hi, order)
 
 
+def test_small_profiled_cells_keep_a_spread_wherever_they_are_open(db):
+    """Crafted profiled cells of 2 to 6 slots (dates under a weekly profile with empty days, hours and minutes
+    under the daily one), rows piled on a few slots, some with a heavy value inside: wherever a count's or a
+    sum's hard bounds leave it open its variance is positive, the server's _kde_range equals the reference.
+    Found by a red team on 0.25.0's first version: where the tilt could not reach a cell's mean, bins finer
+    than its slots, or heavy values inside it, the positions' conditioning left no variance (a count of 27
+    read 24 with zero width; 1,187 of 24,810 queries)."""
+    rng = np.random.default_rng(2511)
+    day = 86400.0
+    checked = 0
+    for trial in range(45):
+        step, period, bins = ((day, 7 * day, 7), (3600.0, day, 48), (60.0, day, 48))[trial % 3]
+        profile = make_profile(rng.integers(0, 2000, bins) * (rng.random(bins) < 0.7))
+        start = (1.7e9 // step) * step if trial % 4 else 0.0
+        widths = rng.integers(2, 7, rng.integers(1, 4))
+        grid = np.concatenate([[start - step / 2], start - step / 2 + step * np.cumsum(widths)])
+        counts, sums, atoms = [], [], []
+        for c, slots in enumerate(widths):
+            values = grid[c] + step / 2 + step * np.arange(slots)
+            weights = rng.random(slots) ** 3
+            if slots >= 3 and rng.random() < 0.3:  # a heavy value inside the cell holds none of its rows
+                hole = rng.integers(1, slots - 1)
+                weights[hole] = 0.0
+                atoms.append(float(values[hole]))
+            rows = rng.multinomial(int(rng.integers(5, 200)), weights / weights.sum())
+            counts.append(int(rows.sum()))
+            sums.append(float(rows @ values))
+        row = dict(crafted(grid, counts, sums, np.ones(len(grid)), step, atoms, [50] * len(atoms), period, profile),
+                   doubt_weight=[None, 0.8, 1.5][trial % 3])
+        values = np.arange(grid[0] + step / 2, grid[-1], step)
+        bounds = [(float(a), float(b)) for i, a in enumerate(values) for b in values[i:]]
+        for order in (0, 1):
+            got = db.execute(f"SELECT q.i, (_kde_range({PAYLOAD_ROW}, q.lo, q.hi, %(o)s)).* FROM unnest(%(los)s::float8[], "
+                             "%(his)s::float8[]) WITH ORDINALITY AS q(lo, hi, i) ORDER BY q.i",
+                             {**row, "o": order, "los": [b[0] for b in bounds],
+                              "his": [b[1] for b in bounds]}).fetchall()
+            for (lo, hi), (_, est, variance, low, high) in zip(bounds, got):
+                ref = range_1d(row, lo, hi, order)
+                assert (est, variance, low, high) == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high),
+                                                                   rel=1e-9, abs=1e-9), (trial, lo, hi, order)
+                if low != high:
+                    assert variance > 0, (trial, lo, hi, order, est, low, high)
+                    checked += 1
+    assert checked > 2000
+
+
 def test_points_answer_as_the_reference_across_expected_rows(db):
     """A point's count (lo = hi) is the median of a held value's rows below 10 expected rows, a whole number,
     and their mean from there (0.18.0; docs/math.md §7, "Points"): the server's _kde_range equals the reference

@@ -391,7 +391,7 @@ def test_a_profiled_time_column_of_few_cells_is_calibrated_with_one_weight(monke
     budget = 2048
     timed = _build(t, budget, DAY_PROFILE)
     assert timed.period > 0 and timed.doubt_weights is None and timed.grid_size - 1 <= calibration.PROFILE_CELLS_MOST
-    assert timed.doubt_weight in WEIGHTS and timed.doubt_weight > 0
+    assert timed.doubt_weight in WEIGHTS and timed.doubt_weight >= calibration.PROFILE_WEIGHT_LEAST
     assert grids[-1] > timed.grid_size + 2 * calibration.PROFILE_PROBES, grids
     grids.clear()
     many = _build(t, 8192, DAY_PROFILE)
