@@ -389,39 +389,64 @@ def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, 
     """A frequency table's cells hold the rows whose values its sample missed, most of them in the tails (a
     Zipf-like quantity's largest values). The scan knows its smallest and largest cell values one by one
     (all of them when it kept every one): those join the table, exactly, and the cells left empty at the ends
-    go, where the table and the remaining cells fit the budget (both ends, else the upper, else the lower,
-    else the largest half, quarter, ... of the upper).
+    go, where the table, the remaining cells and their calibrated groups' weights fit the budget: both ends,
+    else the upper, else the lower with as many of the upper's largest as fit, else the lower, else as many of
+    the upper's largest alone (0.26.0; before, the lower alone came before any of the upper's, the budget's
+    rest unused, the upper's were taken by halves, and the groups' weights had the bytes left over).
     Returns (atoms, points, rows, quanta, lo, hi), the last two the remaining cell values' range."""
     low, high = np.asarray(scan.low, dtype=np.float64), np.asarray(scan.high, dtype=np.float64)
-    if every:
-        options = [(np.unique(high, return_counts=True), None, None)]
-    else:
-        # values below the low heap's largest, above the high heap's smallest, are there every one; where the
-        # heaps overlap (fewer than 512 cell rows), the high heap's from the low heap's largest on (no row twice)
-        t_low, t_high = float(low.max()), float(high.min())
-        below, above = low[low < t_low], high[high > t_high]
-        both = np.concatenate([below, high[high >= t_low] if t_low > t_high else above])
-        options = [(np.unique(both, return_counts=True), t_low, t_high),
-                   (np.unique(above, return_counts=True), lo, t_high),
-                   (np.unique(below, return_counts=True), t_low, hi)]
-        # else the largest of them, as many as fit (a Zipf-like tail, where uniform ranges fall)
-        top, top_counts = np.unique(above, return_counts=True)
-        k = len(top)
-        while k > 8:
-            k //= 2
-            options.append(((top[-k:], top_counts[-k:]), lo, float(top[-k - 1])))
-    for (values, counts), new_lo, new_hi in options:
+
+    def fitting(values, counts, new_lo, new_hi):
+        """The table with ``values`` and what remains, where it fits the budget; else None."""
         if not len(values):
-            continue
+            return None
         made = _table_with(atoms, points, rows_in, quanta, values, counts, step, quantum)
         if made is None:
-            continue
+            return None
         table, pack, kept_points, rows, sums = made
         if not len(kept_points):
             new_lo, new_hi = None, None
-        if stored_bytes_1d(len(kept_points), pack=len(pack)) <= budget:
-            return table, kept_points, rows, sums, new_lo, new_hi
-    return atoms, points, rows_in, quanta, lo, hi
+        groups = min(DOUBT_GROUPS, max(len(kept_points) - 1, 0) // 4)  # (the calibration's, room kept for them)
+        if stored_bytes_1d(len(kept_points), pack=len(pack), weights=groups or None) > budget:
+            return None
+        return table, kept_points, rows, sums, new_lo, new_hi
+
+    if every:
+        return (fitting(*np.unique(high, return_counts=True), None, None)
+                or (atoms, points, rows_in, quanta, lo, hi))
+    # values below the low heap's largest, above the high heap's smallest, are there every one; where the
+    # heaps overlap (fewer than 512 cell rows), the high heap's from the low heap's largest on (no row twice)
+    t_low, t_high = float(low.max()), float(high.min())
+    below, above = low[low < t_low], high[high > t_high]
+    both = np.concatenate([below, high[high >= t_low] if t_low > t_high else above])
+    top, top_counts = np.unique(above, return_counts=True)
+    bottom, bottom_counts = np.unique(below, return_counts=True)
+
+    def largest(with_bottom: bool):
+        """The most of the upper's largest values (a Zipf-like tail, where ranges over the domain fall) that
+        fit, beside the lower's or alone: the table's bytes grow with them, so bisect."""
+        def option(k):
+            values, counts = top[-k:], top_counts[-k:]
+            if with_bottom:
+                values, counts = np.concatenate([bottom, values]), np.concatenate([bottom_counts, counts])
+            return fitting(values, counts, t_low if with_bottom else lo, float(top[-k - 1]))
+
+        fits, best, over = 0, None, len(top)  # (all of the upper is an option of its own, tried first)
+        while over - fits > 1:
+            k = (fits + over) // 2
+            made = option(k)
+            if made is None:
+                over = k
+            else:
+                fits, best = k, made
+        return best
+
+    return (fitting(*np.unique(both, return_counts=True), t_low, t_high)
+            or fitting(top, top_counts, lo, t_high)
+            or (largest(True) if t_low < t_high and len(bottom) else None)
+            or fitting(bottom, bottom_counts, t_low, hi)
+            or largest(False)
+            or (atoms, points, rows_in, quanta, lo, hi))
 
 
 #: An end of a lattice column whose scan's extreme values (TAIL_VALUES of them) spread over at least this

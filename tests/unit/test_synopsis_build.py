@@ -11,8 +11,8 @@ import pytest
 from pg_kde import sql_entry
 from pg_kde._errors import UserError
 from pg_kde.synopsis.catalog import HEADER_COLUMNS, split_row
-from pg_kde.synopsis.cells import (ATOM_BYTES, BOUNDARY_BYTES, DEFAULT_BUDGET_1D, DOUBT_BYTES, KDE_POINTS, ROW_BYTES_1D, ROW_BYTES_2D,
-                                  cells_for_budget)
+from pg_kde.synopsis.cells import (ATOM_BYTES, BOUNDARY_BYTES, DEFAULT_BUDGET_1D, DOUBT_BYTES, DOUBT_GROUPS,
+                                  KDE_POINTS, ROW_BYTES_1D, ROW_BYTES_2D, cells_for_budget)
 from pg_kde.synopsis import build as build_module
 from pg_kde.synopsis.packing import unpack_pairs
 from pg_kde.synopsis.query import box_2d, range_1d
@@ -705,6 +705,32 @@ def test_a_frequency_tables_known_tail_values_join_it(rng):
         r = range_1d(s, lo, hi, 0)
         truth = np.count_nonzero((x >= lo) & (x <= (np.inf if hi is None else hi)))
         assert r.estimate == r.low == r.high == truth, (lo, hi, r, truth)
+
+
+def test_a_frequency_table_takes_the_lower_ends_values_and_as_many_of_the_largest_as_fit():
+    """A Zipf-like quantity of 10⁶ rows at 2 KB: both known ends, or the upper alone, do not fit beside the
+    table; the lower end's few values then join it with as many of the upper's largest as the budget holds
+    beside the remaining cells and their groups' weights (0.26.0: before, the lower's alone, the tail's
+    largest values in cells of two or three rows, where ranges over the column's domain end, and a tenth of
+    the budget unused). Ranges from those values to the column's end are exact."""
+    rng = np.random.default_rng([2026, 6])
+    x = np.minimum(np.floor(1 / np.power(1 - rng.random(1_000_000), 1 / 1.2)), 100000.0)
+    requested = Requested("auto", 50000, None, "auto", 2048)
+    built = build_1d(ArrayTableReader((x,), blocks=(157, 1024)), requested, quiet_select)
+    check_1d(built, x)
+    assert built.kde_rows > 0 and built.doubt_weights is not None
+    cells = built.grid_size - 1
+    assert len(built.doubt_weights) == min(DOUBT_GROUPS, cells // 4)
+    used = stored_bytes(built)
+    assert 2048 - 24 < used <= 2048  # (not a tenth of it left: a value's room at most)
+    values = np.unique(x)
+    tail = values[values > built.grid[-1]]  # the largest values, all in the table
+    assert len(tail) > 100 and np.all(np.isin(tail, built.atom_values)) and values[-1] in built.atom_values
+    assert np.all(np.isin(values[values < built.grid[0]], built.atom_values))  # the lower end's too
+    s = built.catalog_row(1, ["x"], IDENTITY, requested)
+    for lo in tail[::10]:
+        r = range_1d(s, float(lo), None, 0)
+        assert r.estimate == r.low == r.high == np.count_nonzero(x >= lo), lo
 
 
 def test_a_larger_budget_keeps_the_frequency_table_a_smaller_one_kept():
