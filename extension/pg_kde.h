@@ -52,6 +52,10 @@ extern int	kde_profile_values(ArrayType *array, const float4 **values);
  * values) */
 extern void kde_profile_share(const float4 *profile, int n, double period, double step, double g0, double g1,
 							  double t0, double t1, double mean, double *share, double *pos, double *doubt);
+/* the same given the cell's moments z (kde_profile_piece_moments over [0, 1], whole) */
+extern void kde_profile_share_of(const float4 *profile, int n, double period, double step, double g0, double g1,
+								 const double *z, double t0, double t1, double mean, double *share, double *pos,
+								 double *doubt);
 /* its parts (cells.profile_piece_moments, profile_tilt, profile_tilted, profile_spread): a piece's moments
  * [int p, int t p, int t^2 p, int t^3 p] (the whole cell's with whole), the tilt to a mean from the cell's moments
  * z, a piece's share and position under a tilt, and the mean and variance of a row's position in the cell */

@@ -519,19 +519,30 @@ kde_profile_tilted(const double *z, const double *c, double beta, double t0, dou
 	*pos_out = fmin(t1, fmax(t0, pos));
 }
 
-/* The profile cut of a cell (pg_kde.h): what _kde_profile_cut returns, for _kde_range (range.c). */
+/* The profile cut of a cell (pg_kde.h): what _kde_profile_cut returns, given the cell's moments z
+ * (kde_profile_piece_moments over [0, 1], whole periods closed), which _kde_range (range.c) has taken already. */
+void
+kde_profile_share_of(const float4 *profile, int n, double period, double step, double g0, double g1,
+					 const double *z, double t0, double t1, double mean, double *share_out, double *pos_out,
+					 double *doubt_out)
+{
+	Profile		p = profile_of(profile, n, period, step, g0);
+	double		c[4];
+
+	kde_profile_piece_moments(profile, n, period, step, g0, g1, t0, t1, false, c);
+	kde_profile_tilted(z, c, kde_profile_tilt(z, mean), t0, t1, share_out, pos_out);
+	*doubt_out = share_variance(&p, g1, t0, t1);
+}
+
+/* The profile cut of a cell (pg_kde.h): what _kde_profile_cut returns. */
 void
 kde_profile_share(const float4 *profile, int n, double period, double step, double g0, double g1, double t0,
 				  double t1, double mean, double *share_out, double *pos_out, double *doubt_out)
 {
-	Profile		p = profile_of(profile, n, period, step, g0);
-	double		z[4],
-				c[4];
+	double		z[4];
 
 	kde_profile_piece_moments(profile, n, period, step, g0, g1, 0.0, 1.0, true, z);
-	kde_profile_piece_moments(profile, n, period, step, g0, g1, t0, t1, false, c);
-	kde_profile_tilted(z, c, kde_profile_tilt(z, mean), t0, t1, share_out, pos_out);
-	*doubt_out = share_variance(&p, g1, t0, t1);
+	kde_profile_share_of(profile, n, period, step, g0, g1, z, t0, t1, mean, share_out, pos_out, doubt_out);
 }
 
 /* _kde_profile_cut(profile, period, step, g0, g1, t0, t1, mean, OUT share, OUT pos, OUT doubt) */

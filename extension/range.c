@@ -842,7 +842,6 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		const double *holes_at;
 		Piece		own = {0};
 		Holes		own_holes;
-		bool		profile_ready = false;	/* own.z and its tilt taken for the heavy values (a profile's) */
 		double		spread_mean = 0.5,	/* a profile's: a row's position in the cell, its mean and variance */
 					spread_var = 0.0;	/* (0: the even bridge) */
 
@@ -890,13 +889,12 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			own.g1 = g1;
 			own.m = mean;
 			own_holes.n = 0;
+			/* the cell's moments, taken once: its tilt, its cut's share and its rows' spread follow from them */
+			kde_profile_piece_moments(profile, profile_n, period, step, g0, g1, 0.0, 1.0, true, own.z);
 			if (holes_n > 0)
-			{
-				kde_profile_piece_moments(profile, profile_n, period, step, g0, g1, 0.0, 1.0, true, own.z);
 				fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);
-				profile_ready = true;
-			}
-			kde_profile_share(profile, profile_n, period, step, g0, g1, t0, t1, own.m, &share, &pos, &doubt);
+			kde_profile_share_of(profile, profile_n, period, step, g0, g1, own.z, t0, t1, own.m, &share, &pos,
+								 &doubt);
 			if (own_holes.n > 0)
 			{
 				holes_share(&own, &own_holes, t0, t1, A, B, &part, &first);
@@ -906,11 +904,8 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			/* where the cell's rows lie under the tilted profile: what its exact mean pins down (0.25.0); not
 			 * where the tilt cannot reach the cell's mean or heavy values hold some of its slots (the even
 			 * bridge, as before) */
-			if (!profile_ready)
-			{
-				kde_profile_piece_moments(profile, profile_n, period, step, g0, g1, 0.0, 1.0, true, own.z);
+			if (holes_n == 0)
 				piece_mean(&own, own.m);
-			}
 			{
 				double		beta = kde_profile_tilt(own.z, own.m);
 
