@@ -889,10 +889,10 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			own.g1 = g1;
 			own.m = mean;
 			own_holes.n = 0;
-			/* the cell's moments, taken once: its tilt, its cut's share and its rows' spread follow from them */
+			/* the cell's moments, taken once: its tilt, its cut's share and its rows' spread follow from them;
+			 * fit_holes leaves own tilted to its mean (none: the cell's) */
 			kde_profile_piece_moments(profile, profile_n, period, step, g0, g1, 0.0, 1.0, true, own.z);
-			if (holes_n > 0)
-				fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);
+			fit_holes(&own, mean, holes_at, holes_n, step, g0, g1, &own_holes);
 			kde_profile_share_of(profile, profile_n, period, step, g0, g1, own.z, t0, t1, own.m, &share, &pos,
 								 &doubt);
 			if (own_holes.n > 0)
@@ -904,15 +904,9 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			/* where the cell's rows lie under the tilted profile: what its exact mean pins down (0.25.0); not
 			 * where the tilt cannot reach the cell's mean or heavy values hold some of its slots (the even
 			 * bridge, as before) */
-			if (holes_n == 0)
-				piece_mean(&own, own.m);
-			{
-				double		beta = kde_profile_tilt(own.z, own.m);
-
-				if (fabs(beta) < PROFILE_TILT && own_holes.n == 0)
-					kde_profile_spread(own.z, beta, step > 0 ? cell_slots(w, step) : 0.0, &spread_mean,
-									   &spread_var);
-			}
+			if (fabs(own.beta) < PROFILE_TILT && own_holes.n == 0)
+				kde_profile_spread(own.z, own.beta, step > 0 ? cell_slots(w, step) : 0.0, &spread_mean,
+								   &spread_var);
 		}
 		else
 		{

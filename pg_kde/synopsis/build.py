@@ -384,6 +384,12 @@ def _table_with(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, quanta: l
     return table, pack, points[first:last + 2], rows[first:last + 1], sums[first:last + 1]
 
 
+def _table_groups(cells: int) -> int:
+    """The groups of a frequency table's cells whose doubt weights its calibration fits: one for four cells,
+    at most DOUBT_GROUPS, where the bytes allow (.calibration)."""
+    return min(DOUBT_GROUPS, max(cells, 0) // 4)
+
+
 def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, quanta: list, scan, every: bool,
                          lo, hi, step: float, quantum: float, budget: int):
     """A frequency table's cells hold the rows whose values its sample missed, most of them in the tails (a
@@ -406,7 +412,7 @@ def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, 
         table, pack, kept_points, rows, sums = made
         if not len(kept_points):
             new_lo, new_hi = None, None
-        groups = min(DOUBT_GROUPS, max(len(kept_points) - 1, 0) // 4)  # (the calibration's, room kept for them)
+        groups = _table_groups(len(kept_points) - 1)  # (room kept for the calibration's groups)
         if stored_bytes_1d(len(kept_points), pack=len(pack), weights=groups or None) > budget:
             return None
         return table, kept_points, rows, sums, new_lo, new_hi
@@ -870,7 +876,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             groups = 0
         elif plan.few:  # (a frequency table's cells have as many groups as the bytes the table and they leave hold)
             used = stored_bytes_1d(len(grid), len(payload["atom_values"]), len(payload["atom_pack"]))
-            groups = min(DOUBT_GROUPS, (len(grid) - 1) // 4, (budget - used - DOUBT_HEADER_BYTES) // DOUBT_WEIGHT_BYTES)
+            groups = min(_table_groups(len(grid) - 1), (budget - used - DOUBT_HEADER_BYTES) // DOUBT_WEIGHT_BYTES)
         weight, weights = calibrate(payload, plan.probes, plan.even,
                                     counts_of(scan, plan.every_cut(), fine, fine_below, plan.candidates),
                                     (scan.all_lo, scan.all_hi), plan.among, groups)
