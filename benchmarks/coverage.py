@@ -32,11 +32,9 @@ value, as far as the cells' model holds: where it lies above 97%, only intervals
 answer of some queries could bring that data set into the band.
 
 Each synopsis' shape's doubt is weighed as its build calibrated it (pg_kde.synopsis.calibration: exact counts
-between the cuts of its scan), and the report gives the weights the builds chose (their one weight's range,
-and how many data sets' synopses have a group's weight below 0, which narrows its cells' rows' own spread:
-0.27.0, a frequency table over few cells). What if: ``--doubt-weight W`` answers with every synopsis' doubt
-weighted W instead, its groups' weights and any narrowing dropped (docs/math.md §7, "The shape's doubt"), to
-see what another weight would do to each data set's coverage. The report says so in its title and command.
+between the cuts of its scan), and the report gives the weights the builds chose. What if: ``--doubt-weight
+W`` answers with every synopsis' doubt weighted W instead (docs/math.md §7, "The shape's doubt"), to see what
+another weight would do to each data set's coverage. The report says so in its title and command.
 """
 
 from __future__ import annotations
@@ -235,8 +233,7 @@ def main(argv=None) -> int:
                         help="draws of a workload at most, where a data set has fewer than LEAST_INEXACT inexact queries")
     parser.add_argument("--columns", default=",".join(COLUMNS), help="of " + ", ".join(COLUMNS))
     parser.add_argument("--doubt-weight", type=float, default=None,
-                        help="what if every synopsis' shape's doubt weighed this much (pg_kde: its build's calibration; "
-                             "its groups' weights, a frequency table's narrowing below 0 included, give way to it)")
+                        help="what if every synopsis' shape's doubt weighed this much (pg_kde: its build's calibration)")
     args = parser.parse_args(argv)
     if args.doubt_weight is not None and not (args.doubt_weight >= 0 and np.isfinite(args.doubt_weight)):
         parser.error("--doubt-weight must be a finite number ≥ 0")
@@ -269,14 +266,12 @@ def main(argv=None) -> int:
             for budget in budgets:
                 payload = synopsis(x, budget, period)
                 weight = args.doubt_weight if args.doubt_weight is not None else payload.get("doubt_weight")
-                groups = payload.get("doubt_weights") if args.doubt_weight is None else None
-                lowest = min(groups) if groups else None  # (below 0: a frequency table's group narrowed, 0.27.0)
                 for workload, result in coverage(payload, draws[0], args.doubt_weight).items():
                     parts = [result]
                     while sum(c.inexact for c in parts) < LEAST_INEXACT and len(parts) < args.draws:
                         more = {workload: draw(len(parts))[workload]}
                         parts.append(coverage(payload, more, args.doubt_weight)[workload])
-                    found.setdefault((col, budget, workload), []).append((together(parts), weight, lowest))
+                    found.setdefault((col, budget, workload), []).append((together(parts), weight))
         print(f"[{time.perf_counter() - started:6.1f}s] realisation {r + 1} of {args.realisations}", flush=True)
 
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -293,8 +288,7 @@ def main(argv=None) -> int:
              f"seeds of its own, up to {args.draws} times --queries in all), their floor's mean (the chance of each count's likeliest value: a lower "
              f"bound on the coverage of intervals that hold it, the module's docstring) and how many data sets' "
              f"floor lies above {BAND[1]:g}%; the doubt's weights (the builds' calibration, or the what-if's; —: not "
-             f"calibrated, weighed {query.SHAPE_DOUBT:g}; 'narrowed': data sets whose synopsis has a group's weight "
-             f"below 0, which narrows its cells' rows' own spread, 0.27.0); data sets "
+             f"calibrated, weighed {query.SHAPE_DOUBT:g}); data sets "
              f"with fewer than {MIN_INEXACT} inexact queries of a kind are left out of it (—: none had as many, and "
              f"'all' is every data set's inexact queries of that kind together); "
              f"'all': the share of every data set's inexact queries together.", "",
@@ -305,9 +299,8 @@ def main(argv=None) -> int:
             cells = []
             for workload in WORKLOADS:
                 results = found.get((col, budget, workload), [])
-                kept = [(c, w) for c, w, _ in results if c.inexact >= MIN_INEXACT]
-                narrowed = sum(1 for c, _, low in results if c.inexact >= MIN_INEXACT and low is not None and low < 0)
-                every = [c for c, _, _ in results if c.inexact > 0]
+                kept = [(c, w) for c, w in results if c.inexact >= MIN_INEXACT]
+                every = [c for c, _ in results if c.inexact > 0]
                 every_set = together(every)  # (NaN where no data set has any)
                 pooled = 100 * every_set.coverage
                 if not kept:  # (the few inexact queries of every data set together)
@@ -325,8 +318,6 @@ def main(argv=None) -> int:
                 kinds_inside, kinds = kinds_inside + (within == len(kept)), kinds + 1
                 chosen = [w for _, w in kept if w is not None]
                 weights = f"; weights {min(chosen):g}–{max(chosen):g}" if chosen else "; weights —"
-                if narrowed:
-                    weights += f", {narrowed} narrowed"
                 cells.append(f"{shares.mean():.1f}% ± {shares.std():.1f} [{noise:.1f}] ({shares.min():.1f}–"
                              f"{shares.max():.1f}; {within} of {len(kept)} set{'s' if len(kept) > 1 else ''} in the band, "
                              f"{np.mean([c.inexact for c, _ in kept]):.0f}; all {pooled:.1f}%; floor {floors.mean():.1f}%, "
@@ -341,7 +332,7 @@ def main(argv=None) -> int:
     (args.out / "coverage.md").write_text(report + "\n")
     (args.out / "coverage.json").write_text(json.dumps(
         [{"column": c, "budget": b, "workload": w,
-          "sets": [dict(c._asdict(), weight=w, lowest_group=low) for c, w, low in r]}
+          "sets": [dict(c._asdict(), weight=w) for c, w in r]}
          for (c, b, w), r in found.items()], indent=1) + "\n")
     print(report)
     return 0

@@ -43,8 +43,7 @@ a byte budget (``requested.budget``, default 8192: header and payload rows as ``
   interval that the build calibrated on exact counts between its scan's cuts (:mod:`.calibration`; in a cell
   that follows a periodic profile, 0.25.0, the weight of its own spread; NULL where it does not, weighed 1), and ``doubt_weights`` (0.21.0), a weight calibrated likewise for each group
   of neighbouring cells (cell c of m in group c · n div m), which a cut cell's doubt is weighed by where it is
-  not NULL (below 0, 0.27.0, a frequency table's few cells: the doubt weighs 0 and the cell's rows' own spread
-  keeps (1 + w)² of it, :func:`.query.narrowed`). With no cells the arrays are empty and grid_size is 0.
+  not NULL. With no cells the arrays are empty and grid_size is 0.
 
 ``kde_synopsis_2d``, one row per (table, pair of columns), over the rows with both non-NULL: ``grid1``,
 ``grid2`` each axis's grid points (at the data's quantiles), ``lattice1``/``lattice2`` a discretised

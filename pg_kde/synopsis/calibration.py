@@ -20,9 +20,7 @@ answer), the build stores the weight of :data:`WEIGHTS` whose 95% intervals cove
 frequency table, whose cells hold the values its sample missed among the table's, where few ranked values fall,
 the scan also counts the cuts about the values among its cells (:func:`among_probes`), and ranges from each of
 them to the column's ends, weighed by the rows on it, join the others (:func:`among_ranges`); its groups are as
-many as the bytes the table and its cells leave of the budget hold, a group for four cells at most, and over at
-most :data:`NARROW_CELLS_MOST` cells a group's weight may go below 0 (0.27.0, :data:`NARROWING`): its doubt then
-weighs 0 and its cells' rows' own spread is narrowed (:func:`pg_kde.synopsis.query.narrowed`). The same
+many as the bytes the table and its cells leave of the budget hold, a group for four cells at most. The same
 ranges (a seeded choice) and the same counts give the same weights: a refresh of unchanged data stores the
 same synopsis bit for bit.
 

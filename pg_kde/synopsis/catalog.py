@@ -118,9 +118,7 @@ class Built1D:
     doubt_weight: Optional[float] = None
     #: The weights of groups of neighbouring cells (cell c of m in group c · len div m), calibrated likewise,
     #: where they differ from one synopsis to the next part of the column (:func:`.calibration.group_weights`);
-    #: None: every cell weighs ``doubt_weight`` (a synopsis stored before 0.21.0, a merge). Below 0 (0.27.0, a
-    #: frequency table's few cells, from −0.5): the doubt weighs 0 and the group's cells' rows' own spread keeps
-    #: (1 + w)² of it (:func:`.query.narrowed`).
+    #: None: every cell weighs ``doubt_weight`` (a synopsis stored before 0.21.0, a merge).
     doubt_weights: Optional[tuple] = None
     #: The plan of the build's last scan (:class:`.build.Pinned1D`; None for a merge or a stored synopsis):
     #: a Citus table's next refresh scans its shards with it (:mod:`.shards`). Not stored with the synopsis.

@@ -120,8 +120,7 @@ def cell_weight(s: dict, c: int) -> float:
 
 def narrowed(w: float) -> float:
     """The share of a cut cell's rows' own spread that its group's weight ``w`` keeps: (1 + w)² below 0, the
-    weight no lower than −:data:`NARROWED_MOST`; 1 from 0 up (and NaN). Not a profiled cell's: there the weight
-    scales its own spread by w² (0.25.0), and builds store no groups for a profiled synopsis."""
+    weight no lower than −:data:`NARROWED_MOST`; 1 from 0 up."""
     if not w < 0:
         return 1.0
     kept = 1.0 + max(w, -NARROWED_MOST)
@@ -144,8 +143,7 @@ def heavy_between(values, cum, a: float, b: float) -> tuple:
 def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optional[float] = None) -> Range:
     """The cells' part of [a, b] (bounds already snapped on a lattice); ``heavy``: the synopsis' heavy values,
     sorted (their slots inside a cut cell hold none of its rows); ``weight``: the shape's doubt's weight
-    (None: the synopsis' own, :func:`cell_weight`, a group's below 0 narrowing its cells' rows' own spread,
-    :func:`narrowed`; a ``weight`` given narrows nothing, and weighs the doubt no less than 0)."""
+    (None: the synopsis' own, :func:`doubt_weight`)."""
     out = Range()
     grid, counts = s["grid"], s["cell_cum_count"]
     sums, density = s["cell_cum_sum"], s["density"]
