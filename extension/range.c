@@ -46,9 +46,6 @@ PG_FUNCTION_INFO_V1(kde_range);
 #define MEAN_KNOWN 3.0
 /* query.PINNED_MOST: the most of a profiled cut cell's f (1 - f) its exact mean may pin down */
 #define PINNED_MOST 0.75
-/* query.NARROWED_MOST: the lowest group weight that narrows its cells' rows' own spread (a lower one counts as
- * this: a row typed by hand is not checked against the catalog's constraint) */
-#define NARROWED_MOST 0.5
 
 /* query.mean_known: on a lattice of step q a cell of half-width w holds m = 2w/q values, whose positions vary
  * by (1 - 1/m²)/12, so its exact mean pins down m²/(m² - 1) times as much; 3 on a continuous column, past 10⁶
@@ -712,10 +709,9 @@ stored_sum_error(int order, double rows, double slack, double rounding)
 	return order == 0 ? 0.0 : rows * (rounding / 2) + 2 * slack;
 }
 
-/* The weights of a row's shape's doubt, read from it once a call, when a cut cell first needs them (a profiled
- * cell's own spread, a frequency table's narrowed spread, a disagreement with the other shape it could take):
- * its groups' (doubt_weights, 0.21.0; none: n 0) and its one weight (doubt_weight, else SHAPE_DOUBT: NULL, or a
- * row of a version before 0.20.0). */
+/* The weights of a row's shape's doubt, read from it once a call, when a cut cell first disagrees with the
+ * other shape it could take: its groups' (doubt_weights, 0.21.0; none: n 0) and its one weight (doubt_weight, else
+ * SHAPE_DOUBT: NULL, or a row of a version before 0.20.0). */
 typedef struct DoubtWeights
 {
 	bool		read;
@@ -750,19 +746,6 @@ cell_doubt_weight(HeapTupleHeader row, DoubtWeights *w, int c, int cells)
 		w->one = isnull ? SHAPE_DOUBT : DatumGetFloat8(datum);
 	}
 	return w->n > 0 ? (double) w->groups[(int64) c * w->n / cells] : w->one;
-}
-
-/* query.narrowed: the share of a cut cell's rows' own spread that its group's weight w keeps, (1 + w)^2 below 0
- * (a frequency table's, 0.27.0), w no lower than -NARROWED_MOST; 1 from 0 up. */
-static double
-narrowed(double w)
-{
-	double		kept;
-
-	if (!(w < 0))
-		return 1.0;
-	kept = 1.0 + fmax(w, -NARROWED_MOST);
-	return kept * kept;
 }
 
 /* query.smooth_1d: the cells' part of [a, b] (bounds already snapped on a lattice). */
@@ -1006,9 +989,6 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 
 			spread = spread * (scaled * scaled);
 		}
-		else			/* a frequency table's group may narrow its cells' rows' own spread (0.27.0: its doubt
-						 * then weighs 0) */
-			spread = spread * narrowed(cell_doubt_weight(row, &doubt_weights, c, m - 1));
 		if (order == 0)
 		{
 			double		k_lo,
@@ -1025,7 +1005,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			}
 			out.estimate += fmin(k_hi, fmax(k_lo, n * share));
 			out.variance += spread;
-			weighed = apart != 0 ? fmax(0.0, cell_doubt_weight(row, &doubt_weights, c, m - 1)) : 0.0;
+			weighed = apart != 0 ? cell_doubt_weight(row, &doubt_weights, c, m - 1) : 0.0;
 			if (weighed != 0)	/* (a weight 0 adds nothing, an infinite disagreement's product included) */
 				shape_error += weighed * apart;
 			out.low += k_lo;
@@ -1038,7 +1018,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 
 			out.estimate += n * share * x;
 			out.variance += spread * x * x;
-			weighed = apart != 0 ? fmax(0.0, cell_doubt_weight(row, &doubt_weights, c, m - 1)) : 0.0;
+			weighed = apart != 0 ? cell_doubt_weight(row, &doubt_weights, c, m - 1) : 0.0;
 			if (weighed != 0)
 				shape_error += weighed * (apart * fabs(x));
 			out.low += fmin(0.0, n * (g0 * (1 - t0) + g1 * t0));

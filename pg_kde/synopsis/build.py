@@ -19,8 +19,8 @@ import numpy as np
 from .. import bandwidth
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, NoValuesError, UserError
 from .._slices import Interrupt
-from .calibration import (NARROW_CELLS_MOST, PROBES, PROFILE_CELLS_MOST, PROFILE_PROBES, among_probes, calibrate,
-                          counts_of, cuts_of, fold_scan, probes)
+from .calibration import (PROBES, PROFILE_CELLS_MOST, PROFILE_PROBES, among_probes, calibrate, counts_of, cuts_of,
+                          fold_scan, probes)
 from .catalog import Built1D, Built2D, Requested
 from .packing import PACK_LIMIT, exact_dot, lattice_indices, pack_atoms, pack_pairs, packed_size
 from .cells import (
@@ -879,8 +879,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             groups = min(_table_groups(len(grid) - 1), (budget - used - DOUBT_HEADER_BYTES) // DOUBT_WEIGHT_BYTES)
         weight, weights = calibrate(payload, plan.probes, plan.even,
                                     counts_of(scan, plan.every_cut(), fine, fine_below, plan.candidates),
-                                    (scan.all_lo, scan.all_hi), plan.among, groups,
-                                    narrow=plan.few and len(grid) - 1 <= NARROW_CELLS_MOST)
+                                    (scan.all_lo, scan.all_hi), plan.among, groups)
     return replace(built, doubt_weight=weight, doubt_weights=weights,
                    seconds=time.perf_counter() - started)
 

@@ -82,14 +82,6 @@ RANGES = 12000
 ONE_CELL_MOST = 1000
 #: The weights tried, 0 to 3.
 WEIGHTS = tuple(round(0.05 * k, 2) for k in range(61))
-#: A frequency table's groups also try these, below 0 (0.27.0): the doubt weighs 0 and the group's cells' rows'
-#: own spread is narrowed to (1 + w)² of it (:func:`pg_kde.synopsis.query.narrowed`).
-NARROWING = tuple(round(-0.05 * k, 2) for k in range(round(query.NARROWED_MOST / 0.05), 0, -1))
-#: A frequency table over at most this many cells tries :data:`NARROWING`: at 2 KB its 11-21 cells leave a data
-#: set's coverage to a few cut cells' errors, which the cuts measure (10⁶ rows: 4 of 8 data sets' uniform ranges
-#: within 93-97% without, 7 with); over more cells (8 and 64 KB: 96-970) a group's few cuts fit their own noise
-#: (64 KB, 10⁶ rows: 5 of 8 without, 3 with; docs/benchmarks.md, "0.27.0").
-NARROW_CELLS_MOST = 64
 #: Groups of neighbouring cells, each with a weight of its own (:func:`group_weights`): cell c of m is in group
 #: c · GROUPS div m (fewer groups where there are fewer cells); their bytes: cells.DOUBT_BYTES.
 GROUPS = DOUBT_GROUPS
@@ -339,9 +331,7 @@ class Terms(NamedTuple):
     """:func:`calibration_terms`' answer for each range: its estimate, its spread (the variance with the doubt
     weighed 0), the disagreements of its first and last cut cells (0 where it has none: a range inside one
     cell has its one), those cells (−1: none), whether its hard bounds leave it open, and the own spreads of
-    its first and last cut cells where they follow a periodic profile (0.25.0; None: none does), and the parts of
-    the spread that its first and last cut cells' rows make (0.27.0: a weight below 0 narrows them; a range
-    inside one cell: all of it its first's)."""
+    its first and last cut cells where they follow a periodic profile (0.25.0; None: none does)."""
     estimate: np.ndarray
     spread: np.ndarray
     first: np.ndarray
@@ -351,20 +341,14 @@ class Terms(NamedTuple):
     inexact: np.ndarray
     first_own: Optional[np.ndarray] = None
     last_own: Optional[np.ndarray] = None
-    first_spread: Optional[np.ndarray] = None
-    last_spread: Optional[np.ndarray] = None
 
     def variance(self, w_first, w_last, rows=slice(None)) -> np.ndarray:
         """The variance of the ranges ``rows`` with their first and last cut cells weighed ``w_first`` and
         ``w_last``: the spread, the weighed disagreements added, squared, and the profiled cells' own spreads
-        weighed squared; a weight below 0 weighs its cell's disagreement 0 and narrows its rows' spread instead
-        (pg_kde.synopsis.query.smooth_1d). Weights from 0 up give the same sums as before 0.27.0, bit for bit."""
-        positive_first, positive_last = np.maximum(w_first, 0.0), np.maximum(w_last, 0.0)
-        out = self.spread[rows] + (positive_first * self.first[rows] + positive_last * self.last[rows]) ** 2
+        weighed squared (pg_kde.synopsis.query.smooth_1d)."""
+        out = self.spread[rows] + (w_first * self.first[rows] + w_last * self.last[rows]) ** 2
         if self.first_own is not None:
             out = out + w_first * w_first * self.first_own[rows] + w_last * w_last * self.last_own[rows]
-        if self.first_spread is not None and (np.any(np.asarray(w_first) < 0) or np.any(np.asarray(w_last) < 0)):
-            out = out - _narrowed_off(w_first, self.first_spread[rows]) - _narrowed_off(w_last, self.last_spread[rows])
         return out
 
     @property
@@ -373,14 +357,6 @@ class Terms(NamedTuple):
         cells' own spreads."""
         apart = self.first + self.last
         return apart * apart if self.first_own is None else apart * apart + (self.first_own + self.last_own)
-
-
-def _narrowed_off(w, spread: np.ndarray) -> np.ndarray:
-    """What a weight ``w`` below 0 takes off a cut cell's rows' ``spread``: 1 − (1 + w)² of it
-    (pg_kde.synopsis.query.narrowed); 0 where w ≥ 0."""
-    kept = 1.0 + np.clip(w, -query.NARROWED_MOST, 0.0)
-    with np.errstate(invalid="ignore"):
-        return np.where(np.asarray(w) < 0, (1.0 - kept * kept) * spread, 0.0)
 
 
 def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
@@ -394,7 +370,6 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
     n = len(lo)
     est, spread, first_d, last_d = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
     first_own, last_own = np.zeros(n), np.zeros(n)
-    first_s, last_s = np.zeros(n), np.zeros(n)
     first_c, last_c = np.full(n, -1), np.full(n, -1)
     inexact = np.zeros(n, dtype=bool)
     grid, step = payload["grid"], payload["step"]
@@ -415,7 +390,7 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
         ka, kb = query.cell_of(grid, A), query.cell_of(grid, B)
         if ka == kb:
             est[i], spread[i], first_d[i], first_own[i], inexact[i] = _whole(payload, a, b)
-            first_c[i], first_s[i] = ka, spread[i]
+            first_c[i] = ka
             continue
         if a not in lower:
             lower[a] = _piece(payload, snapped[0], grid[ka + 1], heavy)
@@ -428,12 +403,10 @@ def calibration_terms(payload: dict, lo: np.ndarray, hi: np.ndarray) -> Terms:
         spread[i] = 0.0 + first[1] + last[1]
         first_d[i], last_d[i] = first[2], last[2]
         first_own[i], last_own[i] = first[5], last[5]
-        first_s[i], last_s[i] = first[1], last[1]
         first_c[i], last_c[i] = ka, kb
         inexact[i] = exact + (0.0 + whole + first[3] + last[3]) != exact + (0.0 + whole + first[4] + last[4])
     profiled = payload.get("period", 0.0) > 0
-    own = (first_own, last_own) if profiled else (None, None)
-    return Terms(est, spread, first_d, last_d, first_c, last_c, inexact, *own, first_s, last_s)
+    return Terms(est, spread, first_d, last_d, first_c, last_c, inexact, *((first_own, last_own) if profiled else ()))
 
 
 def _nearest(misses: np.ndarray, prefer: float, tried=WEIGHTS) -> float:
@@ -458,7 +431,7 @@ def weight_for(errors: np.ndarray, spread: np.ndarray, doubt: np.ndarray,
 
 
 def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: int, start: float,
-                  most: Optional[int] = None, narrow: bool = False) -> tuple:
+                  most: Optional[int] = None) -> tuple:
     """A weight for each of G groups of neighbouring cells (cell c of ``cells`` in group c · G div ``cells``,
     G = min(``most``, cells), ``most`` :data:`GROUPS` by default): each group g in turn takes the weight of
     :data:`WEIGHTS` under which every group's coverage misses 95% least together (0.23.0): the sum, over the
@@ -469,16 +442,13 @@ def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: i
     group's ranges alone). Of weights as near as any, the one nearest ``start``; a group no range cuts keeps it.
     A range's doubt is
     then its first cut cell's weight times its disagreement plus its last's (as
-    :func:`pg_kde.synopsis.query.smooth_1d` adds them). ``narrow`` (a frequency table's cells, 0.27.0): the
-    weights of :data:`NARROWING` are tried too, below 0, which narrow a group's cells' rows' own spread where
-    the ranges they cut are covered more than 95% with no doubt. ``terms``, ``errors`` and ``counts``: the ranges
-    left open by their hard bounds."""
+    :func:`pg_kde.synopsis.query.smooth_1d` adds them). ``terms``, ``errors`` and ``counts``: the ranges left
+    open by their hard bounds."""
     groups = min(GROUPS if most is None else most, cells)
-    tried_weights = (NARROWING if narrow else ()) + WEIGHTS
     first = np.where(terms.first_cell >= 0, terms.first_cell * groups // cells, -1)
     last = np.where(terms.last_cell >= 0, terms.last_cell * groups // cells, -1)
     weights = np.full(groups, start)
-    tried = np.asarray(tried_weights, dtype=np.float64)[:, None]
+    tried = np.asarray(WEIGHTS, dtype=np.float64)[:, None]
     # each group's ranges (those that cut one of its cells), as a 0/1 matrix ranges x groups, counted
     member = np.zeros((len(errors), groups))
     for ends in (first, last):
@@ -504,7 +474,7 @@ def group_weights(terms: Terms, errors: np.ndarray, counts: np.ndarray, cells: i
             # every group's covered ranges at each weight tried: its other ranges' as held, and these
             misses = np.abs(rest + covered(w_f, w_l, cut) @ member[cut] - wanted)
             touched = member[cut].any(axis=0)
-            weights[g] = _nearest(misses[:, touched].sum(axis=1) / counts[cut].sum(), start, tried_weights)
+            weights[g] = _nearest(misses[:, touched].sum(axis=1) / counts[cut].sum(), start)
     return tuple(float(w) for w in weights)
 
 
@@ -516,13 +486,12 @@ class Calibrated(NamedTuple):
 
 
 def calibrated_weights(payload: dict, lo: np.ndarray, hi: np.ndarray, exact: np.ndarray,
-                       counts: Optional[np.ndarray] = None, groups: Optional[int] = None,
-                       narrow: bool = False) -> Calibrated:
+                       counts: Optional[np.ndarray] = None, groups: Optional[int] = None) -> Calibrated:
     """The weights of the synopsis ``payload`` (:func:`weight_for`, then :func:`group_weights`) on the ranges
     [lo_i, hi_i] whose exact counts are ``exact`` (each counting ``counts`` ranges): of those its hard bounds
     leave open. None where none is, or none has doubt. A synopsis that follows a periodic profile takes none
     below :data:`PROFILE_WEIGHT_LEAST` (at 0 its cut cells' variance would be none: zero width only where the
-    answer is exact). ``narrow``: :func:`group_weights`' (a frequency table's)."""
+    answer is exact)."""
     if not len(lo):
         return Calibrated(None, None)
     counts = np.ones(len(lo)) if counts is None else np.asarray(counts, dtype=np.float64)
@@ -536,7 +505,7 @@ def calibrated_weights(payload: dict, lo: np.ndarray, hi: np.ndarray, exact: np.
     if groups is not None and groups < 1:
         return Calibrated(weight, None)
     kept = Terms(*(None if a is None else a[open_] for a in t))
-    weights = group_weights(kept, errors, counts, len(payload["grid"]) - 1, weight, groups, narrow)
+    weights = group_weights(kept, errors, counts, len(payload["grid"]) - 1, weight, groups)
     return Calibrated(weight, tuple(float(np.float32(w)) for w in weights))
 
 
@@ -548,7 +517,7 @@ def calibrated_weight(payload: dict, lo: np.ndarray, hi: np.ndarray, exact: np.n
 
 def calibrate(payload: dict, ranked: np.ndarray, even: np.ndarray, counts: Counts,
               span: Tuple[float, float], among: np.ndarray = np.empty(0),
-              groups: Optional[int] = None, narrow: bool = False) -> Calibrated:
+              groups: Optional[int] = None) -> Calibrated:
     """The build's weights of a lattice synopsis ``payload`` (:func:`calibrated_weights`) on :data:`RANGES`
     ranges, half of each kind: between the sample's values at evenly spaced ranks (``ranked``, lattice indices,
     :func:`calibration_ranges`), as bounds drawn from the data fall, and uniform over the column's range
@@ -581,4 +550,4 @@ def calibrate(payload: dict, ranked: np.ndarray, even: np.ndarray, counts: Count
         weights[kept] = share
         chosen = weights > 0
         lo, hi, exact, weights = lo[chosen], hi[chosen], exact[chosen], weights[chosen]
-    return calibrated_weights(payload, lo, hi, exact, weights, groups, narrow)
+    return calibrated_weights(payload, lo, hi, exact, weights, groups)

@@ -29,12 +29,6 @@ SHAPE_DOUBT = 1.0
 #: mean fixes the split (a red team: a weekly profile's three-day cell, variance 0 where the count was 24 of
 #: 27), which the shape's estimate does not use. The same literal in extension/range.c.
 PINNED_MOST = 0.75
-#: A group's weight below 0 (a frequency table's cells, 0.27.0: :func:`.calibration.group_weights`) weighs its
-#: cells' doubt 0 and narrows their rows' own spread to (1 + w)² of it, w no lower than −NARROWED_MOST (a lower
-#: weight counts as that: a row typed by hand is not checked against the catalog's constraint). Over a frequency
-#: table's few cells a data set's cut cells may err less than their rows' binomial spread says, which no weight
-#: of the doubt can narrow (docs/math.md §7). The same literal in extension/range.c.
-NARROWED_MOST = 0.5
 #: Half a row each side of a point query's count interval (lo = hi; docs/math.md §7) on a continuous column
 #: (:func:`interval_1d`; on a lattice a point's interval comes from the law of a value drawn from the rows,
 #: 0.24.0). A value a user asks about is mostly one the column holds, so its count is at least one.
@@ -116,15 +110,6 @@ def cell_weight(s: dict, c: int) -> float:
     if weights:
         return float(weights[c * len(weights) // (len(s["grid"]) - 1)])
     return doubt_weight(s)
-
-
-def narrowed(w: float) -> float:
-    """The share of a cut cell's rows' own spread that its group's weight ``w`` keeps: (1 + w)² below 0, the
-    weight no lower than −:data:`NARROWED_MOST`; 1 from 0 up."""
-    if not w < 0:
-        return 1.0
-    kept = 1.0 + max(w, -NARROWED_MOST)
-    return kept * kept
 
 
 def cell_of(grid, x: float) -> int:
@@ -253,9 +238,6 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             # spread instead (0.25.0; 1 where it has no weight: :mod:`.calibration`).
             scaled = cell_weight(s, c) if weight is None else weight
             own_spread, spread = spread, spread * (scaled * scaled)
-        elif weight is None:
-            # a frequency table's group may narrow its cells' rows' own spread (0.27.0: its doubt then weighs 0)
-            spread = spread * narrowed(cell_weight(s, c))
         if order == 0:
             k_lo, k_hi = mean_bounds(n, g0, g1, w, sums[c], sums[c + 1], t0, t1, s["step"], slack, rounding,
                                      [v for v, _, _ in slots])
@@ -268,7 +250,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             out.variance += spread
             out.profiled += own_spread
             disagreement += apart
-            weighed = max(0.0, cell_weight(s, c) if weight is None else weight) if apart else 0.0
+            weighed = (cell_weight(s, c) if weight is None else weight) if apart else 0.0
             if weighed:  # (a weight 0 adds nothing, an infinite disagreement's product included)
                 shape_error += weighed * apart
             out.low += k_lo
@@ -279,7 +261,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             out.variance += spread * x * x
             out.profiled += own_spread * x * x
             disagreement += apart * abs(x)
-            weighed = max(0.0, cell_weight(s, c) if weight is None else weight) if apart else 0.0
+            weighed = (cell_weight(s, c) if weight is None else weight) if apart else 0.0
             if weighed:
                 shape_error += weighed * (apart * abs(x))
             out.low += min(0.0, n * (g0 * (1 - t0) + g1 * t0))

@@ -103,12 +103,10 @@ ALTER TABLE kde_synopsis ADD COLUMN doubt_weight float8
 -- doubt_weights (0.21.0): the weights of groups of neighbouring cells (cell c of m in group c * n / m of the n
 -- weights), calibrated by the build on the same exact counts where one weight does not suit every part of the
 -- column (a log-normal's dense bulk and its sparse tail); a cut cell's doubt is weighed by its group's. NULL: every
--- cell weighs doubt_weight (a synopsis built before 0.21.0, a merge of partitions). A weight w below 0 (0.27.0, a
--- frequency table's few cells, no lower than -0.5) weighs the doubt 0 and narrows the group's cells' rows' own
--- spread to (1 + w)^2 of it.
+-- cell weighs doubt_weight (a synopsis built before 0.21.0, a merge of partitions).
 ALTER TABLE kde_synopsis ADD COLUMN doubt_weights float4[]
     CHECK (doubt_weights IS NULL OR (array_ndims(doubt_weights) = 1 AND array_position(doubt_weights, NULL) IS NULL
-                                     AND -0.5 <= ALL (doubt_weights) AND 'Infinity' > ALL (doubt_weights)));
+                                     AND 0 <= ALL (doubt_weights) AND 'Infinity' > ALL (doubt_weights)));
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis', '');
 
 -- 2-D payload, a pair of columns on an equal-depth grid: grid1, grid2 hold each axis's grid points (at the

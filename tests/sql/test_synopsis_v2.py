@@ -902,37 +902,6 @@ def test_the_server_weighs_the_doubt_by_the_synopsis_weight(db):
         assert range_1d(both, lo, hi, 0).variance == pytest.approx(range_1d(uniform, lo, hi, 0).variance, rel=1e-12)
 
 
-def test_the_server_narrows_a_groups_cells_spread_below_weight_0(db, table):
-    """A group's weight w below 0 (0.27.0, a frequency table's few cells: calibration.NARROWING) weighs its
-    cells' disagreement 0 and keeps (1 + w)² of their rows' own spread, w no lower than −0.5 (a row typed by
-    hand with −0.9 counts −0.5), on the server as in the reference: counts and sums, over one cut cell and two.
-    The catalog takes weights from −0.5 and refuses lower ones."""
-    s = crafted([0.5, 40.5, 70.5, 100.5], [400, 300, 500], [400 * 18.0, 300 * 52.0, 500 * 90.0],
-                [0.3, 1.7, 0.6, 1.2], 1.0, shape_var=0.002)
-    bare = dict(s, doubt_weight=0.0, doubt_weights=None)  # (no doubt, every cell's spread whole)
-    for groups in ([-0.25, -0.25, -0.25], [-0.5, 2.0, -0.9], [-0.0625, 0.0, 1.5]):  # (as float4 holds them)
-        row = dict(s, doubt_weight=1.0, doubt_weights=groups)
-        for lo, hi in ((7.0, 29.0), (13.0, 88.0), (44.0, 93.0), (41.0, 55.0)):
-            for order in (0, 1):
-                got = db.execute(f"SELECT (_kde_range({PAYLOAD_ROW}, %(lo)s, %(hi)s, %(o)s)).*",
-                                 {**row, "lo": lo, "hi": hi, "o": order}).fetchone()
-                ref = range_1d(row, lo, hi, order)
-                assert got == pytest.approx((ref.estimate, ref.variance, ref.low, ref.high), rel=1e-9, abs=1e-9), \
-                    (groups, lo, hi, order)
-                assert got[1] > 0, (groups, lo, hi, order)  # (narrowed, never to nothing)
-                if groups[0] == -0.25 or (groups[0] == -0.5 and (lo, hi) == (7.0, 29.0)):  # (every cut cell narrowed)
-                    kept = 0.75 ** 2 if groups[0] == -0.25 else 0.5 ** 2
-                    assert got[1] == pytest.approx(kept * range_1d(bare, lo, hi, order).variance, rel=1e-9)
-    # cells 0 and 2 (−0.5, and −0.9 counted as −0.5) over [13, 88]: a quarter of each cut cell's spread
-    row = dict(s, doubt_weight=1.0, doubt_weights=[-0.5, 2.0, -0.9])
-    assert range_1d(row, 13.0, 88.0, 0).variance == pytest.approx(0.25 * range_1d(bare, 13.0, 88.0, 0).variance)
-    db.execute(sql.SQL("CREATE TABLE {} AS SELECT (g % 50)::int AS k FROM generate_series(1, 5000) g").format(ident(table)))
-    refresh(db, table, "k")
-    db.execute("UPDATE kde_synopsis SET doubt_weights = '{-0.5, 0.25}' WHERE relid = %s::regclass", (table,))
-    with pytest.raises(psycopg.errors.CheckViolation):
-        db.execute("UPDATE kde_synopsis SET doubt_weights = '{-0.51, 0.25}' WHERE relid = %s::regclass", (table,))
-
-
 def test_the_server_weighs_a_profiled_cells_own_spread(db):
     """A cell that follows a periodic profile has no other shape to disagree with: _kde_range scales its own
     spread by its weight squared (0.25.0: doubt_weight, or its group's in doubt_weights; 1 where NULL), as the

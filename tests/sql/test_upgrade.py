@@ -19,7 +19,7 @@ from pg_kde.synopsis.query import heavy_values  # noqa: E402
 from sqlhelpers import approx, load, refresh  # noqa: E402
 
 #: Every released version, oldest first; each ships an update script to the next.
-RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0"]
+RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0"]
 
 # Each object of the extension, described so that two installs can be compared.
 SCHEMA_QUERIES = {
@@ -87,10 +87,10 @@ PAYLOAD_0_21_0 = PAYLOAD_0_20_0 + ", doubt_weights"
 #: The releases with the header table (kde_catalog), and those of them with format 2 of the 1-D payload.
 WITH_HEADER = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0",
                "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0",
-               "0.24.0", "0.25.0", "0.26.0")
+               "0.24.0", "0.25.0")
 #: The releases with synopses of 3 to 16 columns (kde_synopsis_nd, its layout unchanged since).
 WITH_ND = ("0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0",
-           "0.23.0", "0.24.0", "0.25.0", "0.26.0")
+           "0.23.0", "0.24.0", "0.25.0")
 FORMAT_2 = WITH_HEADER[1:]
 #: 0.11.0: the payload of 3 to 16 columns.
 PAYLOAD_ND = ("relid, cols, n_points, points, knot_counts, knot_values, knot_below, knot_upto, non_null, complete, "
@@ -189,14 +189,14 @@ def test_synopses_survive_the_update(scratch_db, old):
         # remove.
         stored = old_format(current, format2=old in FORMAT_2, packed=old in ("0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0",
                                                                                  "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0",
-                                                                                 "0.23.0", "0.24.0", "0.25.0", "0.26.0"),
+                                                                                 "0.23.0", "0.24.0", "0.25.0"),
                             nd=old in WITH_ND)
         gone = dict(next(r for r in stored["kde_synopsis"] if r["cols"] == ["x"]), relid="gone", cols=["v"])
         for table, rows in stored.items():
             for row in rows + ([gone] if table == "kde_synopsis" else []):
                 if old in WITH_HEADER:
                     insert(legacy, "kde_catalog", HEADER_0_3_0, row)
-                    payload = PAYLOAD_0_3_0.get(table, PAYLOAD_ND + (", pool_rows" if old in ("0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0") else ""))
+                    payload = PAYLOAD_0_3_0.get(table, PAYLOAD_ND + (", pool_rows" if old in ("0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0") else ""))
                     if table == "kde_synopsis" and old != "0.3.0":
                         payload = {"0.4.0": PAYLOAD_0_4_0, "0.5.0": PAYLOAD_0_4_0, "0.9.0": PAYLOAD_0_9_0,
                                    "0.10.0": PAYLOAD_0_9_0, "0.11.0": PAYLOAD_0_9_0,
@@ -206,7 +206,7 @@ def test_synopses_survive_the_update(scratch_db, old):
                                    "0.18.0": PAYLOAD_0_17_0, "0.19.0": PAYLOAD_0_17_0,
                                    "0.20.0": PAYLOAD_0_20_0, "0.21.0": PAYLOAD_0_21_0,
                                    "0.22.0": PAYLOAD_0_21_0, "0.23.0": PAYLOAD_0_21_0,
-                                   "0.24.0": PAYLOAD_0_21_0, "0.25.0": PAYLOAD_0_21_0, "0.26.0": PAYLOAD_0_21_0}.get(
+                                   "0.24.0": PAYLOAD_0_21_0, "0.25.0": PAYLOAD_0_21_0}.get(
                             old, PAYLOAD_0_6_0)
                     insert(legacy, table, payload, row)
                 else:
