@@ -103,3 +103,14 @@ def test_a_query_that_cuts_no_cell_is_exact_and_skipped():
                 assert r.low == r.high, (name, a, b)
         assert skipped > 100
     assert bench.cuts_a_cell(dict(s, step=0.0), grid, grid[0] - 1, grid[0] - 1)  # (off a lattice: range_1d decides)
+
+
+def test_the_bands_chance_is_the_binomial_mass_of_shares_within_it():
+    """band_chance(n): the Binomial(n, 0.95) mass of the counts k with 93 <= 100k/n <= 97, as scipy gives it;
+    with 1,000 queries nearly all of it, with 136 two in three, with 10 none (no share of 10 lies within)."""
+    for n in (10, 74, 136, 1000, 4000):
+        k = np.arange(n + 1)
+        inside = (100 * k / n >= 93.0) & (100 * k / n <= 97.0)
+        assert bench.band_chance(n) == pytest.approx(binom.pmf(k[inside], n, 0.95).sum(), abs=1e-12), n
+    assert bench.band_chance(10) == 0.0 and bench.band_chance(0) == 0.0
+    assert 0.66 < bench.band_chance(136) < 0.68 and bench.band_chance(1000) > 0.996
