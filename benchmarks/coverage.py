@@ -152,8 +152,8 @@ def band_chance(inexact: int) -> float:
     """The chance that intervals which cover exactly 95% of a data set's queries in the long run cover a share
     within BAND of its ``inexact`` queries, were those queries independent: the Binomial(inexact, 0.95) mass on
     the counts whose share lies in the band. Summed over the data sets it is what such intervals would score in
-    this report on average from the query counts alone; a data set's queries share its cells' errors, so they
-    would score fewer."""
+    this report on average from the query counts alone; a data set's queries share its cells' errors, which
+    spreads its coverage wider than a binomial count's, so as a rule they would score fewer."""
     if inexact <= 0:
         return 0.0
     first, law = binomial(inexact, NOMINAL)
@@ -340,7 +340,7 @@ def main(argv=None) -> int:
             lines.append(f"| {col} | {budget:,} B | " + " | ".join(cells) + " |")
     lines += ["", f"Data sets whose coverage lies within {BAND[0]:g}–{BAND[1]:g}%: {inside} of {sets} (intervals that "
               f"covered exactly 95% of each data set's queries in the long run would put {ceiling:.1f} there on average "
-              f"from the query counts alone, and fewer since a data set's queries share its cells' errors: "
+              f"from the query counts alone, and as a rule fewer, since a data set's queries share its cells' errors: "
               f":func:`band_chance`); kinds (column, "
               f"budget, workload) with every data set within it: {kinds_inside} of {kinds}. Data sets whose floor "
               f"lies above {BAND[1]:g}% (out of the band's reach for intervals that hold each count's likeliest "
