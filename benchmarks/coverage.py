@@ -8,7 +8,8 @@ A synopsis' errors are shared by every query that cuts the same cells: at 2 KB a
 1,000 ranges of one data set are not 1,000 independent trials of its intervals, and their coverage moves from
 one data set to the next more than a binomial count would. This benchmark measures that spread, beside the
 part of it that the number of queries alone gives (with 400 queries a data set, a perfectly calibrated 95%
-interval's coverage has a standard deviation of 1.1 points; with 4,000, 0.34). Each
+interval's coverage has a standard deviation of 1.1 points; with 4,000, 0.34; the summary says how many data
+sets such intervals would put within 93–97% on average from the query counts alone, :func:`band_chance`). Each
 realisation draws benchmarks/budget.py's generated columns (amount: log-normal cents; qty: Zipf-like integers;
 created_at: whole seconds with a daily rhythm and a growing trend) with its own seed, builds each column's
 synopsis at each budget in memory (pg_kde.synopsis.build_1d over an ArrayTableReader whose block sample is the
