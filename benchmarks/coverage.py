@@ -342,7 +342,7 @@ def main(argv=None) -> int:
     lines += ["", f"Data sets whose coverage lies within {BAND[0]:g}–{BAND[1]:g}%: {inside} of {sets} (intervals that "
               f"covered exactly 95% of each data set's queries in the long run would put {ceiling:.1f} there on average "
               f"from the query counts alone, and as a rule fewer, since a data set's queries share its cells' errors: "
-              f":func:`band_chance`); kinds (column, "
+              f"band_chance in benchmarks/coverage.py); kinds (column, "
               f"budget, workload) with every data set within it: {kinds_inside} of {kinds}. Data sets whose floor "
               f"lies above {BAND[1]:g}% (out of the band's reach for intervals that hold each count's likeliest "
               f"value): {above}."]
