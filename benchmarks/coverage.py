@@ -149,6 +149,11 @@ def cuts_a_cell(payload: dict, grid, a: float, b: float) -> bool:
     return bool(grid[0] < a < grid[-1] or grid[0] < b < grid[-1])
 
 
+def in_band(shares: np.ndarray) -> np.ndarray:
+    """Which coverages (in percent) lie within BAND, its ends included."""
+    return (shares >= BAND[0]) & (shares <= BAND[1])
+
+
 def band_chance(inexact: int) -> float:
     """The chance that intervals which cover exactly 95% of a data set's queries in the long run cover a share
     within BAND of its ``inexact`` queries, were those queries independent: the Binomial(inexact, 0.95) mass on
@@ -159,7 +164,7 @@ def band_chance(inexact: int) -> float:
         return 0.0
     first, law = binomial(inexact, NOMINAL)
     shares = 100 * np.arange(first, first + len(law)) / inexact
-    return float(law[(shares >= BAND[0]) & (shares <= BAND[1])].sum())
+    return float(law[in_band(shares)].sum())
 
 
 def together(parts: list) -> Covered:
@@ -327,7 +332,7 @@ def main(argv=None) -> int:
                 # true coverage being the mean: a binomial share's standard deviation
                 noise = 100 * np.sqrt(np.mean([shares.mean() / 100 * (1 - shares.mean() / 100) / c.inexact
                                                for c, _ in kept]))
-                within = int(((shares >= BAND[0]) & (shares <= BAND[1])).sum())
+                within = int(in_band(shares).sum())
                 out_of_reach = int((floors > BAND[1]).sum())
                 inside, sets, above = inside + within, sets + len(kept), above + out_of_reach
                 ceiling += sum(band_chance(c.inexact) for c, _ in kept)
