@@ -84,14 +84,29 @@ PAYLOAD_0_17_0 = PAYLOAD_0_13_0 + ", heavy_whole"
 PAYLOAD_0_20_0 = PAYLOAD_0_17_0 + ", doubt_weight"
 #: 0.21.0: the weights of groups of its cells (doubt_weights).
 PAYLOAD_0_21_0 = PAYLOAD_0_20_0 + ", doubt_weights"
+
+
+def since(version: str) -> tuple:
+    """The released versions from ``version`` on (a release adds itself to RELEASED alone)."""
+    return tuple(RELEASED[RELEASED.index(version):])
+
+
 #: The releases with the header table (kde_catalog), and those of them with format 2 of the 1-D payload.
-WITH_HEADER = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0",
-               "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0",
-               "0.24.0", "0.25.0")
+WITH_HEADER = since("0.3.0")
 #: The releases with synopses of 3 to 16 columns (kde_synopsis_nd, its layout unchanged since).
-WITH_ND = ("0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0",
-           "0.23.0", "0.24.0", "0.25.0")
+WITH_ND = since("0.11.0")
 FORMAT_2 = WITH_HEADER[1:]
+#: The releases whose lattice heavy values are packed (atom_pack), and whose 3-to-16-column payload has pool_rows.
+PACKED, WITH_POOL_ROWS = since("0.9.0"), since("0.12.0")
+#: The 1-D payload's layout of each release from 0.4.0 on: the layout of the latest of these at or before it.
+PAYLOAD_SINCE = (("0.4.0", PAYLOAD_0_4_0), ("0.6.0", PAYLOAD_0_6_0), ("0.9.0", PAYLOAD_0_9_0),
+                 ("0.13.0", PAYLOAD_0_13_0), ("0.17.0", PAYLOAD_0_17_0), ("0.20.0", PAYLOAD_0_20_0),
+                 ("0.21.0", PAYLOAD_0_21_0))
+
+
+def payload_1d(version: str) -> str:
+    """The 1-D payload's columns as ``version`` (0.4.0 or later) stored them."""
+    return [layout for first, layout in PAYLOAD_SINCE if version in since(first)][-1]
 #: 0.11.0: the payload of 3 to 16 columns.
 PAYLOAD_ND = ("relid, cols, n_points, points, knot_counts, knot_values, knot_below, knot_upto, non_null, complete, "
               "categorical, labels")
@@ -187,27 +202,15 @@ def test_synopses_survive_the_update(scratch_db, old):
         # The synopses as the old version stored them (its refresh needs its own package: the rows are the
         # same synopses, in its layout), plus one of a table dropped before the update, which the update must
         # remove.
-        stored = old_format(current, format2=old in FORMAT_2, packed=old in ("0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0",
-                                                                                 "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0",
-                                                                                 "0.23.0", "0.24.0", "0.25.0"),
-                            nd=old in WITH_ND)
+        stored = old_format(current, format2=old in FORMAT_2, packed=old in PACKED, nd=old in WITH_ND)
         gone = dict(next(r for r in stored["kde_synopsis"] if r["cols"] == ["x"]), relid="gone", cols=["v"])
         for table, rows in stored.items():
             for row in rows + ([gone] if table == "kde_synopsis" else []):
                 if old in WITH_HEADER:
                     insert(legacy, "kde_catalog", HEADER_0_3_0, row)
-                    payload = PAYLOAD_0_3_0.get(table, PAYLOAD_ND + (", pool_rows" if old in ("0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0") else ""))
+                    payload = PAYLOAD_0_3_0.get(table, PAYLOAD_ND + (", pool_rows" if old in WITH_POOL_ROWS else ""))
                     if table == "kde_synopsis" and old != "0.3.0":
-                        payload = {"0.4.0": PAYLOAD_0_4_0, "0.5.0": PAYLOAD_0_4_0, "0.9.0": PAYLOAD_0_9_0,
-                                   "0.10.0": PAYLOAD_0_9_0, "0.11.0": PAYLOAD_0_9_0,
-                                   "0.12.0": PAYLOAD_0_9_0, "0.13.0": PAYLOAD_0_13_0,
-                                   "0.14.0": PAYLOAD_0_13_0, "0.15.0": PAYLOAD_0_13_0,
-                                   "0.16.0": PAYLOAD_0_13_0, "0.17.0": PAYLOAD_0_17_0,
-                                   "0.18.0": PAYLOAD_0_17_0, "0.19.0": PAYLOAD_0_17_0,
-                                   "0.20.0": PAYLOAD_0_20_0, "0.21.0": PAYLOAD_0_21_0,
-                                   "0.22.0": PAYLOAD_0_21_0, "0.23.0": PAYLOAD_0_21_0,
-                                   "0.24.0": PAYLOAD_0_21_0, "0.25.0": PAYLOAD_0_21_0}.get(
-                            old, PAYLOAD_0_6_0)
+                        payload = payload_1d(old)
                     insert(legacy, table, payload, row)
                 else:
                     insert(legacy, table, COLUMNS[old][table], row)
