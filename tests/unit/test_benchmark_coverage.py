@@ -4,7 +4,7 @@ build's calibrated weight: tests/unit/test_synopsis_calibration.py)."""
 import numpy as np
 import pytest
 from benchhelpers import load_benchmark
-from scipy.stats import binom
+from scipy.stats import binom, norm
 
 from pg_kde.synopsis import query
 from pg_kde.synopsis.query import interval_1d, range_1d
@@ -114,3 +114,20 @@ def test_the_bands_chance_is_the_binomial_mass_of_shares_within_it():
         assert bench.band_chance(n) == pytest.approx(binom.pmf(k[inside], n, 0.95).sum(), abs=1e-12), n
     assert bench.band_chance(10) == 0.0 and bench.band_chance(0) == 0.0
     assert 0.66 < bench.band_chance(136) < 0.68 and bench.band_chance(1000) > 0.996
+
+
+def test_the_centred_chance_is_the_normal_mass_within_the_band_at_the_data_sets_spread():
+    """centred_chance(shares): P(93 <= X <= 97) for X ~ N(95, s²), s the shares' standard deviation with n − 1
+    in its divisor, as scipy gives it; the shares' own mean does not enter (centred); 1 without spread, NaN
+    for one data set; wider spreads leave less of the band within reach."""
+    shares = np.array([93.1, 98.1, 96.5, 97.8, 95.0, 94.2, 97.6, 98.0])
+    sd = shares.std(ddof=1)
+    want = norm.cdf(2.0 / sd) - norm.cdf(-2.0 / sd)
+    assert bench.centred_chance(shares) == pytest.approx(want, abs=1e-12)
+    assert bench.centred_chance(shares + 3.0) == pytest.approx(want, abs=1e-12)
+    assert bench.centred_chance(np.array([96.0, 96.0, 96.0])) == 1.0
+    assert np.isnan(bench.centred_chance(np.array([95.0])))
+    narrow, wide = bench.centred_chance(np.array([94.0, 96.0])), bench.centred_chance(np.array([92.0, 98.0]))
+    assert 0 < wide < narrow < 1
+    assert bench.centred_chance(np.array([95.0 - 2.3, 95.0 + 2.3])) == pytest.approx(
+        norm.cdf(2 / (2.3 * np.sqrt(2))) - norm.cdf(-2 / (2.3 * np.sqrt(2))), abs=1e-12)
