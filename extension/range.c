@@ -94,6 +94,168 @@ typedef struct Moments
 	double		high;
 } Moments;
 
+/* query.add_down: a + b rounded down (the float8 sum, one float8 lower where its exact error, Knuth's
+ * two-sum, is negative); not where the sum is infinite or NaN. kde_add_up mirrors it. */
+static double
+kde_add_down(double a, double b)
+{
+	double		s = a + b,
+				bb;
+
+	if (!isfinite(s))
+		return s;
+	bb = s - a;
+	return (a - (s - bb)) + (b - bb) < 0 ? nextafter(s, -INFINITY) : s;
+}
+
+static double
+kde_add_up(double a, double b)
+{
+	return -kde_add_down(-a, -b);
+}
+
+/* query._widen: a range's hard bounds with whole cells' rows or sum added, off either side: a count's exactly,
+ * a sum's rounded outwards (0.27.0) */
+static void
+widen_whole(Moments *out, double whole, double off, int order)
+{
+	if (order == 0)
+	{
+		out->low += whole - off;
+		out->high += whole + off;
+		return;
+	}
+	out->low = kde_add_down(out->low, kde_add_down(whole, -off));
+	out->high = kde_add_up(out->high, kde_add_up(whole, off));
+}
+
+/* Partials of an exact sum of float8s, as CPython's math.fsum keeps them (Shewchuk's non-overlapping
+ * expansion; a finite sum of float8s has at most about 40). false where a partial overflows. */
+#define FSUM_PARTIALS 128
+typedef struct Fsum
+{
+	double		p[FSUM_PARTIALS];
+	int			n;
+	bool		overflow;
+} Fsum;
+
+static void
+fsum_add(Fsum *f, double x)
+{
+	int			i = 0,
+				j;
+
+	if (f->overflow)
+		return;
+	for (j = 0; j < f->n; j++)
+	{
+		double		y = f->p[j],
+					hi,
+					lo;
+
+		if (fabs(x) < fabs(y))
+		{
+			double		t = x;
+
+			x = y;
+			y = t;
+		}
+		hi = x + y;
+		lo = y - (hi - x);
+		if (lo != 0.0)
+			f->p[i++] = lo;
+		x = hi;
+	}
+	f->n = i;
+	if (x != 0.0)
+	{
+		if (!isfinite(x) || f->n >= FSUM_PARTIALS)
+		{
+			f->overflow = true;
+			return;
+		}
+		f->p[f->n++] = x;
+	}
+}
+
+/* The partials' sum correctly rounded, as CPython's math.fsum rounds it (half to even across partials). */
+static double
+fsum_value(const Fsum *f)
+{
+	int			n = f->n;
+	double		hi = 0.0,
+				lo = 0.0;
+
+	if (n > 0)
+	{
+		hi = f->p[--n];
+		while (n > 0)
+		{
+			double		x = hi,
+						y = f->p[--n];
+
+			hi = x + y;
+			lo = y - (hi - x);
+			if (lo != 0.0)
+				break;
+		}
+		if (n > 0 && ((lo < 0.0 && f->p[n - 1] < 0.0) || (lo > 0.0 && f->p[n - 1] > 0.0)))
+		{
+			double		y = lo * 2.0,
+						x = hi + y;
+
+			if (y == x - hi)
+				hi = x;
+		}
+	}
+	return hi;
+}
+
+/* query.heavy_sum: the sum of the heavy values values[below..upto) holding cum_count's steps of rows each,
+ * from the values and counts (each product split exactly into a float8 and its error by fma, their sum
+ * correctly rounded), and its hard bounds: the sum where exact, else the float8s either side on the exact
+ * sum's side. false where a product or the summation overflows (the running sums' difference stands). */
+static bool
+heavy_sum(const double *values, const double *cum_count, int below, int upto, double *sum, double *low,
+		  double *high)
+{
+	Fsum		f;
+	Fsum		r;
+	double		prev = below > 0 ? cum_count[below - 1] : 0.0,
+				total,
+				residual;
+	int			i;
+
+	f.n = 0;
+	f.overflow = false;
+	for (i = below; i < upto; i++)
+	{
+		double		v = values[i],
+					c = cum_count[i] - prev,
+					product = v * c;
+
+		prev = cum_count[i];
+		if (!isfinite(product))
+			return false;
+		fsum_add(&f, product);
+		fsum_add(&f, fma(v, c, -product));
+	}
+	if (f.overflow)
+		return false;
+	total = fsum_value(&f);
+	if (!isfinite(total))
+		return false;
+	r = f;
+	fsum_add(&r, -total);
+	if (r.overflow)
+		return false;
+	residual = fsum_value(&r);
+	*sum = total;
+	*low = residual < 0 ? nextafter(total, -INFINITY) : total;
+	*high = residual > 0 ? nextafter(total, INFINITY) : total;
+	return true;
+}
+
 /* A cell's shape: the cubic a + b t + c t^2 + e t^3 (a straight line has c = e = 0), or the exponential
  * density of rate lambda. */
 typedef struct Shape
@@ -797,8 +959,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		double		off = stored_sum_error(order, counts.v[kb] - counts.v[ka + 1], slack, rounding);
 
 		out.estimate += whole;
-		out.low += whole - off;
-		out.high += whole + off;
+		widen_whole(&out, whole, off, order);
 	}
 	if (period > 0)
 	{
@@ -865,8 +1026,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			double		off = stored_sum_error(order, counts.v[c + 1] - counts.v[c], slack, rounding);
 
 			out.estimate += whole;
-			out.low += whole - off;
-			out.high += whole + off;
+			widen_whole(&out, whole, off, order);
 			continue;
 		}
 		/* cells.cell_ends: the cell's mean position from its exact sum (1/2 where sums ran past float8) */
@@ -1021,8 +1181,11 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			weighed = apart != 0 ? cell_doubt_weight(row, &doubt_weights, c, m - 1) : 0.0;
 			if (weighed != 0)
 				shape_error += weighed * (apart * fabs(x));
-			out.low += fmin(0.0, n * (g0 * (1 - t0) + g1 * t0));
-			out.high += fmax(0.0, n * (g0 * (1 - t1) + g1 * t1));
+			/* none to all of the cut piece's rows, each between the piece's ends (not read back from t0 and
+			 * t1, whose rounding can put them a float8 inside), the products and sums rounded outwards
+			 * (query.smooth_1d, 0.27.0) */
+			out.low = kde_add_down(out.low, fmin(0.0, nextafter(n * (A > g0 ? A : g0), -INFINITY)));
+			out.high = kde_add_up(out.high, fmax(0.0, nextafter(n * (B < g1 ? B : g1), INFINITY)));
 		}
 	}
 	/* the shape's own uncertainty: how far its shares are from the other shape's, each cut cell's weighed as
@@ -1071,8 +1234,11 @@ kde_range(PG_FUNCTION_ARGS)
 	double		b = PG_ARGISNULL(2) ? INFINITY : PG_GETARG_FLOAT8(2);
 	int			order;
 	double		exact = 0,
+				exact_low = 0,
+				exact_high = 0,
 				step,
 				kde_rows;
+	bool		bounded = false;	/* the heavy values' sum has its own hard bounds (exact_low, exact_high) */
 	Moments		part = {0, 0, 0, 0};
 	Vector		atoms,
 				cum = {NULL, 0};
@@ -1136,7 +1302,28 @@ kde_range(PG_FUNCTION_ARGS)
 				exact = kde_lattice_value((double) k, step);
 			}
 			else
+			{
 				exact = (upto > 0 ? cum.v[upto - 1] : 0.0) - (below > 0 ? cum.v[below - 1] : 0.0);
+				if (order == 1 && upto > below)
+				{
+					/* query.heavy_sum: from the values and counts, not the running sums (0.27.0) */
+					Vector		counts = vector(row, "atom_cum_count", false);
+					double		summed,
+								lo_sum,
+								hi_sum;
+
+					if (counts.n != atoms.n)
+						ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+										errmsg("pg_kde: the synopsis row's heavy values do not match their counts")));
+					if (heavy_sum(atoms.v, counts.v, below, upto, &summed, &lo_sum, &hi_sum))
+					{
+						exact = summed;
+						exact_low = lo_sum;
+						exact_high = hi_sum;
+						bounded = true;
+					}
+				}
+			}
 		}
 		kde_rows = (double) DatumGetInt64(kde_row_field(row, "kde_rows"));
 		if (step > 0)
@@ -1200,7 +1387,16 @@ kde_range(PG_FUNCTION_ARGS)
 	desc = BlessTupleDesc(desc);
 	values[0] = Float8GetDatum(exact + part.estimate);
 	values[1] = Float8GetDatum(part.variance);
-	values[2] = Float8GetDatum(exact + part.low);
-	values[3] = Float8GetDatum(exact + part.high);
+	if (order == 0)
+	{
+		values[2] = Float8GetDatum(exact + part.low);
+		values[3] = Float8GetDatum(exact + part.high);
+	}
+	else
+	{
+		/* a sum's hard bounds rounded outwards where the float8 additions round (0.27.0) */
+		values[2] = Float8GetDatum(kde_add_down(bounded ? exact_low : exact, part.low));
+		values[3] = Float8GetDatum(kde_add_up(bounded ? exact_high : exact, part.high));
+	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from fractions import Fraction
 from dataclasses import dataclass
 from typing import Optional
 
@@ -118,6 +119,51 @@ def cell_of(grid, x: float) -> int:
     return min(max(bisect.bisect_right(grid, x) - 1, 0), len(grid) - 2)
 
 
+def add_down(a: float, b: float) -> float:
+    """a + b rounded down: the float8 sum, one float8 lower where it rounded up (its exact error, Knuth's
+    two-sum, is negative). Not where the sum is infinite or NaN. As kde_add_down in extension/range.c."""
+    s = a + b
+    if not math.isfinite(s):
+        return s
+    bb = s - a
+    return math.nextafter(s, -math.inf) if (a - (s - bb)) + (b - bb) < 0 else s
+
+
+def add_up(a: float, b: float) -> float:
+    """a + b rounded up (:func:`add_down`'s mirror)."""
+    return -add_down(-a, -b)
+
+
+def heavy_sum(values, cum_count, below: int, upto: int) -> Optional[tuple]:
+    """(sum, low, high) of the heavy values values[below:upto] held cum_count's steps of rows each, from the
+    values and counts rather than the stored running sums, whose float8 rounding loses a small value's rows
+    beside a large one (a red team: 5,000 values of 0.05–19.95 beside ±3.4e38 read a sum of 0 within hard bounds
+    of [0, 0], the exact sum 50,000). Each value times its count is split exactly into a float8 and its rounding
+    error (two-product), and their sum is correctly rounded (Shewchuk's, as math.fsum); the hard bounds are that
+    sum where it is exact, else the float8s either side on the exact sum's side. None where a product or the
+    summation overflows (the running sums' difference stands, as before 0.27.0). As heavy_sum in
+    extension/range.c, whose fsum follows CPython's."""
+    terms = []
+    prev = cum_count[below - 1] if below else 0.0
+    for i in range(below, upto):
+        v, c = float(values[i]), float(cum_count[i]) - prev
+        prev = float(cum_count[i])
+        product = v * c
+        if not math.isfinite(product):
+            return None
+        terms += [product, float(Fraction(v) * Fraction(c) - Fraction(product))]
+    try:
+        total = math.fsum(terms)
+        residual = math.fsum(terms + [-total])
+    except OverflowError:
+        return None
+    if not math.isfinite(total):
+        return None
+    low = math.nextafter(total, -math.inf) if residual < 0 else total
+    high = math.nextafter(total, math.inf) if residual > 0 else total
+    return total, low, high
+
+
 def heavy_between(values, cum, a: float, b: float) -> tuple:
     """(exact, upto, below): the sorted heavy ``values`` in [a, b] are values[below:upto], and ``exact`` the sum
     of their steps of ``cum`` (cumulative counts or sums)."""
@@ -148,8 +194,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
         whole = cells[kb] - cells[ka + 1]
         off = stored_sum_error(order, counts[kb] - counts[ka + 1], slack, rounding)
         out.estimate += whole
-        out.low += whole - off
-        out.high += whole + off
+        out.low, out.high = _widen(out, whole, off, order)
     for c in sorted({ka, kb}):
         g0, g1 = grid[c], grid[c + 1]
         w = g1 / 2 - g0 / 2  # halves: no difference of values near the ends of float8 overflows
@@ -172,8 +217,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             whole = cells[c + 1] - cells[c]
             off = stored_sum_error(order, counts[c + 1] - counts[c], slack, rounding)
             out.estimate += whole
-            out.low += whole - off
-            out.high += whole + off
+            out.low, out.high = _widen(out, whole, off, order)
             continue
         d0, d1, mean = cell_ends(g0, g1, n, sums[c + 1] - sums[c], density[c], density[c + 1], s["kde_rows"],
                                  half_range)
@@ -264,13 +308,24 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             weighed = (cell_weight(s, c) if weight is None else weight) if apart else 0.0
             if weighed:
                 shape_error += weighed * (apart * abs(x))
-            out.low += min(0.0, n * (g0 * (1 - t0) + g1 * t0))
-            out.high += max(0.0, n * (g0 * (1 - t1) + g1 * t1))
+            # none to all of the cut piece's rows, each between the piece's ends (not read back from t0 and t1,
+            # whose rounding put a point's one row of 31.16 a float8 above its hard bound: a red team), the
+            # products and sums rounded outwards (0.27.0)
+            out.low = add_down(out.low, min(0.0, math.nextafter(n * max(A, g0), -math.inf)))
+            out.high = add_up(out.high, max(0.0, math.nextafter(n * min(B, g1), math.inf)))
     # The shape's own uncertainty: how far its shares are from the other shape's, each cut cell's weighed
     # (docs/math.md §7).
     out.variance += shape_error * shape_error  # (not ** 2: that raises OverflowError where IEEE 754 gives inf)
     out.disagreement = disagreement
     return out
+
+
+def _widen(out: Range, whole: float, off: float, order: int) -> tuple:
+    """out's hard bounds with whole cells' ``whole`` rows or sum added, ``off`` either side
+    (:func:`stored_sum_error`): a count's exactly (whole numbers), a sum's rounded outwards (0.27.0)."""
+    if order == 0:
+        return out.low + (whole - off), out.high + (whole + off)
+    return add_down(out.low, add_down(whole, -off)), add_up(out.high, add_up(whole, off))
 
 
 def stored_sum_error(order: int, rows: float, slack: Optional[float], rounding: Optional[float]) -> float:
@@ -425,8 +480,13 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     else:
         values, cum, ks = s["atom_values"], s["atom_cum_count"] if order == 0 else s["atom_cum_sum"], None
     exact, upto, below = heavy_between(values, cum, a, b)
+    exact_low = exact_high = None  # (the heavy values' own hard bounds on a sum, where not the sum itself)
     if order == 1 and ks is not None:
         exact = range_sum(ks, upto, below, s["step"])
+    elif order == 1 and upto > below:
+        summed = heavy_sum(values, s["atom_cum_count"], below, upto)
+        if summed is not None:
+            exact, exact_low, exact_high = summed
     smooth = Range()
     if s["step"] > 0:
         snapped = snap(a, b, s["step"])
@@ -446,8 +506,13 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
                         smooth.estimate = min(smooth.high, max(smooth.low, held * (smooth.estimate / count.estimate)))
     else:
         smooth = smooth_1d(s, a, b, order)
-    return Range(exact + smooth.estimate, smooth.variance, exact + smooth.low, exact + smooth.high,
-                 smooth.disagreement, smooth.profiled)
+    if order == 0:
+        return Range(exact + smooth.estimate, smooth.variance, exact + smooth.low, exact + smooth.high,
+                     smooth.disagreement, smooth.profiled)
+    # a sum's hard bounds rounded outwards where the float8 additions round (0.27.0)
+    low = add_down(exact if exact_low is None else exact_low, smooth.low)
+    high = add_up(exact if exact_high is None else exact_high, smooth.high)
+    return Range(exact + smooth.estimate, smooth.variance, low, high, smooth.disagreement, smooth.profiled)
 
 
 #: Below this many expected rows a point's count is the median of its held rows, a whole number; from it on, their
@@ -492,8 +557,14 @@ def interval(r: Range, confidence: float, order: int = 0, point: bool = False) -
 
 
 def within_bounds(r: Range, low: float, high: float) -> tuple:
-    """(estimate, low, high): [low, high] kept within ``r``'s hard bounds and widened to hold its estimate."""
-    return r.estimate, min(max(r.low, low), r.estimate), max(min(r.high, high), r.estimate)
+    """(estimate, low, high): [low, high] kept within ``r``'s hard bounds and widened to hold its estimate; of
+    zero width only where the hard bounds are (0.27.0: a sum over whole cells has no variance, but its stored
+    sums' rounding leaves the answer within its hard bounds, not on its estimate; a red team found such
+    intervals 5 ulps to 0.6 off the exact sum)."""
+    low, high = min(max(r.low, low), r.estimate), max(min(r.high, high), r.estimate)
+    if low == high and r.low < r.high:
+        return r.estimate, r.low, r.high
+    return r.estimate, low, high
 
 
 #: The counts a point's law (:func:`held_interval`) spans: 1 + 0 … 1 + HELD_LAW_COUNTS rows, enough below

@@ -341,10 +341,16 @@ BEGIN
         low := centre - half;
         high := centre + half;
     END IF;
-    -- within the hard bounds, widened to hold the estimate (query.within_bounds)
+    -- within the hard bounds, widened to hold the estimate (query.within_bounds); zero width only where the
+    -- hard bounds are (0.27.0: a sum over whole cells has no variance, but its stored sums' rounding leaves
+    -- it within its hard bounds, not on its estimate)
     estimate := r.estimate;
     low := least(greatest(r.low, low), r.estimate);
     high := greatest(least(r.high, high), r.estimate);
+    IF low = high AND r.low < r.high THEN
+        low := r.low;
+        high := r.high;
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer) IS 'pg_kde internal: an interval';

@@ -1405,3 +1405,60 @@ def test_values_past_the_lattices_reach_that_the_block_sample_missed_make_the_co
     bounds = [(1e14, 1e14), (2e14, 2e14), (3e14, 3e14), (1e14, 2e14), (99999999999999.99, 1e14), (1e14, 3e14),
               (100000000000000.5, 100000000000000.5), (123456789012.34, 123456789012.34), (1e13, 4e14)]
     server_equals_reference(db, table, "v", s, xs, np.random.default_rng(1), bounds=bounds)
+
+
+def _exact_sum(xs, lo, hi):
+    """The exact sum (a Fraction) of the float8 values of ``xs`` within [lo, hi] (None: open)."""
+    from fractions import Fraction
+
+    keep = xs[(xs >= (-np.inf if lo is None else lo)) & (xs <= (np.inf if hi is None else hi))]
+    return sum((Fraction(float(v)) for v in keep), Fraction(0))
+
+
+def test_a_sums_hard_bounds_hold_where_rounding_had_put_them_inside(db, table):
+    """Found attacking 0.26.0 (a red team; the server and the reference alike): 5,000 values of 0.05–19.95
+    beside ±3.4e38 (float4) read every sum as 0 within hard bounds of [0, 0], the running sums of the heavy
+    values having lost the small ones (exact: 50,000); cents beside three rows of 1e300 at 64 KB read a point's
+    one row of 31.16 above its hard bound 31.159999999999997; integers near 2^53 at 64 KB read the whole column's
+    sum with a zero-width interval 170,000 (5 float8s) from its exact sum. Since 0.27.0 the heavy values' sum is
+    correctly rounded from their values and counts, the cut pieces' and the additions' bounds round outwards,
+    and an interval has zero width only where its hard bounds do: every sum's hard bounds hold the exact sum."""
+    rng = np.random.default_rng(29)
+    small = ((np.arange(1, 5001) % 200) / 10.0 + 0.05).astype(np.float32)
+    cols = {
+        "f4": np.concatenate([small, np.float32([3.4e38, -3.4e38])]),
+        "cents": np.concatenate([rng.integers(0, 100000, 20000) / 100, [1e300, 1e300, 1e300]]),
+        "near53": 2**53 + rng.integers(-5000, 5000, 20003),
+    }
+    rows = len(cols["cents"])  # (f4's other rows NULL)
+    padded = np.concatenate([cols["f4"].astype(np.float64), np.full(rows - len(cols["f4"]), np.nan)])
+    load(db, table, dict(cols, f4=padded), types={"f4": "real", "near53": "bigint"})
+    for col, budget in (("f4", None), ("cents", 65536), ("near53", 65536)):
+        refresh(db, table, col, budget=budget)
+        s = payload(db, table, col)
+        xs = np.sort(np.asarray(cols[col], dtype=np.float64))
+        values = np.unique(xs)
+        bounds = [(None, None), (-1e30, 1e30), (0.0, 100.0), (1.0, 5.0)] if col == "f4" else [(None, None)]
+        bounds += [(float(v), float(v)) for v in rng.choice(values, 150)]
+        bounds += [tuple(float(v) for v in np.sort(rng.choice(values, 2))) for _ in range(150)]
+        got = db.execute(
+            "SELECT (_kde_range(s, q.lo, q.hi, 1)).*, (approx_sum_ci(%s, %s, q.lo, q.hi)).* FROM kde_synopsis s, "
+            "unnest(%s::float8[], %s::float8[]) WITH ORDINALITY q(lo, hi, i) "
+            "WHERE s.relid = %s::regclass AND s.cols = ARRAY[%s] ORDER BY q.i",
+            (table, col, [b[0] for b in bounds], [b[1] for b in bounds], table, col)).fetchall()
+        for (lo, hi), (est, _, low, high, ci_est, ci_low, ci_high) in zip(bounds, got):
+            r = range_1d(s, lo, hi, 1)
+            assert (est, low, high) == (pytest.approx(r.estimate, rel=1e-12, abs=1e-300),
+                                        pytest.approx(r.low, rel=1e-12, abs=1e-300),
+                                        pytest.approx(r.high, rel=1e-12, abs=1e-300)), (col, lo, hi)
+            ref = interval_1d(s, lo, hi, 0.95, 1)
+            assert (ci_est, ci_low, ci_high) == pytest.approx(ref, rel=1e-6), (col, lo, hi)
+            truth = _exact_sum(xs, lo, hi)
+            assert low <= truth <= high, (col, lo, hi, low, high, float(truth))
+            assert ci_low <= ci_high and (ci_low < ci_high or ci_low == truth), (col, lo, hi, ci_low, float(truth))
+        if col == "f4":
+            # (0.26.0: 0) the float4 values' exact sum, correctly rounded: 49,999.9999997… (0.05 in float4
+            # is not 0.05)
+            got = db.execute("SELECT approx_sum(%s, 'f4', 0, 100)", (table,)).fetchone()[0]
+            assert got == float(_exact_sum(xs, 0, 100))
+

@@ -1082,3 +1082,51 @@ def test_a_profiled_cells_exact_mean_pins_down_its_rows_as_their_positions_do(rn
         f = float(np.mean(below)) / n
         off.append(abs(n * f * (1 - f) * (1 - 3 * f * (1 - f)) / residual - 1))
     assert max(off) > 0.2, off
+
+
+def test_outward_additions_and_the_heavy_values_correctly_rounded_sum():
+    """add_down / add_up bracket the exact sum of two float8s (and equal it where it is one); heavy_sum is the
+    correctly rounded sum of values times counts (Fraction), its bounds that sum where exact, else the float8s
+    either side on the exact sum's side; None where a product overflows. The red team's column: ±3.4e38 (float4)
+    around 5,000 values of 0.05–19.95 sums to exactly 50,000, where the running sums read 0."""
+    from fractions import Fraction
+
+    from pg_kde.synopsis.query import add_down, add_up, heavy_sum
+
+    rng = np.random.default_rng(3)
+    for _ in range(2000):
+        a, b = (float(x) * 10.0 ** int(rng.integers(-30, 30)) for x in rng.normal(size=2))
+        exact = Fraction(a) + Fraction(b)
+        lo, hi = add_down(a, b), add_up(a, b)
+        assert lo <= exact <= hi and hi in (lo, math.nextafter(lo, math.inf))
+        assert (lo == hi) == (Fraction(a + b) == exact)
+    for _ in range(300):
+        k = int(rng.integers(1, 40))
+        values = np.sort(rng.normal(size=k) * 10.0 ** rng.integers(-20, 30, k))
+        counts = np.cumsum(rng.integers(1, 1000, k)).astype(np.float64)
+        below, upto = sorted(int(i) for i in rng.integers(0, k + 1, 2))
+        got = heavy_sum(values, counts, below, upto)
+        prev = np.concatenate([[0.0], counts])
+        exact = sum((Fraction(float(values[i])) * Fraction(float(counts[i] - prev[i]))
+                     for i in range(below, upto)), Fraction(0))
+        total, low, high = got
+        assert total == float(exact) and low <= exact <= high
+        assert (low == high) == (Fraction(total) == exact)
+    small = ((np.arange(1, 5001) % 200) / 10.0 + 0.05).astype(np.float32).astype(np.float64)
+    values, counts = np.unique(np.concatenate([small, [float(np.float32(3.4e38)), -float(np.float32(3.4e38))]]),
+                               return_counts=True)
+    cum = np.cumsum(counts).astype(np.float64)
+    exact = sum(Fraction(float(v)) for v in small)
+    total, low, high = heavy_sum(values, cum, 0, len(values))
+    assert total == float(exact) and low <= exact <= high and abs(total - 50000.0) < 1e-3
+    assert heavy_sum([1e308, 1.5e308], [2.0, 3.0], 0, 2) is None
+
+
+def test_an_interval_has_zero_width_only_where_its_hard_bounds_do():
+    """within_bounds: an interval that would have zero width (no variance) while the hard bounds leave room (a
+    sum over whole cells: its stored sums' rounding) is the hard bounds; where they are one value, that value."""
+    from pg_kde.synopsis.query import Range, within_bounds
+
+    assert within_bounds(Range(10.0, 0.0, 9.5, 10.5), 10.0, 10.0) == (10.0, 9.5, 10.5)
+    assert within_bounds(Range(10.0, 0.0, 10.0, 10.0), 10.0, 10.0) == (10.0, 10.0, 10.0)
+    assert within_bounds(Range(10.0, 1.0, 0.0, 20.0), 8.0, 12.0) == (10.0, 8.0, 12.0)
