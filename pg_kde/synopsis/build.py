@@ -267,6 +267,11 @@ def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, ste
         if len(seg) and b > a:
             pieces.append(place(seg, a, b, max(1, round(cells * len(seg) / max(len(source), 1)))))
     points = np.unique(np.concatenate(pieces))
+    if len(points) < 2:
+        # A part of one value off any lattice (lo = hi, no hint point between): the grid a table of that one
+        # value gets (0.27.0; a red team's partition of ten rows of 12345678.91 made a grid of one point, and
+        # the scan refused it: "the grid needs at least 2 values")
+        return place(source, lo, hi, max(1, cells))
     if len(points) - 1 > cells:  # more of the hint than the budget holds: evenly spaced among them
         points = points[np.unique(np.linspace(0, len(points) - 1, cells + 1).round().astype(np.int64))]
     return points
