@@ -24,8 +24,17 @@ _FETCH_ROWS = 10000
 
 
 def _scaled(expr: str, scale: float) -> str:
-    """The float8 value of a quoted column, times a power of two when scale is not 1."""
-    return f"({expr})::float8" if scale == 1.0 else f"({expr})::float8 * {scale!r}::float8"
+    """The float8 value of a quoted column, times a power of two when scale is not 1: as IEEE 754 multiplies
+    (NumPy's, the reference's), where PostgreSQL's float8 product raises "value out of range: underflow" on a
+    nonzero result that rounds to 0 (0.27.0; a red team: 5e-324 beside 1e300, whose scan is scaled down). Such
+    a value reads as 0 of its sign: |x·scale| ≤ 2^-1075, half the least subnormal, rounds to it (ties to even)."""
+    if scale == 1.0:
+        return f"({expr})::float8"
+    if scale > 1.0:
+        return f"({expr})::float8 * {scale!r}::float8"
+    tiny = math.ldexp(1.0, -1075 - (math.frexp(scale)[1] - 1))  # 2^-1075 / scale, scale a power of two
+    return (f"(CASE WHEN abs(({expr})::float8) <= {tiny!r}::float8 THEN 0::float8 * sign(({expr})::float8) "
+            f"ELSE ({expr})::float8 * {scale!r}::float8 END)")
 
 
 def _sample(plpy, rel: str, kind: str, exprs: list, n_total: int, size: int, seed: int = SAMPLE_SEED) -> np.ndarray:
@@ -393,7 +402,7 @@ class SqlTableReader:
         cells = None
         if (m1 - 1) * (m2 - 1) <= CELLS2_LIMIT:
             quanta = [fine_quantum(float(g[0]), float(g[-1])) for g in (grid1, grid2)]
-            values = [f"{self.schema}._kde_value({scan})" + ("" if scale == 1.0 else f" * {scale!r}::float8")
+            values = [_scaled(f"{self.schema}._kde_value({scan})", scale)
                       for scan, scale in zip(self.scans, self.scales)]
             row_id = self._row_id() if sample else None
             keep = f"{row_id}, {sample[1]!r}::float8, {SAMPLE_SEED}" if row_id else "NULL::tid, NULL::oid, NULL::float8, NULL::int8"

@@ -1462,3 +1462,21 @@ def test_a_sums_hard_bounds_hold_where_rounding_had_put_them_inside(db, table):
             got = db.execute("SELECT approx_sum(%s, 'f4', 0, 100)", (table,)).fetchone()[0]
             assert got == float(_exact_sum(xs, 0, 100))
 
+
+def test_a_subnormal_beside_a_far_value_refreshes(db, table):
+    """Found attacking 0.26.0 (a red team): 1..100 with 5e-324 and 1e300 failed its refresh with "value out of
+    range: underflow" at every budget: the scan reads such a column at a power-of-two scale, and PostgreSQL's
+    float8 product raises where a nonzero result rounds to 0. Now the scan scales as IEEE 754 does (the
+    reference's NumPy): the 1-D synopsis and the pair's build, and their counts' hard bounds hold."""
+    x = np.concatenate([np.arange(1, 101, dtype=np.float64), [5e-324, 1e300]])
+    load(db, table, {"v": x, "w": np.arange(len(x), dtype=np.float64)})
+    for budget in (1024, 8192):
+        refresh(db, table, "v", budget=budget)
+        s = payload(db, table, "v")
+        xs = np.sort(x)
+        bounds = [(None, None), (0.0, 0.0), (5e-324, 5e-324), (0.0, 1.0), (1.0, 50.0), (50.0, 1e300), (-1.0, 1e-300)]
+        server_equals_reference(db, table, "v", s, xs, np.random.default_rng(2), bounds=bounds)
+    assert db.execute("SELECT kde_refresh(%s::regclass, ARRAY['v', 'w'])", (table,)).fetchone()[0] is not None
+    got = db.execute("SELECT approx_count(%s::regclass, 'v', -1e308::float8, 1e308::float8, 'w', -1::float8, 1e6::float8)",
+                     (table,)).fetchone()[0]
+    assert got == pytest.approx(len(x))
