@@ -1303,7 +1303,8 @@ kde_range(PG_FUNCTION_ARGS)
 			}
 			else
 			{
-				exact = (upto > 0 ? cum.v[upto - 1] : 0.0) - (below > 0 ? cum.v[below - 1] : 0.0);
+				/* (no heavy value in the range: 0, not inf - inf where the running sums overflowed) */
+				exact = upto == below ? 0.0 : (upto > 0 ? cum.v[upto - 1] : 0.0) - (below > 0 ? cum.v[below - 1] : 0.0);
 				if (order == 1 && upto > below)
 				{
 					/* query.heavy_sum: from the values and counts, not the running sums (0.27.0) */

@@ -1,9 +1,25 @@
 -- pg_kde 0.26.0 -> 0.27.0: a sum's hard bounds hold its exact answer where float8 rounding had put them a
 -- float8 inside it or lost a small value's rows beside a large one (the heavy values' sum from their values and
 -- counts, correctly rounded, in the library's _kde_range), and an interval has zero width only where its hard
--- bounds do (_kde_interval). No table changes; synopses stored before are read as before. Every function that
--- names the version is replaced.
+-- bounds do (_kde_interval); a value a scaled scan would round is a clear error (_kde_scale_loses). No table
+-- changes; synopses stored before are read as before. Every function that names the version is replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.27.0'" to load this file. \quit
+
+-- A scan that reads a column at a power-of-two scale below 1 (values near float8's largest, whose sums must stay
+-- finite) would round a nonzero value below 2^-1022 / scale, whose product is subnormal: it calls this instead,
+-- which says so (0.27.0; 0.26.0 stored such values rounded, or PostgreSQL's product raised "value out of range:
+-- underflow" where they rounded to 0).
+CREATE FUNCTION _kde_scale_loses(x float8, scale float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'pg_kde: the column holds % beside values near float8''s largest, which a synopsis reads at the scale % that would round it', x, scale
+        USING ERRCODE = 'numeric_value_out_of_range',
+              HINT = 'A synopsis keeps values within 2^1982 of each other in magnitude: exclude the tiny (or huge) values, e.g. through a view.';
+END
+$$;
+COMMENT ON FUNCTION _kde_scale_loses(float8, float8) IS 'pg_kde internal: a value a scaled scan would round';
 
 CREATE OR REPLACE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
                               OUT estimate float8, OUT low float8, OUT high float8)

@@ -355,6 +355,13 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     # the ends of float8), such a point would not map back to the column's units exactly, and rows would
     # change cells on the way.
     points = np.unique(np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points))
+    if len(points) < 2:
+        # One value where v + 1 (or its half-steps) rounds back to v (1e16, 2^53, 1e300 alone): the scan needs two
+        # boundaries, and the next float8 up (down at float8's largest) bounds the cell that holds it (0.27.0; a
+        # red team: such a table, or partition, failed its refresh, "the grid needs at least 2 values").
+        v = float(points[0]) if len(points) else float(lo)
+        up = float(np.nextafter(v, np.inf))
+        points = np.array([v, up]) if math.isfinite(up) else np.array([float(np.nextafter(v, -np.inf)), v])
     # The calibration's cuts, on a lattice (.calibration)
     ranked, even = probes(sample, (lo, hi), step, PROBES if weighed else PROFILE_PROBES)
     among = among_probes(sample, source, step, points) if few and weighed and len(rest) else np.empty(0)

@@ -487,6 +487,8 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
         summed = heavy_sum(values, s["atom_cum_count"], below, upto)
         if summed is not None:
             exact, exact_low, exact_high = summed
+    elif order == 1:
+        exact = 0.0  # (no heavy value in the range: not inf − inf where the running sums overflowed, 0.27.0)
     smooth = Range()
     if s["step"] > 0:
         snapped = snap(a, b, s["step"])

@@ -23,18 +23,21 @@ _SAMPLEABLE = {"r", "p", "m"}
 _FETCH_ROWS = 10000
 
 
-def _scaled(expr: str, scale: float) -> str:
-    """The float8 value of a quoted column, times a power of two when scale is not 1: as IEEE 754 multiplies
-    (NumPy's, the reference's), where PostgreSQL's float8 product raises "value out of range: underflow" on a
-    nonzero result that rounds to 0 (0.27.0; a red team: 5e-324 beside 1e300, whose scan is scaled down). Such
-    a value reads as 0 of its sign: |x·scale| ≤ 2^-1075, half the least subnormal, rounds to it (ties to even)."""
+def _scaled(expr: str, scale: float, schema: str) -> str:
+    """The float8 value of a quoted column, times a power of two when scale is not 1 (exactly). A scale below 1
+    (values near float8's largest) would round a nonzero value below 2^-1022 / scale, whose product is
+    subnormal: such a value raises a clear error instead (``_kde_scale_loses``, 0.27.0). 0.26.0 stored it
+    rounded (a red team: 1.2345678901234567e-300 beside 1.7e308 read as 1.234569235961387e-300, its ten rows
+    outside every hard bound), or PostgreSQL's product raised "value out of range: underflow" where it rounded
+    to 0 (5e-324 beside 1e300)."""
     if scale == 1.0:
         return f"({expr})::float8"
+    x = f"({expr})::float8"
     if scale > 1.0:
-        return f"({expr})::float8 * {scale!r}::float8"
-    tiny = math.ldexp(1.0, -1075 - (math.frexp(scale)[1] - 1))  # 2^-1075 / scale, scale a power of two
-    return (f"(CASE WHEN abs(({expr})::float8) <= {tiny!r}::float8 THEN 0::float8 * sign(({expr})::float8) "
-            f"ELSE ({expr})::float8 * {scale!r}::float8 END)")
+        return f"{x} * {scale!r}::float8"
+    least = math.ldexp(1.0, -1022 - (math.frexp(scale)[1] - 1))  # 2^-1022 / scale, scale a power of two
+    return (f"(CASE WHEN {x} = 0 OR abs({x}) >= {least!r}::float8 THEN {x} * {scale!r}::float8 "
+            f"ELSE {schema}._kde_scale_loses({x}, {scale!r}::float8) END)")
 
 
 def _sample(plpy, rel: str, kind: str, exprs: list, n_total: int, size: int, seed: int = SAMPLE_SEED) -> np.ndarray:
@@ -317,7 +320,7 @@ class SqlTableReader:
         """What the aggregates read of the single column: its scan expression as it is (they take float8,
         numeric and the time types), or as float8 times the power-of-two scale."""
         (scan,), (scale,) = self.scans, self.scales
-        return scan if scale == 1.0 else _scaled(scan, scale)
+        return scan if scale == 1.0 else _scaled(scan, scale, self.schema)
 
     def sample_1d(self, size: int, rows: int) -> Sample1D:
         """Tables, partitioned tables and materialized views: one pass of the aggregate ``_kde_sample``
@@ -402,7 +405,7 @@ class SqlTableReader:
         cells = None
         if (m1 - 1) * (m2 - 1) <= CELLS2_LIMIT:
             quanta = [fine_quantum(float(g[0]), float(g[-1])) for g in (grid1, grid2)]
-            values = [_scaled(f"{self.schema}._kde_value({scan})", scale)
+            values = [_scaled(f"{self.schema}._kde_value({scan})", scale, self.schema)
                       for scan, scale in zip(self.scans, self.scales)]
             row_id = self._row_id() if sample else None
             keep = f"{row_id}, {sample[1]!r}::float8, {SAMPLE_SEED}" if row_id else "NULL::tid, NULL::oid, NULL::float8, NULL::int8"
@@ -464,7 +467,7 @@ class SqlTableReader:
     def _grouped_cells_2d(self, grid1: np.ndarray, grid2: np.ndarray):
         """:meth:`cells_2d` by a GROUP BY of SQL expressions (float8 sums, in the order of the scan)."""
         plpy, rel, exprs = self.plpy, self.relation, self.exprs
-        x1, x2 = (_scaled(e, c) for e, c in zip(exprs, self.scales))
+        x1, x2 = (_scaled(e, c, self.schema) for e, c in zip(exprs, self.scales))
         both = f"{exprs[0]} IS NOT NULL AND {exprs[1]} IS NOT NULL"
         m1, m2 = len(grid1), len(grid2)
         cells = plpy.execute(

@@ -121,6 +121,22 @@ COMMENT ON FUNCTION _kde_value(timestamptz) IS 'pg_kde internal: epoch seconds, 
 COMMENT ON FUNCTION _kde_value(timestamp) IS 'pg_kde internal: epoch seconds, as the scans read them';
 COMMENT ON FUNCTION _kde_value(date) IS 'pg_kde internal: epoch seconds, as the scans read them';
 
+-- A scan that reads a column at a power-of-two scale below 1 (values near float8's largest, whose sums must stay
+-- finite) would round a nonzero value below 2^-1022 / scale, whose product is subnormal: it calls this instead,
+-- which says so (0.27.0; 0.26.0 stored such values rounded, or PostgreSQL's product raised "value out of range:
+-- underflow" where they rounded to 0).
+CREATE FUNCTION _kde_scale_loses(x float8, scale float8) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'pg_kde: the column holds % beside values near float8''s largest, which a synopsis reads at the scale % that would round it', x, scale
+        USING ERRCODE = 'numeric_value_out_of_range',
+              HINT = 'A synopsis keeps values within 2^1982 of each other in magnitude: exclude the tiny (or huge) values, e.g. through a view.';
+END
+$$;
+COMMENT ON FUNCTION _kde_scale_loses(float8, float8) IS 'pg_kde internal: a value a scaled scan would round';
+
 -- The 2-D refresh's scan (extension/cells2.c): per cell of two grids' product, its rows, the exact sums of its
 -- values in whole quanta of each axis and the sums of their offsets in the cell (t1, t2, t1 t2, in units of
 -- 2^-60); per cell of each axis the min and max of its values; the pair's facts; and, given each row's ctid

@@ -262,13 +262,13 @@ def test_pairs_of_partitions_with_a_discretised_axis_another_request_and_empty_p
     assert size <= 4096
 
 
-@pytest.mark.parametrize("constant", ["12345678.91", "1234.5", "12345678"])
+@pytest.mark.parametrize("constant", ["12345678.91", "1234.5", "12345678", "1e300"])
 def test_a_partition_of_one_value_off_any_lattice_merges(db, table, constant):
     """Found attacking 0.26.0 (a red team): a default partition holding ten rows of one value that is not a
     whole number (its sample shows no lattice: one value) took a grid of one point from the parent's, and the
     scan refused it ("the grid needs at least 2 values"), so the parent could not be refreshed; a whole
-    number worked. Now the partition gets the grid a table of that one value gets, and the parent and every
-    partition answer within their hard bounds."""
+    number worked; so did 1e300 (0.27.0's first fix: v + 1 rounds back to v). Now the partition gets the grid a
+    table of that one value gets, and the parent and every partition answer within their hard bounds."""
     db.execute(f'CREATE TABLE "{table}" (v numeric) PARTITION BY RANGE (v)')
     db.execute(f'CREATE TABLE "{table}_a" PARTITION OF "{table}" FOR VALUES FROM (MINVALUE) TO (0)')
     db.execute(f'CREATE TABLE "{table}_b" PARTITION OF "{table}" FOR VALUES FROM (0) TO (1000)')

@@ -5,6 +5,7 @@ the budget bounds the stored size; date, timestamp and timestamptz columns work 
 type and with untyped literals."""
 
 import datetime as dt
+import math
 
 import numpy as np
 import pytest
@@ -1463,20 +1464,74 @@ def test_a_sums_hard_bounds_hold_where_rounding_had_put_them_inside(db, table):
             assert got == float(_exact_sum(xs, 0, 100))
 
 
-def test_a_subnormal_beside_a_far_value_refreshes(db, table):
-    """Found attacking 0.26.0 (a red team): 1..100 with 5e-324 and 1e300 failed its refresh with "value out of
-    range: underflow" at every budget: the scan reads such a column at a power-of-two scale, and PostgreSQL's
-    float8 product raises where a nonzero result rounds to 0. Now the scan scales as IEEE 754 does (the
-    reference's NumPy): the 1-D synopsis and the pair's build, and their counts' hard bounds hold."""
-    x = np.concatenate([np.arange(1, 101, dtype=np.float64), [5e-324, 1e300]])
-    load(db, table, {"v": x, "w": np.arange(len(x), dtype=np.float64)})
+
+def test_a_value_a_scaled_scan_would_round_is_a_clear_error(db, table):
+    """Found attacking 0.26.0 and 0.27.0's first fix (red teams): a column with values near float8's largest is
+    scanned at a power-of-two scale below 1, and a tiny value's product became subnormal: 1..100 with 5e-324 and
+    1e300 failed with "value out of range: underflow"; 1.2345678901234567e-300 beside 1.7e308 was stored rounded
+    (its rows outside every hard bound), and 5e-324 read as 0 once the product no longer raised. Now such a value
+    is a clear error that stores nothing, in the 1-D scan and the pair's; values the scale keeps exact (1e-280
+    beside 1e300) build, and their counts and sums hold within their hard bounds as the reference has them."""
+    for tiny in (5e-324, 1.2345678901234567e-300):
+        x = np.concatenate([np.arange(1, 101, dtype=np.float64), [tiny] * 10, [1e300]])
+        name = f"{table}_{len(str(tiny))}"
+        load(db, name, {"v": x, "w": np.arange(len(x), dtype=np.float64)})
+        for cols in ("'v'", "ARRAY['v', 'w']"):
+            with pytest.raises(psycopg.errors.NumericValueOutOfRange, match="beside values near float8's largest"):
+                db.execute(f"SELECT kde_refresh(%s::regclass, {cols})", (name,))
+        assert db.execute("SELECT count(*) FROM kde_synopsis WHERE relid = %s::regclass", (name,)).fetchone()[0] == 0
+        db.execute(sql.SQL("DROP TABLE {}").format(ident(name)))
+    x = np.concatenate([np.arange(1, 101, dtype=np.float64), [1e-280] * 10, [1e300]])
+    load(db, table, {"v": x})
     for budget in (1024, 8192):
         refresh(db, table, "v", budget=budget)
         s = payload(db, table, "v")
         xs = np.sort(x)
-        bounds = [(None, None), (0.0, 0.0), (5e-324, 5e-324), (0.0, 1.0), (1.0, 50.0), (50.0, 1e300), (-1.0, 1e-300)]
+        bounds = [(None, None), (0.0, 0.0), (1e-280, 1e-280), (0.0, 1.0), (1.0, 50.0), (50.0, 1e300), (-1.0, 1e-270)]
         server_equals_reference(db, table, "v", s, xs, np.random.default_rng(2), bounds=bounds)
-    assert db.execute("SELECT kde_refresh(%s::regclass, ARRAY['v', 'w'])", (table,)).fetchone()[0] is not None
-    got = db.execute("SELECT approx_count(%s::regclass, 'v', -1e308::float8, 1e308::float8, 'w', -1::float8, 1e6::float8)",
-                     (table,)).fetchone()[0]
-    assert got == pytest.approx(len(x))
+        for lo, hi in bounds:
+            r = db.execute("SELECT (_kde_range(_kde_synopsis_for(%s::regclass, ARRAY['v']), %s, %s, 1)).*",
+                           (table, lo, hi)).fetchone()
+            assert r[2] <= _exact_sum(xs, lo, hi) <= r[3], (budget, lo, hi, r)
+
+
+def test_a_sum_of_no_heavy_value_is_0_where_their_running_sums_overflowed(db, table):
+    """Found attacking 0.27.0 (a red team; the server and the reference alike): heavy values of ±1.7e308 whose
+    stored running sums overflow to ±inf made every sum of a range holding none of them inf − inf = NaN (1,000
+    values about 0 beside them: [-0.5, 0.5] read NaN). Such a range's heavy values add 0; its sum is the
+    cells', within hard bounds that hold."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([[1.7e308] * 5, [-1.7e308] * 4, np.round(rng.normal(0, 1, 1000), 3)])
+    load(db, table, {"v": x})
+    refresh(db, table, "v")
+    s = payload(db, table, "v")
+    assert not all(map(math.isfinite, s["atom_cum_sum"]))
+    xs = np.sort(x)
+    for lo, hi in ((-0.5, 0.5), (0.0, 1.0), (-0.2, -0.1), (-3.0, 3.0)):
+        got = db.execute("SELECT (_kde_range(s, %s, %s, 1)).* FROM kde_synopsis s "
+                         "WHERE s.relid = %s::regclass AND s.cols = '{v}'", (lo, hi, table)).fetchone()
+        r = range_1d(s, lo, hi, 1)
+        assert all(map(math.isfinite, got)) and got[0] == pytest.approx(r.estimate, rel=1e-12, abs=1e-12), (lo, hi, got)
+        assert got[2] <= _exact_sum(xs, lo, hi) <= got[3], (lo, hi, got)
+
+
+@pytest.mark.parametrize("sqltype, value, rows", [
+    ("float8", "1e16", 1), ("float8", "9007199254740992", 10), ("float8", "1e300", 10),
+    ("float8", "1.7976931348623157e308", 3), ("float8", "-1.7976931348623157e308", 3), ("real", "3.4e38", 10),
+    ("numeric", "1e20", 10), ("bigint", "9223372036854775807", 10), ("bigint", "-9223372036854775808", 3)])
+def test_a_table_of_one_large_value_refreshes(db, table, sqltype, value, rows):
+    """Found attacking 0.27.0 (a red team; 0.26.0 alike): a table whose rows all hold one value where v + 1 (or
+    its half-steps) rounds back to v failed its refresh, "the grid needs at least 2 values" (the one cell's two
+    boundaries were one float8). Now its cell ends at the next float8: the whole table's count is exact, and a
+    point's hard bounds hold it (exact where the value is heavy: ten rows)."""
+    db.execute(sql.SQL("CREATE TABLE {} (v {})").format(ident(table), sql.SQL(sqltype)))
+    db.execute(sql.SQL("INSERT INTO {} SELECT %s::{} FROM generate_series(1, %s)").format(ident(table), sql.SQL(sqltype)),
+               (value, rows))
+    refresh(db, table, "v")
+    v = db.execute(sql.SQL("SELECT v::float8 FROM {} LIMIT 1").format(ident(table))).fetchone()[0]
+    for lo, hi in ((v, v), (None, None), (None, v)):
+        got = db.execute("SELECT (_kde_range(_kde_synopsis_for(%s::regclass, ARRAY['v']), %s, %s, 0)).*",
+                         (table, lo, hi)).fetchone()
+        assert got[2] <= rows <= got[3] and (got[2] == got[3] or (lo, hi) != (None, None)), (lo, hi, got)
+        assert got[2] == got[3] or rows < 10, (lo, hi, got)
+
