@@ -1243,6 +1243,7 @@ kde_range(PG_FUNCTION_ARGS)
 	Vector		atoms,
 				cum = {NULL, 0};
 	double	   *index_sums = NULL;	/* a pack's exact running index sums */
+	double	   *packed_counts = NULL;	/* and its running counts */
 	int			held_values = 0;	/* heavy values in [a, b] */
 	TupleDesc	desc;
 	Datum		values[4];
@@ -1279,6 +1280,7 @@ kde_range(PG_FUNCTION_ARGS)
 				atoms.n = kde_unpack_atoms(VARDATA_ANY(pack), VARSIZE_ANY_EXHDR(pack), step, &values, &counts,
 										   &sums, &index_sums);
 				atoms.v = values;
+				packed_counts = counts;
 				cum.v = order == 0 ? counts : sums;
 				cum.n = atoms.n;
 			}
@@ -1300,6 +1302,22 @@ kde_range(PG_FUNCTION_ARGS)
 					- (below > 0 ? (int64) index_sums[below - 1] : 0);
 
 				exact = kde_lattice_value((double) k, step);
+				if (upto > below)
+				{
+					/* query.packed_sum_bounds: the float8s either side of the rounded decimal sum, widened by half
+					 * an ulp of the largest magnitude a row (a float8 column's rows hold their decimal's float8) */
+					double		rows = packed_counts[upto - 1] - (below > 0 ? packed_counts[below - 1] : 0.0);
+					double		top = Max(fabs(atoms.v[below]), fabs(atoms.v[upto - 1]));
+					double		err = nextafter(rows * ((nextafter(top, INFINITY) - top) / 2), INFINITY);
+
+					/* (whole numbers up to 2^53, the rows' and their sum's, are float8s: exact) */
+					if (!(step >= 1 && top <= 9007199254740992.0 && fabs(exact) <= 9007199254740992.0))
+					{
+						exact_low = kde_add_down(nextafter(exact, -INFINITY), -err);
+						exact_high = kde_add_up(nextafter(exact, INFINITY), err);
+						bounded = true;
+					}
+				}
 			}
 			else
 			{

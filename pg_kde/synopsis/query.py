@@ -164,6 +164,22 @@ def heavy_sum(values, cum_count, below: int, upto: int) -> Optional[tuple]:
     return total, low, high
 
 
+def packed_sum_bounds(total: float, values, cum_count, below: int, upto: int, step: float) -> tuple:
+    """Hard bounds of a packed table's sum ``total`` over values[below:upto] (:func:`.packing.range_sum`: the
+    exact decimal sum K·q, rounded once): the float8s either side of it, widened by half an ulp of the largest
+    magnitude a row there, each row: a float8 column's rows hold the float8 of their decimal (0.1 is
+    0.1000000000000000055…), whose sum differs from the decimals' by that much at most, and a numeric column's
+    decimal sum need not be a float8 (0.27.0; a red team: ten rows of float8 0.1 read [1.0, 1.0], their exact
+    sum 1.0000000000000000555). Whole numbers (a step of 1 or more) up to 2^53, the rows' and their sum's, are
+    float8s: their sum is exact. As packed_sum_bounds in extension/range.c."""
+    rows = float(cum_count[upto - 1]) - (float(cum_count[below - 1]) if below else 0.0)
+    top = max(abs(float(values[below])), abs(float(values[upto - 1])))
+    if step >= 1 and top <= 2.0**53 and abs(total) <= 2.0**53:
+        return total, total
+    err = math.nextafter(rows * (math.ulp(top) / 2), math.inf)
+    return add_down(math.nextafter(total, -math.inf), -err), add_up(math.nextafter(total, math.inf), err)
+
+
 def heavy_between(values, cum, a: float, b: float) -> tuple:
     """(exact, upto, below): the sorted heavy ``values`` in [a, b] are values[below:upto], and ``exact`` the sum
     of their steps of ``cum`` (cumulative counts or sums)."""
@@ -483,6 +499,8 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     exact_low = exact_high = None  # (the heavy values' own hard bounds on a sum, where not the sum itself)
     if order == 1 and ks is not None:
         exact = range_sum(ks, upto, below, s["step"])
+        if upto > below:
+            exact_low, exact_high = packed_sum_bounds(exact, values, cum, below, upto, s["step"])
     elif order == 1 and upto > below:
         summed = heavy_sum(values, s["atom_cum_count"], below, upto)
         if summed is not None:

@@ -317,14 +317,19 @@ def test_a_malformed_pack_is_an_error(db, table):
 
 def test_packed_range_sums_are_rounded_once_on_the_server(db, table):
     """A range's sum over packed values is (K_j − K_i)·q on the server too: 0.01 beside 10,000 rows of −4.4e9
-    (a difference of cumulative sums gave 0.0078125, its hard bounds the same wrong value)."""
+    (a difference of cumulative sums gave 0.0078125, its hard bounds the same wrong value). Its hard bounds,
+    and so its interval, are the float8s either side (0.27.0: the decimal sum 0.01 is no float8; until 0.26.0
+    this test took the zero-width interval at the rounded sum as exact)."""
+    from fractions import Fraction
+
     db.execute(sql.SQL("CREATE TABLE {} (v numeric(14, 2))").format(ident(table)))
     db.execute(sql.SQL("INSERT INTO {} SELECT -4400000000.00 FROM generate_series(1, 10000)").format(ident(table)))
     db.execute(sql.SQL("INSERT INTO {} VALUES (0.01), (0.03)").format(ident(table)))
     refresh(db, table, "v", budget=1024)
-    for lo, hi, total in [(0.01, 0.01, 0.01), (0.0, 1.0, 0.04), (None, 0.0, -44000000000000.0)]:
+    for lo, hi, total in [(0.01, 0.01, "0.01"), (0.0, 1.0, "0.04"), (None, 0.0, "-44000000000000")]:
         got = db.execute("SELECT * FROM approx_sum_ci(%s, 'v', %s, %s)", (table, lo, hi)).fetchone()
-        assert tuple(got) == (total, total, total), (lo, hi, got)
+        assert got[0] == float(total) and got[1] < Fraction(total) < got[2], (lo, hi, got)
+        assert got[2] - got[1] <= 4 * math.ulp(float(total)) + 2 * math.ulp(abs(float(total))), (lo, hi, got)
 
 
 def test_values_near_2_53_are_not_read_onto_a_coarser_lattice(db, table):
@@ -1535,3 +1540,32 @@ def test_a_table_of_one_large_value_refreshes(db, table, sqltype, value, rows):
         assert got[2] <= rows <= got[3] and (got[2] == got[3] or (lo, hi) != (None, None)), (lo, hi, got)
         assert got[2] == got[3] or rows < 10, (lo, hi, got)
 
+
+def test_a_packed_tables_sum_bounds_hold_its_float8_and_decimal_sums(db, table):
+    """Found attacking 0.27.0 (a red team; 0.26.0 alike): a packed frequency table's sum is its values' exact
+    decimal sum K·q rounded once, and its hard bounds were that float8 alone: ten rows of float8 0.1 read
+    [1.0, 1.0], their exact sum 1.0000000000000000555; a numeric column's decimal sum (three rows of 0.1: 0.3)
+    need not be a float8 either. Now the bounds are the float8s either side, widened by half an ulp of the
+    largest magnitude a row: they hold the float8 column's exact sum and the numeric column's decimal one."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(6)
+    tenths = rng.integers(-50, 50, 3000) / 10  # (each the float8 of its decimal: a division correctly rounded)
+    load(db, table, {"f": tenths, "n": tenths}, types={"n": "numeric(6,1)"})
+    values = np.unique(tenths)
+    bounds = [(None, None)] + [(float(v), float(v)) for v in rng.choice(values, 60)] + \
+        [tuple(float(v) for v in np.sort(rng.choice(values, 2))) for _ in range(60)]
+    for col in ("f", "n"):
+        refresh(db, table, col, budget=8192)
+        s = payload(db, table, col)
+        assert len(s["atom_pack"]) > 0 and s["kde_rows"] == 0, col  # (an exact table, packed)
+        for lo, hi in bounds:
+            keep = tenths[(tenths >= (-np.inf if lo is None else lo)) & (tenths <= (np.inf if hi is None else hi))]
+            truth = sum((Fraction(float(v)) if col == "f" else Fraction(str(v)) for v in keep), Fraction(0))
+            got = db.execute("SELECT (_kde_range(s, %s, %s, 1)).* FROM kde_synopsis s "
+                             "WHERE s.relid = %s::regclass AND s.cols = ARRAY[%s]", (lo, hi, table, col)).fetchone()
+            r = range_1d(s, lo, hi, 1)
+            assert (got[2], got[3]) == (r.low, r.high), (col, lo, hi, got, r)
+            assert got[2] <= truth <= got[3], (col, lo, hi, got, float(truth))
+            ci = db.execute("SELECT (approx_sum_ci(%s::regclass, %s, %s, %s)).*", (table, col, lo, hi)).fetchone()
+            assert ci[1] < ci[2] or ci[1] == truth, (col, lo, hi, ci)
