@@ -273,5 +273,5 @@ def exact_dot(counts: Sequence[int], values: Sequence[float]) -> float:
     exact = sum((Fraction(int(c)) * Fraction(float(v)) for c, v in zip(counts, values)), Fraction(0))
     try:
         return float(exact)
-    except OverflowError:
-        return math.copysign(math.inf, exact)
+    except OverflowError:  # (the sign from the Fraction itself: copysign would convert it, and overflow again)
+        return math.inf if exact > 0 else -math.inf

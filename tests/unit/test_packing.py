@@ -166,3 +166,26 @@ GOOD_PAIRS = pack_pairs(*PAIRS)
 def test_malformed_pair_packs_are_errors(bad, m1, m2):
     with pytest.raises(PackError, match="pair_pack"):
         unpack_pairs(bad, m1, m2)
+
+
+def test_an_exact_dot_past_float8s_range_is_infinite_of_its_sign():
+    """exact_dot over finite products whose exact sum passes float8's range is ±∞ of the sum's sign (a red team
+    on 0.27.0: copysign converted the Fraction and overflowed again, and a pair with 1,000 rows of 1e306 failed
+    its refresh with "OverflowError: integer division result too large for a float"); the 2-D build of that
+    pair completes."""
+    import warnings
+
+    from pg_kde.synopsis import ArrayTableReader, Requested
+    from pg_kde.synopsis.build import build_2d, select_bandwidth
+    from pg_kde.synopsis.packing import exact_dot
+
+    assert exact_dot([1000, 1], [1e306, 1.0]) == math.inf
+    assert exact_dot([1000, 1], [-1e306, 1.0]) == -math.inf
+    assert exact_dot([2, 1], [2.0**1000, -(2.0**1001)]) == 0.0  # (finite products cancelling exactly)
+    rng = np.random.default_rng(3)
+    a = np.array([1.0] * 1000 + [1e306] * 1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        built = build_2d(ArrayTableReader((a, rng.normal(0, 1, 2000))), Requested("auto", 5000, None, "auto", None),
+                         select_bandwidth)
+    assert len(built.grid_size) == 2 and min(built.grid_size) >= 2
