@@ -267,11 +267,6 @@ def _hinted_grid(hint: np.ndarray, source: np.ndarray, lo: float, hi: float, ste
         if len(seg) and b > a:
             pieces.append(place(seg, a, b, max(1, round(cells * len(seg) / max(len(source), 1)))))
     points = np.unique(np.concatenate(pieces))
-    if len(points) < 2:
-        # A part of one value off any lattice (lo = hi, no hint point between): the grid a table of that one
-        # value gets (0.27.0; a red team's partition of ten rows of 12345678.91 made a grid of one point, and
-        # the scan refused it: "the grid needs at least 2 values")
-        return place(source, lo, hi, max(1, cells))
     if len(points) - 1 > cells:  # more of the hint than the budget holds: evenly spaced among them
         points = points[np.unique(np.linspace(0, len(points) - 1, cells + 1).round().astype(np.int64))]
     return points
@@ -356,9 +351,10 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     # change cells on the way.
     points = np.unique(np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points))
     if len(points) < 2:
-        # One value where v + 1 (or its half-steps) rounds back to v (1e16, 2^53, 1e300 alone): the scan needs two
-        # boundaries, and the next float8 up (down at float8's largest) bounds the cell that holds it (0.27.0; a
-        # red team: such a table, or partition, failed its refresh, "the grid needs at least 2 values").
+        # One value where v + 1 (or its half-steps) rounds back to v (1e16, 2^53, 1e300 alone), or a partition of
+        # one value off any lattice that no point of its parent's grid reaches (_hinted_grid: lo = hi): the scan
+        # needs two boundaries, and the next float8 up (down at float8's largest) bounds the cell that holds it
+        # (0.27.0; red teams: such a table or partition failed its refresh, "the grid needs at least 2 values").
         v = float(points[0]) if len(points) else float(lo)
         up = float(np.nextafter(v, np.inf))
         points = np.array([v, up]) if math.isfinite(up) else np.array([float(np.nextafter(v, -np.inf)), v])
