@@ -86,6 +86,8 @@ column_cdf(const Column *c, double x, bool strict)
 	if (c->complete)
 		return (double) c->upto[i - 1] / c->non_null;
 	f = (x - c->values[i - 1]) / (c->values[i] - c->values[i - 1]);
+	if (!isfinite(c->values[i] - c->values[i - 1]))	/* knots more than float8's largest apart: halved (exact) */
+		f = (x * 0.5 - c->values[i - 1] * 0.5) / (c->values[i] * 0.5 - c->values[i - 1] * 0.5);
 	return ((double) c->upto[i - 1] + f * (double) (c->below[i] - c->upto[i - 1])) / c->non_null;
 }
 
@@ -115,13 +117,30 @@ static double
 column_value(const Column *c, double u)
 {
 	double		k = u * c->non_null,
-				gap;
+				gap,
+				f;
 	int			i = column_band(c, u);
 
 	if (k >= (double) c->below[i] || i == 0)
 		return c->values[i];
 	gap = (double) (c->below[i] - c->upto[i - 1]);
-	return c->values[i - 1] + (gap > 0 ? (k - (double) c->upto[i - 1]) / gap : 0) * (c->values[i] - c->values[i - 1]);
+	f = gap > 0 ? (k - (double) c->upto[i - 1]) / gap : 0;
+	if (!isfinite(c->values[i] - c->values[i - 1]))	/* knots more than float8's largest apart */
+		return c->values[i - 1] * (1 - f) + c->values[i] * f;
+	return c->values[i - 1] + f * (c->values[i] - c->values[i - 1]);
+}
+
+/* The power of two e by which a box's sums of the column's values are taken at 2^-e: 0, or where the column's
+ * knots reach 2^481 (values v at 2^-e stay below it, so v² and the variance's sums of them stay finite), e with
+ * its largest knot at 2^-e below 2^481; the estimate and its variance are then scaled back (±inf past float8's
+ * range, of the sum's sign: a running sum of such values had overflowed in the points' order). */
+static int
+sum_exponent(const Column *c)
+{
+	int			e;
+
+	frexp(fmax(fabs(c->values[0]), fabs(c->values[c->n - 1])), &e);
+	return e > 481 ? e - 481 : 0;
 }
 
 /* The standard normal distribution function from a table of PHI_STEPS + 1 values over [-KERNEL_REACH,
@@ -300,7 +319,8 @@ kde_box_nd(PG_FUNCTION_ARGS)
 				hi_given[MAX_COLUMNS],
 				empty = false;
 	Datum	   *out;
-	int			n_out;
+	int			n_out,
+				e = 0;			/* sums at 2^-e (sum_exponent) */
 
 	if (!phi_ready)
 		phi_init();
@@ -394,6 +414,8 @@ kde_box_nd(PG_FUNCTION_ARGS)
 		group_squares = palloc0(sizeof(double) * (groups + 1));
 		group_steps = palloc0(sizeof(double) * (groups + 1));
 	}
+	if (sum_col > 0)
+		e = sum_exponent(&cols[sum_col - 1]);
 	for (int i = 0; i < m && !empty; i++)
 	{
 		const unsigned char *p = codes + (size_t) i * d * 2;
@@ -411,7 +433,7 @@ kde_box_nd(PG_FUNCTION_ARGS)
 		{
 			int			j = sum_col - 1;
 			int			code = p[2 * j] | (p[2 * j + 1] << 8);
-			double		v = code == CODE_NULL ? 0 : column_value(&cols[j], code / CODE_SCALE);
+			double		v = code == CODE_NULL ? 0 : ldexp(column_value(&cols[j], code / CODE_SCALE), -e);
 
 			w2 = w * v * v;
 			w = w * v;
@@ -471,14 +493,14 @@ kde_box_nd(PG_FUNCTION_ARGS)
 	if (group_col > 0)
 		for (int g = 0; g <= groups; g++)
 		{
-			out[2 * g] = Float8GetDatum(scale * group_sum[g]);
-			out[2 * g + 1] = Float8GetDatum(box_variance(scale, m, pool, n_rows, group_sum[g], group_sum2[g],
-														 group_squares[g], group_steps[g]));
+			out[2 * g] = Float8GetDatum(ldexp(scale * group_sum[g], e));
+			out[2 * g + 1] = Float8GetDatum(ldexp(box_variance(scale, m, pool, n_rows, group_sum[g], group_sum2[g],
+															   group_squares[g], group_steps[g]), 2 * e));
 		}
 	else
 	{
-		out[0] = Float8GetDatum(scale * sum);
-		out[1] = Float8GetDatum(box_variance(scale, m, pool, n_rows, sum, sum2, squares, steps));
+		out[0] = Float8GetDatum(ldexp(scale * sum, e));
+		out[1] = Float8GetDatum(ldexp(box_variance(scale, m, pool, n_rows, sum, sum2, squares, steps), 2 * e));
 	}
 	PG_RETURN_ARRAYTYPE_P(construct_array(out, n_out, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }

@@ -105,7 +105,11 @@ class Knots:
         if self.complete:
             between = self.upto[before].astype(np.float64)
         else:
-            f = (x - v[before]) / (v[at] - v[before] + (at == before))
+            with np.errstate(over="ignore", invalid="ignore"):
+                span = v[at] - v[before] + (at == before)
+                # (knots more than float8's largest apart: halved, exactly, as extension/multi.c)
+                f = np.where(np.isfinite(span), (x - v[before]) / np.where(np.isfinite(span), span, 1.0),
+                             (x * 0.5 - v[before] * 0.5) / (v[at] * 0.5 - v[before] * 0.5 + (at == before)))
             between = self.upto[before] + f * (self.below[at] - self.upto[before])
         rows = np.where(hit, (self.below if strict else self.upto)[at], np.where(i == 0, 0.0, np.where(
             i == n, self.non_null, between)))
@@ -124,7 +128,10 @@ class Knots:
         prev = np.maximum(i - 1, 0)
         gap = (self.below[i] - self.upto[prev]).astype(np.float64)
         f = np.where(gap > 0, (k - self.upto[prev]) / np.where(gap > 0, gap, 1.0), 0.0)
-        between = self.values[prev] + f * (self.values[i] - self.values[prev])
+        with np.errstate(over="ignore", invalid="ignore"):
+            span = self.values[i] - self.values[prev]
+            between = np.where(np.isfinite(span), self.values[prev] + f * np.where(np.isfinite(span), span, 0.0),
+                               self.values[prev] * (1 - f) + self.values[i] * f)  # (knots past float8's range apart)
         return np.where((k >= self.below[i]) | (i == 0), self.values[i], between)
 
     def value(self, u: float) -> float:
@@ -571,10 +578,11 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
         u = codes[:, j].astype(np.float64) / CODE_SCALE
         k = _kernel_mass(u, a, b, float(widths[j]))
         weight *= np.where(null, 0.0, k)
-    values = np.ones(m)
+    values, e = np.ones(m), 0
     if sum_col >= 0:
         c = codes[:, sum_col]
-        values = np.where(c == CODE_NULL, 0.0, knots[sum_col].values_at(c.astype(np.float64) / CODE_SCALE))
+        e = sum_exponent(knots[sum_col])
+        values = np.where(c == CODE_NULL, 0.0, np.ldexp(knots[sum_col].values_at(c.astype(np.float64) / CODE_SCALE), -e))
     # each weight is the chance that the point's row is in the box: the variance of a sample of such rows
     scale = n_rows / m
     w, w2 = weight * values, weight * values * values
@@ -600,12 +608,30 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
         steps = (np.bincount(g[1:], weights=w[1:] * w[1:], minlength=groups + 1)
                  + np.bincount(g[:-1], weights=w[:-1] * w[:-1], minlength=groups + 1)
                  - 2 * np.bincount(g[1:][same], weights=(w[1:] * w[:-1])[same], minlength=groups + 1))
-        var = [balanced_variance(scale, m, pool, n_rows, t, s2, q, st)
+        var = [_ldexp(balanced_variance(scale, m, pool, n_rows, t, s2, q, st), 2 * e)
                for t, s2, q, st in zip(total, second, squares, steps)]
-        return scale * total, np.array(var)
+        return np.array([_ldexp(t, e) for t in scale * total]), np.array(var)
     total = float(w.sum())
     steps = float(np.sum((w[1:] - w[:-1]) ** 2))
-    return scale * total, balanced_variance(scale, m, pool, n_rows, total, float(w2.sum()), float((w * w).sum()), steps)
+    return (_ldexp(scale * total, e),
+            _ldexp(balanced_variance(scale, m, pool, n_rows, total, float(w2.sum()), float((w * w).sum()), steps), 2 * e))
+
+
+def sum_exponent(knots: Knots) -> int:
+    """The power of two e by which a box's sums of a column's values are taken at 2^-e (extension/multi.c
+    sum_exponent): 0, or where the column's knots reach 2^481, e with its largest knot at 2^-e below 2^481, so
+    that v², and the variance's sums of them, stay finite. The estimate and variance are scaled back: ±inf past
+    float8's range, of the sum's sign (a running sum of such values had overflowed in the points' order)."""
+    e = math.frexp(max(abs(float(knots.values[0])), abs(float(knots.values[-1]))))[1]
+    return e - 481 if e > 481 else 0
+
+
+def _ldexp(x: float, e: int) -> float:
+    """x · 2^e, ±inf past float8's range (math.ldexp raises OverflowError there)."""
+    try:
+        return math.ldexp(x, e)
+    except OverflowError:
+        return math.copysign(math.inf, x)
 
 
 def balanced_variance(scale: float, m: int, pool: int, n_rows: float, total: float, second: float, squares: float,

@@ -496,3 +496,43 @@ def test_group_by_a_column_the_box_bounds_keeps_its_rows(db, table, enum_cleanup
         exact = int((data["b"] == value).sum())
         if exact >= 300:  # each group's rows are all in the box: none lost at its edges
             assert est == pytest.approx(exact, rel=0.25), value
+
+
+def _box_nd(db, table, cols, lo, hi, sum_col):
+    return db.execute("SELECT _kde_box_nd(x.s, x.widths, x.n_rows, %s::float8[], %s::float8[], %s, 0) "
+                      "FROM _kde_synopsis_nd_for(%s::regclass, %s::text[]) x", (lo, hi, sum_col, table, cols)).fetchone()[0]
+
+
+def test_sums_near_float8s_largest_keep_their_sign(db, table):
+    """A sum column whose running sum overflows: 0.27.0 summed the points' values in their order, so 10,001
+    rows of 1.7e308 beside 9,999 of -1.7e308 read -inf (the exact sum is +3.4e308, past float8's range: +inf).
+    Knots ±1.7e308 apart are read between them without overflow. The C box equals its reference on each."""
+    rng = np.random.default_rng(41)
+    n = 20000
+    signs = rng.permutation(np.r_[np.ones(n // 2 + 1), -np.ones(n // 2 - 1)])
+    b, c = rng.normal(0, 1, n), rng.normal(0, 1, n)
+    spread = np.where(rng.random(n) < 0.5, -1.7e308, 1.7e308) * (1 - rng.random(n) * 1e-3)  # knots apart
+    load(db, table, {"a": signs * 1.7e308, "b": b, "c": c, "big": np.exp(rng.normal(0, 1, n)) * 1e200,
+                     "far": spread})
+    refresh_nd(db, table, ["a", "b", "c", "big", "far"])
+    row = stored(db, table)
+    cols = ["a", "b", "c", "big", "far"]
+    assert db.execute("SELECT approx_sum(%s::regclass, 'a', ARRAY['b', 'c'], ARRAY[NULL, NULL]::float8[], "
+                      "ARRAY[NULL, NULL]::float8[])", (table,)).fetchone()[0] == np.inf
+    for lo, hi in (([None] * 5, [None] * 5), ([None, 0.0, None, None, None], [None, 1.0, None, None, None]),
+                   ([None, None, None, None, -1e300], [None] * 5),
+                   ([None, -1.0, None, 1e199, 0.0], [None, 2.0, None, 1e201, None])):
+        for s in range(5):
+            want, var = multi.box(row, row["bandwidth"], row["n_rows"], lo, hi, s)
+            got = _box_nd(db, table, cols, lo, hi, s + 1)
+            assert got[0] == pytest.approx(want, rel=1e-9, abs=1e-9) and got[1] == pytest.approx(var, rel=1e-7), (lo, hi, s)
+            assert not np.isnan(want) and not np.isnan(var)
+            if s == 3:  # big: a finite sum (its variance, in squared units near 1e400, is +inf: not NaN)
+                assert np.isfinite(want) and var >= 0
+    # the whole of 'a' is +inf (the exact sum, 2 × 1.7e308, is past float8's range); its sign flipped, -inf
+    assert _box_nd(db, table, cols, [None] * 5, [None] * 5, 1)[0] == np.inf
+    # between the two clusters of 'far' the cdf is finite: [-1e300, 1e300] holds about no rows, [-1e300, ∞) half
+    count = _box_nd(db, table, cols, [None] * 4 + [-1e300], [None] * 4 + [1e300], 0)[0]
+    assert 0 <= count < 0.01 * n
+    half = _box_nd(db, table, cols, [None] * 4 + [-1e300], [None] * 5, 0)[0]
+    assert half == pytest.approx(np.sum(spread > 0), rel=0.05)
