@@ -1404,18 +1404,32 @@ kde_range(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("pg_kde: a record is expected")));
 	desc = BlessTupleDesc(desc);
-	values[0] = Float8GetDatum(exact + part.estimate);
-	values[1] = Float8GetDatum(part.variance);
-	if (order == 0)
 	{
-		values[2] = Float8GetDatum(exact + part.low);
-		values[3] = Float8GetDatum(exact + part.high);
-	}
-	else
-	{
-		/* a sum's hard bounds rounded outwards where the float8 additions round (0.27.0) */
-		values[2] = Float8GetDatum(kde_add_down(bounded ? exact_low : exact, part.low));
-		values[3] = Float8GetDatum(kde_add_up(bounded ? exact_high : exact, part.high));
+		double		estimate = exact + part.estimate,
+					low,
+					high;
+
+		if (order == 0)
+		{
+			low = exact + part.low;
+			high = exact + part.high;
+		}
+		else
+		{
+			/* a sum's hard bounds rounded outwards where the float8 additions round (0.27.0) */
+			low = kde_add_down(bounded ? exact_low : exact, part.low);
+			high = kde_add_up(bounded ? exact_high : exact, part.high);
+		}
+		/* the estimate within its hard bounds (0.28.0: a cut piece's sum, its mean value taken from a cell's
+		 * start far below the piece, read -2.8e-141 under a hard low of 0); a NaN stays NaN */
+		if (estimate < low)
+			estimate = low;
+		if (estimate > high)
+			estimate = high;
+		values[0] = Float8GetDatum(estimate);
+		values[1] = Float8GetDatum(part.variance);
+		values[2] = Float8GetDatum(low);
+		values[3] = Float8GetDatum(high);
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }

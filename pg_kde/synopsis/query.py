@@ -527,12 +527,18 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     else:
         smooth = smooth_1d(s, a, b, order)
     if order == 0:
-        return Range(exact + smooth.estimate, smooth.variance, exact + smooth.low, exact + smooth.high,
-                     smooth.disagreement, smooth.profiled)
-    # a sum's hard bounds rounded outwards where the float8 additions round (0.27.0)
-    low = add_down(exact if exact_low is None else exact_low, smooth.low)
-    high = add_up(exact if exact_high is None else exact_high, smooth.high)
-    return Range(exact + smooth.estimate, smooth.variance, low, high, smooth.disagreement, smooth.profiled)
+        low, high = exact + smooth.low, exact + smooth.high
+    else:  # a sum's hard bounds rounded outwards where the float8 additions round (0.27.0)
+        low = add_down(exact if exact_low is None else exact_low, smooth.low)
+        high = add_up(exact if exact_high is None else exact_high, smooth.high)
+    # the estimate within its hard bounds (0.28.0: a cut piece's sum, its mean value taken from a cell's start far
+    # below the piece, read -2.8e-141 under a hard low of 0); a NaN stays NaN, as in C
+    estimate = exact + smooth.estimate
+    if estimate < low:
+        estimate = low
+    if estimate > high:
+        estimate = high
+    return Range(estimate, smooth.variance, low, high, smooth.disagreement, smooth.profiled)
 
 
 #: Below this many expected rows a point's count is the median of its held rows, a whole number; from it on, their
@@ -743,6 +749,11 @@ def pairs_box(s: dict, a1: float, b1: float, a2: float, b2: float, moment: int =
     return exact_dot([c for _, _, c in inside], [lattice1[a] if moment == 1 else lattice2[b] for a, b, _ in inside])
 
 
+#: A 2-D box's sum reads 16 running sums of a column; each below this (2^1021) in magnitude, the box's
+#: bilinear reads and their difference stay finite (_kde_box raises beyond: a column's sums past float8's range).
+SAT_SUM_LIMIT = 2.0**1021
+
+
 def box_2d(s: dict, a1: float, b1: float, a2: float, b2: float, moment: int = 0) -> float:
     """What the box [a1, b1] × [a2, b2] (±inf: open) holds in a 2-D synopsis given as its catalog row: moment
     0 the row count (whole cells inside exactly, the strip the box cuts shaped by the KDE, within the block
@@ -770,6 +781,12 @@ def box_2d(s: dict, a1: float, b1: float, a2: float, b2: float, moment: int = 0)
         return 0.0
     if moment > 0:
         sums, offs = s["sat_sum"], (moment - 1) * m1 * m2
+        for p1, p2 in ((pa1, pa2), (pa1, pb2), (pb1, pa2), (pb1, pb2)):  # (16 running sums below 2^1021: finite)
+            base = offs + min(math.floor(p1), m1 - 2) * m2 + min(math.floor(p2), m2 - 2)
+            if not all(abs(sums[k]) < SAT_SUM_LIMIT for k in (base, base + 1, base + m2, base + m2 + 1)):
+                cols = s.get("cols") or ("column 1", "column 2")
+                raise OverflowError(f"pg_kde: the 2-D synopsis of {cols[0]}, {cols[1]} holds running sums of "
+                                    f"{cols[moment - 1]} past float8's range near this box")
         return (_sat_at(sums, m1, m2, offs, pb1, pb2) - _sat_at(sums, m1, m2, offs, pa1, pb2)
                 - _sat_at(sums, m1, m2, offs, pb1, pa2) + _sat_at(sums, m1, m2, offs, pa1, pa2))
     counts, kde = s["sat_count"], s["kde_sat"]
