@@ -966,6 +966,21 @@ def lattice_limit(requested: Requested) -> int:
     return max(2, requested.budget_2d // (8 * 8))
 
 
+#: float8's largest finite value.
+_FLOAT8_MAX = float(np.finfo(np.float64).max)
+
+
+def _within_float8(grid: np.ndarray, lattice, scale: float):
+    """An axis's scaled grid (and lattice) with its ends pulled in to ± float8's largest value in the column's
+    units (half a step past a lattice's end value, or a heavy end value's cell of its own, can lie beyond it: a
+    pair holding 1.7e308 beside 1.0 planned its last line at 2.55e308, infinite in the column's units). An end
+    pulled in may then be a value the column holds; the grid's last cell is closed, its first holds its start."""
+    top = _FLOAT8_MAX * scale  # (a power of two: exact)
+    if grid[0] >= -top and grid[-1] <= top:
+        return grid, lattice
+    return np.unique(np.clip(grid, -top, top)), lattice
+
+
 def plan_2d(sample: np.ndarray, stats: TableStats, requested: Requested,
             discrete: Tuple[bool, bool] = (True, True), values=(None, None)) -> Layout2D:
     """The cells of a 2-D synopsis of a table with these facts, from a sample of its pairs (in the columns'
@@ -984,8 +999,9 @@ def plan_2d(sample: np.ndarray, stats: TableStats, requested: Requested,
     size = requested.grid_size or grid_size_2d(budget)
 
     def layout(size):
-        return [quantile_grid(axes[k], bounds[k][0] * scales[k], bounds[k][1] * scales[k], integral[k], size,
-                              lattice_values if discrete[k] else 1) for k in (0, 1)]
+        return [_within_float8(*quantile_grid(axes[k], bounds[k][0] * scales[k], bounds[k][1] * scales[k],
+                                              integral[k], size, lattice_values if discrete[k] else 1), scales[k])
+                for k in (0, 1)]
 
     layouts = layout(size)
     if not requested.grid_size:

@@ -78,6 +78,8 @@ DECLARE
     inner_kde float8 := 0;
     box_kde float8;
     outer_exact float8;
+    offs integer;
+    base integer;
 BEGIN
     IF octet_length(s.pair_pack) > 0 THEN
         RETURN @extschema@._kde_pair_box(s.pair_pack, s.lattice1, s.lattice2, a1, b1, a2, b2, moment);
@@ -108,10 +110,23 @@ BEGIN
     END IF;
     IF moment > 0 THEN
         sums := s.sat_sum;
-        RETURN @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pb1, pb2)
-             - @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pa1, pb2)
-             - @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pb1, pa2)
-             + @extschema@._kde_sat_at(sums, m1, m2, (moment - 1) * m1 * m2, pa1, pa2);
+        offs := (moment - 1) * m1 * m2;
+        -- The four reads take 16 running sums; each below 2^1021 in magnitude, they and the box stay finite.
+        -- Beyond (a column's sums past float8's range, stored as +-inf) the box would overflow or read inf - inf:
+        -- a clear error (0.28.0; before, NaN, or "value out of range: overflow").
+        FOR c IN 0..3 LOOP
+            base := offs + least(floor(CASE WHEN c < 2 THEN pa1 ELSE pb1 END)::integer, m1 - 2) * m2
+                  + least(floor(CASE WHEN c % 2 = 0 THEN pa2 ELSE pb2 END)::integer, m2 - 2) + 1;
+            IF NOT (abs(sums[base]) < 2.247116418577895e307 AND abs(sums[base + 1]) < 2.247116418577895e307
+                    AND abs(sums[base + m2]) < 2.247116418577895e307 AND abs(sums[base + m2 + 1]) < 2.247116418577895e307) THEN
+                RAISE EXCEPTION 'pg_kde: the 2-D synopsis of %, % holds running sums of % past float8''s range near this box',
+                    s.cols[1], s.cols[2], s.cols[moment]
+                    USING ERRCODE = 'numeric_value_out_of_range',
+                          HINT = format('Sum %I from its 1-D synopsis (approx_sum), or over a synopsis of 3 or more columns.', s.cols[moment]);
+            END IF;
+        END LOOP;
+        RETURN @extschema@._kde_sat_at(sums, m1, m2, offs, pb1, pb2) - @extschema@._kde_sat_at(sums, m1, m2, offs, pa1, pb2)
+             - @extschema@._kde_sat_at(sums, m1, m2, offs, pb1, pa2) + @extschema@._kde_sat_at(sums, m1, m2, offs, pa1, pa2);
     END IF;
     box_kde := @extschema@._kde_sat_at(kde, m1, m2, 0, pb1, pb2) - @extschema@._kde_sat_at(kde, m1, m2, 0, pa1, pb2)
              - @extschema@._kde_sat_at(kde, m1, m2, 0, pb1, pa2) + @extschema@._kde_sat_at(kde, m1, m2, 0, pa1, pa2);

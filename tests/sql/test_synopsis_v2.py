@@ -6,6 +6,7 @@ type and with untyped literals."""
 
 import datetime as dt
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -1569,6 +1570,59 @@ def test_a_packed_tables_sum_bounds_hold_its_float8_and_decimal_sums(db, table):
             assert got[2] <= truth <= got[3], (col, lo, hi, got, float(truth))
             ci = db.execute("SELECT (approx_sum_ci(%s::regclass, %s, %s, %s)).*", (table, col, lo, hi)).fetchone()
             assert ci[1] < ci[2] or ci[1] == truth, (col, lo, hi, ci)
+
+
+@pytest.mark.parametrize("rows", [2000, 40000])  # the pair's exact frequency table; cells
+def test_2d_pairs_near_float8s_largest_refresh_and_their_sums_say_when_they_overflow(db, table, rows):
+    """Found attacking 0.27.0 (a red team): a pair whose column holds values from 1.7e308 up beside small ones
+    ({1, 1.7e308}, {-1.7e308, 1.7e308}, {0, float8's largest}) failed its refresh ("the first grid must be finite
+    and ascending", "value out of range: overflow"): half a lattice step past its end value lay beyond float8's
+    range in the column's units. The grid's ends now stop at ± float8's largest; counts answer as before. A sum
+    over running sums past float8's range is a clear error where it read NaN; a box clear of them answers."""
+    from pg_kde.synopsis.query import box_2d
+
+    rng = np.random.default_rng(rows)
+    top = float(np.finfo(np.float64).max)
+    half = rng.random(rows) < 0.5
+    y = rng.normal(0.0, 1.0, rows)
+    cases = {"a": (np.where(half, 1.0, 1.7e308), y), "b": (np.where(half, -1.7e308, 1.7e308), y),
+             "c": (y, np.where(half, 0.0, top))}
+    for name, (x1, x2) in cases.items():
+        db.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident(table)))
+        load(db, table, {"x": x1, "y": x2})
+        summary = db.execute("SELECT kde_refresh(%s::regclass, ARRAY['x', 'y'])", (table,)).fetchone()[0]
+        assert (summary["method"] == "table") == (rows == 2000), (name, summary["method"])
+        with db.cursor(row_factory=dict_row) as cur:
+            s = cur.execute("SELECT * FROM kde_synopsis_2d WHERE relid = %s::regclass", (table,)).fetchone()
+        assert all(math.isfinite(g) for g in s["grid1"] + s["grid2"]), name
+        other = y if name != "c" else x1
+        for lo, hi in [(None, None), (-0.5, 0.5), (0.0, None), (None, -1.0)]:
+            box = (None, None, lo, hi) if name != "c" else (lo, hi, None, None)
+            got = db.execute("SELECT approx_count(%s, 'x', %s::float8, %s::float8, 'y', %s::float8, %s::float8)",
+                             (table, *box)).fetchone()[0]
+            f = lambda v, d: d if v is None else v  # noqa: E731
+            ref = box_2d(s, f(box[0], -np.inf), f(box[1], np.inf), f(box[2], -np.inf), f(box[3], np.inf), 0)
+            assert got == pytest.approx(ref, rel=1e-9, abs=1e-9), (name, box)
+            exact = int(((other >= f(lo, -np.inf)) & (other <= f(hi, np.inf))).sum())
+            assert got == pytest.approx(exact, rel=0.02, abs=2), (name, box, got, exact)
+        # the far column's sum over the other's range: past float8's range, an error (cells) or +-inf (table)
+        sum_far = ("SELECT approx_sum(%s, 'x', 'y', -0.5, 0.5)" if name != "c"
+                   else "SELECT approx_sum(%s, 'y', 'x', -0.5, 0.5)")
+        if rows == 2000:  # exact: +-inf of the exact sum's sign
+            far, near = (x1, y) if name != "c" else (x2, x1)
+            total = sum(Fraction(v) for v in far[(near >= -0.5) & (near <= 0.5)])
+            sign = (total > 0) - (total < 0)
+            assert db.execute(sum_far, (table,)).fetchone()[0] == sign * np.inf, name
+        else:
+            with pytest.raises(psycopg.errors.NumericValueOutOfRange, match="past float8's range near this box"):
+                db.execute(sum_far, (table,))
+            with pytest.raises(OverflowError, match="past float8's range near this box"):
+                box_2d(s, -0.5, 0.5, -np.inf, np.inf, 2) if name == "c" else box_2d(s, -np.inf, np.inf, -0.5, 0.5, 1)
+        # the small column's sum answers, and as its reference
+        sum_small = ("SELECT approx_sum(%s, 'y', 'x', NULL, NULL)" if name != "c"
+                     else "SELECT approx_sum(%s, 'x', 'y', NULL, NULL)")
+        got = db.execute(sum_small, (table,)).fetchone()[0]
+        assert got == pytest.approx(float(other.sum()), rel=1e-9, abs=1e-6), name
 
 
 def test_estimates_lie_within_their_hard_bounds_on_a_log_uniform_column(db, table):
