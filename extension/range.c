@@ -20,6 +20,7 @@
  */
 #include "postgres.h"
 
+#include <float.h>
 #include <math.h>
 
 #include "access/htup_details.h"
@@ -102,6 +103,8 @@ kde_add_down(double a, double b)
 	double		s = a + b,
 				bb;
 
+	if (s == INFINITY && isfinite(a) && isfinite(b))
+		return DBL_MAX;			/* an exact sum past float8's largest, rounded down (0.28.0) */
 	if (!isfinite(s))
 		return s;
 	bb = s - a;
@@ -127,6 +130,24 @@ widen_whole(Moments *out, double whole, double off, int order)
 	}
 	out->low = kde_add_down(out->low, kde_add_down(whole, -off));
 	out->high = kde_add_up(out->high, kde_add_up(whole, off));
+}
+
+/* query._whole_from_ends: whole cells [first, last) of a sum whose stored running sums there are past float8's
+ * range (a few rows of +-1.7e308 make every later one infinite): each cell's rows between its ends, the products
+ * and additions rounded outwards; the estimate at the cells' midpoints (0.28.0: such a range read NaN). */
+static void
+whole_from_ends(Moments *out, const double *grid, const double *counts, int first, int last)
+{
+	for (int c = first; c < last; c++)
+	{
+		double		n = counts[c + 1] - counts[c];
+
+		if (n <= 0)
+			continue;
+		out->estimate += n * (grid[c] / 2 + grid[c + 1] / 2);
+		out->low = kde_add_down(out->low, nextafter(n * grid[c], -INFINITY));
+		out->high = kde_add_up(out->high, nextafter(n * grid[c + 1], INFINITY));
+	}
 }
 
 /* Partials of an exact sum of float8s, as CPython's math.fsum keeps them (Shewchuk's non-overlapping
@@ -214,8 +235,10 @@ fsum_value(const Fsum *f)
 /* query.heavy_sum: the sum of the heavy values values[below..upto) holding cum_count's steps of rows each,
  * from the values and counts (each product split exactly into a float8 and its error by fma, their sum
  * correctly rounded), and its hard bounds: the sum where exact, else the float8s either side on the exact
- * sum's side. false where a product or the summation overflows (the running sums' difference stands). */
-static bool
+ * sum's side. Where a product or the summation overflows (query.heavy_sum, 0.28.0): values of one sign sum
+ * past float8's largest, so [DBL_MAX, inf] (or its mirror) with the infinity as the sum; values of both signs
+ * leave *sum as the caller gave it (the running sums' difference) within [-inf, inf]. */
+static void
 heavy_sum(const double *values, const double *cum_count, int below, int upto, double *sum, double *low,
 		  double *high)
 {
@@ -225,6 +248,7 @@ heavy_sum(const double *values, const double *cum_count, int below, int upto, do
 				total,
 				residual;
 	int			i;
+	bool		overflow = false;
 
 	f.n = 0;
 	f.overflow = false;
@@ -236,24 +260,43 @@ heavy_sum(const double *values, const double *cum_count, int below, int upto, do
 
 		prev = cum_count[i];
 		if (!isfinite(product))
-			return false;
+		{
+			overflow = true;
+			break;
+		}
 		fsum_add(&f, product);
 		fsum_add(&f, fma(v, c, -product));
 	}
-	if (f.overflow)
-		return false;
-	total = fsum_value(&f);
-	if (!isfinite(total))
-		return false;
+	total = overflow || f.overflow ? NAN : fsum_value(&f);
 	r = f;
-	fsum_add(&r, -total);
-	if (r.overflow)
-		return false;
+	if (isfinite(total))
+		fsum_add(&r, -total);
+	if (!isfinite(total) || r.overflow)
+	{
+		/* the values are sorted: one sign where the first and last agree (0 adds nothing) */
+		if (values[below] >= 0)
+		{
+			*sum = INFINITY;
+			*low = DBL_MAX;
+			*high = INFINITY;
+		}
+		else if (values[upto - 1] <= 0)
+		{
+			*sum = -INFINITY;
+			*low = -INFINITY;
+			*high = -DBL_MAX;
+		}
+		else
+		{
+			*low = -INFINITY;
+			*high = INFINITY;
+		}
+		return;
+	}
 	residual = fsum_value(&r);
 	*sum = total;
 	*low = residual < 0 ? nextafter(total, -INFINITY) : total;
 	*high = residual > 0 ? nextafter(total, INFINITY) : total;
-	return true;
 }
 
 /* A cell's shape: the cubic a + b t + c t^2 + e t^3 (a straight line has c = e = 0), or the exponential
@@ -958,8 +1001,13 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		double		whole = cells[kb] - cells[ka + 1];
 		double		off = stored_sum_error(order, counts.v[kb] - counts.v[ka + 1], slack, rounding);
 
-		out.estimate += whole;
-		widen_whole(&out, whole, off, order);
+		if (order == 1 && !isfinite(whole))
+			whole_from_ends(&out, grid.v, counts.v, ka + 1, kb);
+		else
+		{
+			out.estimate += whole;
+			widen_whole(&out, whole, off, order);
+		}
 	}
 	if (period > 0)
 	{
@@ -1025,8 +1073,13 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			double		whole = cells[c + 1] - cells[c];
 			double		off = stored_sum_error(order, counts.v[c + 1] - counts.v[c], slack, rounding);
 
-			out.estimate += whole;
-			widen_whole(&out, whole, off, order);
+			if (order == 1 && !isfinite(whole))
+				whole_from_ends(&out, grid.v, counts.v, c, c + 1);
+			else
+			{
+				out.estimate += whole;
+				widen_whole(&out, whole, off, order);
+			}
 			continue;
 		}
 		/* cells.cell_ends: the cell's mean position from its exact sum (1/2 where sums ran past float8) */
@@ -1327,20 +1380,11 @@ kde_range(PG_FUNCTION_ARGS)
 				{
 					/* query.heavy_sum: from the values and counts, not the running sums (0.27.0) */
 					Vector		counts = vector(row, "atom_cum_count", false);
-					double		summed,
-								lo_sum,
-								hi_sum;
-
 					if (counts.n != atoms.n)
 						ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
 										errmsg("pg_kde: the synopsis row's heavy values do not match their counts")));
-					if (heavy_sum(atoms.v, counts.v, below, upto, &summed, &lo_sum, &hi_sum))
-					{
-						exact = summed;
-						exact_low = lo_sum;
-						exact_high = hi_sum;
-						bounded = true;
-					}
+					heavy_sum(atoms.v, counts.v, below, upto, &exact, &exact_low, &exact_high);
+					bounded = true;
 				}
 			}
 		}

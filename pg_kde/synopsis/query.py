@@ -123,6 +123,8 @@ def add_down(a: float, b: float) -> float:
     """a + b rounded down: the float8 sum, one float8 lower where it rounded up (its exact error, Knuth's
     two-sum, is negative). Not where the sum is infinite or NaN. As kde_add_down in extension/range.c."""
     s = a + b
+    if s == math.inf and math.isfinite(a) and math.isfinite(b):
+        return FLOAT8_MAX  # (an exact sum past float8's largest, rounded down: 0.28.0)
     if not math.isfinite(s):
         return s
     bb = s - a
@@ -134,31 +136,44 @@ def add_up(a: float, b: float) -> float:
     return -add_down(-a, -b)
 
 
-def heavy_sum(values, cum_count, below: int, upto: int) -> Optional[tuple]:
+#: float8's largest finite value.
+FLOAT8_MAX = 1.7976931348623157e308
+
+
+def heavy_sum(values, cum_count, below: int, upto: int, fallback: float = math.nan) -> tuple:
     """(sum, low, high) of the heavy values values[below:upto] held cum_count's steps of rows each, from the
     values and counts rather than the stored running sums, whose float8 rounding loses a small value's rows
     beside a large one (a red team: 5,000 values of 0.05–19.95 beside ±3.4e38 read a sum of 0 within hard bounds
     of [0, 0], the exact sum 50,000). Each value times its count is split exactly into a float8 and its rounding
     error (two-product), and their sum is correctly rounded (Shewchuk's, as math.fsum); the hard bounds are that
-    sum where it is exact, else the float8s either side on the exact sum's side. None where a product or the
-    summation overflows (the running sums' difference stands, as before 0.27.0). As heavy_sum in
-    extension/range.c, whose fsum follows CPython's."""
+    sum where it is exact, else the float8s either side on the exact sum's side. Where a product or the
+    summation overflows (0.28.0; 0.27.0 kept the running sums' difference and bounds on it, [inf, inf] where the
+    exact sum was a real number past float8's largest): values of one sign sum past float8's largest, so (inf,
+    FLOAT8_MAX, inf) or its mirror; values of both signs, (``fallback``, -inf, inf): the caller's running sums'
+    difference within bounds that hold whatever it is. As heavy_sum in extension/range.c, whose fsum follows
+    CPython's."""
     terms = []
     prev = cum_count[below - 1] if below else 0.0
+    total = residual = math.nan
     for i in range(below, upto):
         v, c = float(values[i]), float(cum_count[i]) - prev
         prev = float(cum_count[i])
         product = v * c
         if not math.isfinite(product):
-            return None
+            break
         terms += [product, float(Fraction(v) * Fraction(c) - Fraction(product))]
-    try:
-        total = math.fsum(terms)
-        residual = math.fsum(terms + [-total])
-    except OverflowError:
-        return None
-    if not math.isfinite(total):
-        return None
+    else:
+        try:
+            total = math.fsum(terms)
+            residual = math.fsum(terms + [-total])
+        except OverflowError:
+            total = math.nan
+    if not math.isfinite(total):  # (the values are sorted: one sign where the first and last agree)
+        if float(values[below]) >= 0:
+            return math.inf, FLOAT8_MAX, math.inf
+        if float(values[upto - 1]) <= 0:
+            return -math.inf, -math.inf, -FLOAT8_MAX
+        return fallback, -math.inf, math.inf
     low = math.nextafter(total, -math.inf) if residual < 0 else total
     high = math.nextafter(total, math.inf) if residual > 0 else total
     return total, low, high
@@ -209,8 +224,11 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
     if kb > ka + 1:
         whole = cells[kb] - cells[ka + 1]
         off = stored_sum_error(order, counts[kb] - counts[ka + 1], slack, rounding)
-        out.estimate += whole
-        out.low, out.high = _widen(out, whole, off, order)
+        if order == 1 and not math.isfinite(whole):
+            _whole_from_ends(out, grid, counts, ka + 1, kb)
+        else:
+            out.estimate += whole
+            out.low, out.high = _widen(out, whole, off, order)
     for c in sorted({ka, kb}):
         g0, g1 = grid[c], grid[c + 1]
         w = g1 / 2 - g0 / 2  # halves: no difference of values near the ends of float8 overflows
@@ -232,8 +250,11 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
         if t0 == 0 and t1 == 1:  # the range holds this cell whole: exact
             whole = cells[c + 1] - cells[c]
             off = stored_sum_error(order, counts[c + 1] - counts[c], slack, rounding)
-            out.estimate += whole
-            out.low, out.high = _widen(out, whole, off, order)
+            if order == 1 and not math.isfinite(whole):
+                _whole_from_ends(out, grid, counts, c, c + 1)
+            else:
+                out.estimate += whole
+                out.low, out.high = _widen(out, whole, off, order)
             continue
         d0, d1, mean = cell_ends(g0, g1, n, sums[c + 1] - sums[c], density[c], density[c + 1], s["kde_rows"],
                                  half_range)
@@ -334,6 +355,20 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
     out.variance += shape_error * shape_error  # (not ** 2: that raises OverflowError where IEEE 754 gives inf)
     out.disagreement = disagreement
     return out
+
+
+def _whole_from_ends(out: Range, grid, counts, first: int, last: int) -> None:
+    """Whole cells [first, last) of a sum whose stored running sums there are past float8's range (a few rows of
+    ±1.7e308 make every later one infinite): each cell's rows between its ends, the products and additions
+    rounded outwards; the estimate at the cells' midpoints (0.28.0: such a range read NaN). As whole_from_ends
+    in extension/range.c."""
+    for c in range(first, last):
+        n = counts[c + 1] - counts[c]
+        if n <= 0:
+            continue
+        out.estimate += n * (grid[c] / 2 + grid[c + 1] / 2)
+        out.low = add_down(out.low, math.nextafter(n * grid[c], -math.inf))
+        out.high = add_up(out.high, math.nextafter(n * grid[c + 1], math.inf))
 
 
 def _widen(out: Range, whole: float, off: float, order: int) -> tuple:
@@ -502,9 +537,7 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
         if upto > below:
             exact_low, exact_high = packed_sum_bounds(exact, values, cum, below, upto, s["step"])
     elif order == 1 and upto > below:
-        summed = heavy_sum(values, s["atom_cum_count"], below, upto)
-        if summed is not None:
-            exact, exact_low, exact_high = summed
+        exact, exact_low, exact_high = heavy_sum(values, s["atom_cum_count"], below, upto, exact)
     elif order == 1:
         exact = 0.0  # (no heavy value in the range: not inf − inf where the running sums overflowed, 0.27.0)
     smooth = Range()

@@ -1521,6 +1521,36 @@ def test_a_sum_of_no_heavy_value_is_0_where_their_running_sums_overflowed(db, ta
         assert got[2] <= _exact_sum(xs, lo, hi) <= got[3], (lo, hi, got)
 
 
+@pytest.mark.parametrize("far", [3, 300])  # rows of each far value: in cells; heavy values
+def test_a_sum_past_float8s_largest_has_hard_bounds_that_hold_it(db, table, far):
+    """Found attacking 0.27.0 (a red team; the server and the reference alike): a sum whose exact value passes
+    float8's largest (cents beside three rows of 1.7e308) had hard bounds and interval [inf, inf], above the
+    exact sum (a real number, 2.84 × float8's largest); with rows of -1.7e308 too, the cells' running sums were
+    all -inf and every sum read NaN, [10, 100]'s included. Values of one sign now read [float8's largest, inf]
+    (or its mirror), a range holding values of both signs whose sums overflow [-inf, inf], and whole cells whose
+    running sums overflowed are bounded by their rows and ends."""
+    rng = np.random.default_rng(2)
+    top = float(np.finfo(np.float64).max)
+    x = np.concatenate([np.round(rng.lognormal(3, 1, 5000), 2), [1.7e308] * far, [-1.6e308] * 2, [-1.7e308] * far])
+    load(db, table, {"v": x})
+    summary = refresh(db, table, "v")
+    assert (summary["heavy_values"] > 0) == (far == 300)
+    s = payload(db, table, "v")
+    xs = np.sort(x)
+    for lo, hi, want in ((10.0, None, (top, np.inf)), (None, -1e308, (-np.inf, -top)), (None, None, (-np.inf, np.inf)),
+                         (-1.65e308, None, (-np.inf, np.inf)), (10.0, 100.0, None), (0.0, 1e300, None)):
+        got = db.execute("SELECT (_kde_range(s, %s, %s, 1)).* FROM kde_synopsis s "
+                         "WHERE s.relid = %s::regclass AND s.cols = '{v}'", (lo, hi, table)).fetchone()
+        ci = db.execute("SELECT * FROM approx_sum_ci(%s::regclass, 'v', %s::float8, %s::float8)", (table, lo, hi)).fetchone()
+        r = range_1d(s, lo, hi, 1)
+        exact = _exact_sum(xs, lo, hi)
+        assert (got[2], got[3]) == (r.low, r.high) and (want is None or (got[2], got[3]) == want), (lo, hi, got)
+        assert got[2] <= exact <= got[3] and got[2] <= ci[1] <= ci[2] <= got[3], (lo, hi, got, ci)
+        assert got[0] == r.estimate or (math.isnan(got[0]) and math.isnan(r.estimate)), (lo, hi, got, r)
+        if want is None:  # a finite sum: finite bounds and estimate
+            assert all(map(math.isfinite, got)) and got[2] <= got[0] <= got[3], (lo, hi, got)
+
+
 @pytest.mark.parametrize("sqltype, value, rows", [
     ("float8", "1e16", 1), ("float8", "9007199254740992", 10), ("float8", "1e300", 10),
     ("float8", "1.7976931348623157e308", 3), ("float8", "-1.7976931348623157e308", 3), ("real", "3.4e38", 10),

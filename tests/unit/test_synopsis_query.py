@@ -1087,7 +1087,7 @@ def test_a_profiled_cells_exact_mean_pins_down_its_rows_as_their_positions_do(rn
 def test_outward_additions_and_the_heavy_values_correctly_rounded_sum():
     """add_down / add_up bracket the exact sum of two float8s (and equal it where it is one); heavy_sum is the
     correctly rounded sum of values times counts (Fraction), its bounds that sum where exact, else the float8s
-    either side on the exact sum's side; None where a product overflows. The red team's column: ±3.4e38 (float4)
+    either side on the exact sum's side; past float8's largest, bounds that hold it. The red team's column: ±3.4e38 (float4)
     around 5,000 values of 0.05–19.95 sums to exactly 50,000, where the running sums read 0."""
     from fractions import Fraction
 
@@ -1119,7 +1119,15 @@ def test_outward_additions_and_the_heavy_values_correctly_rounded_sum():
     exact = sum(Fraction(float(v)) for v in small)
     total, low, high = heavy_sum(values, cum, 0, len(values))
     assert total == float(exact) and low <= exact <= high and abs(total - 50000.0) < 1e-3
-    assert heavy_sum([1e308, 1.5e308], [2.0, 3.0], 0, 2) is None
+    # past float8's largest (0.28.0; None before, and the running sums' difference stood with bounds [inf, inf]):
+    # values of one sign from float8's largest to inf, or its mirror; of both signs, the fallback within ±inf
+    top = 1.7976931348623157e308
+    assert heavy_sum([1e308, 1.5e308], [2.0, 3.0], 0, 2) == (math.inf, top, math.inf)
+    assert heavy_sum([-1.5e308, -1e308], [2.0, 3.0], 0, 2) == (-math.inf, -math.inf, -top)
+    assert heavy_sum([-1.5e308, 1e308], [2.0, 3.0], 0, 2, 7.0) == (7.0, -math.inf, math.inf)
+    assert heavy_sum([1e308, 1e308 * 0.9], [1.0, 2.0], 0, 2) == (math.inf, top, math.inf)  # the summation overflows
+    assert add_down(1.7e308, 1.7e308) == top and add_up(-1.7e308, -1.7e308) == -top
+    assert add_up(1.7e308, 1.7e308) == math.inf and add_down(-1.7e308, -1.7e308) == -math.inf
 
 
 def test_an_interval_has_zero_width_only_where_its_hard_bounds_do():
