@@ -193,10 +193,12 @@ def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size
         lo, hi = lo - 0.5, hi + 0.5
     else:
         values = np.unique(np.concatenate([sample, [lo, hi]]))
+        mids = ends = None
         if 2 <= len(values) <= lattice_values:
-            lattice = values
             mids = (values[:-1] + values[1:]) / 2.0
-            lo, hi = values[0] - (values[1] - values[0]) / 2.0, values[-1] + (values[-1] - values[-2]) / 2.0
+            ends = (values[0] - (values[1] - values[0]) / 2.0, values[-1] + (values[-1] - values[-2]) / 2.0)
+        if mids is not None and _lattice_fits(values, mids, ends):
+            lattice, (lo, hi) = values, ends
             # Midpoints at the sample's quantiles: each value's rows stay whole in one cell.
             ranks = np.searchsorted(values, np.quantile(sample, np.linspace(0.0, 1.0, size)[1:-1]))
             points = mids[np.clip(ranks, 0, len(mids) - 1)] if len(mids) > size - 2 else mids
@@ -207,6 +209,18 @@ def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size
                 sample, np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points), lo, hi, size)
     points = np.unique(np.clip(points, lo, hi))
     return np.unique(np.concatenate([[lo], points[(points > lo) & (points < hi)], [hi]])), lattice
+
+
+def _lattice_fits(values: np.ndarray, mids: np.ndarray, ends: tuple) -> bool:
+    """Whether a discretised axis's lattice can keep each value's rows in a cell of its own: a midpoint strictly
+    between each two neighbours (none between adjacent float8s: {1.0, 1.0000000000000002} put both in one
+    cell, and a point query read 0 or all of them, a red team on 0.28.0), and no subnormal grid point (a query's
+    arithmetic on one underflows: {5e-324, 1e-323, …} refreshed, then every query raised "value out of range:
+    underflow"). Otherwise the axis is continuous (heavy values get cells of their own, subnormals 0's)."""
+    tiny = np.finfo(np.float64).tiny
+    points = np.concatenate([values, mids, ends])
+    return bool(np.all(mids > values[:-1]) and np.all(mids < values[1:]) and ends[0] < values[0] < values[-1] < ends[1]
+                and not np.any((points != 0) & (np.abs(points) < tiny)))
 
 
 def tie_cell(v: float):
@@ -239,12 +253,19 @@ def _with_tie_cells(sample: np.ndarray, points: np.ndarray, lo: float, hi: float
     values, counts = np.unique(sample, return_counts=True)
     heavy = np.flatnonzero(counts * 2 * size >= len(sample))
     heavy = heavy[np.argsort(-counts[heavy], kind="stable")][:max(0, (size - 4) // 2)]
-    ties = []
+    ties, starts = [], set()
     for v in values[heavy]:
         cell = tie_cell(v)
         if cell is not None:
             ties += list(cell)
+            starts.add(float(cell[0]))
             lo, hi = min(lo, cell[0]), max(hi, cell[1])
+    top = float(values[-1]) if len(values) else None
+    if top is not None and top in ties and top not in starts and tie_cell(top) is not None:
+        # the axis' largest value is a heavy value's next float8: the last cell, closed, would hold both (a point
+        # box on the heavy value read all their rows, a red team on 0.28.0), so it gets a cell of its own too
+        ties += list(tie_cell(top))
+        hi = max(hi, tie_cell(top)[1])
     ties = np.unique(ties)
     rest = np.unique(points[~np.isin(points, ties)])
     repeated = values[(counts >= 2) & ~np.isin(values, ties)]

@@ -1686,3 +1686,39 @@ def test_estimates_lie_within_their_hard_bounds_on_a_log_uniform_column(db, tabl
             assert low <= est <= high, (order, a, b, est, low, high)
             assert low <= ci_low <= est <= ci_high <= high, (order, a, b, ci_low, ci_high, low, high)
             assert est == range_1d(s, a, b, order).estimate, (order, a, b)
+
+
+def test_2d_axes_a_lattice_or_half_integers_cannot_hold(db, table):
+    """Found attacking 0.28.0 (a red team): a discretised axis of subnormal values refreshed, then every query
+    raised "value out of range: underflow" (its lattice's grid points were subnormal); one of adjacent float8s
+    ({1.0, 1.0000000000000002}: no midpoint between them) read a point as 0 or all of both values' rows; a
+    whole-number axis at 2^52 (no half-integer there) read points as 0, 0, 0 and 906 where 147-170 rows held
+    them. The first two are continuous axes now (subnormals in 0's cell, adjacent values in cells of their own);
+    whole-number axes stop at 2^50."""
+    from pg_kde.synopsis.query import box_2d
+
+    rng = np.random.default_rng(52)
+    n = 20000
+    b = rng.normal(0.0, 1.0, n)
+    cases = {"subnormal": rng.choice([5e-324, 1e-323, 1.5e-323, 1e-310], n),
+             "adjacent": rng.choice([1.0, 1.0000000000000002], n),
+             "whole 2^40": 2.0**40 + rng.integers(0, 200, n), "whole 2^52": 2.0**52 + rng.integers(0, 200, n)}
+    inf = np.inf
+    for name, a in cases.items():
+        db.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident(table)))
+        load(db, table, {"a": a, "b": b})
+        db.execute("SELECT kde_refresh(%s::regclass, ARRAY['a', 'b'], budget => 4096)", (table,))
+        with db.cursor(row_factory=dict_row) as cur:
+            s = cur.execute("SELECT * FROM kde_synopsis_2d WHERE relid = %s::regclass", (table,)).fetchone()
+        assert not s["pair_pack"], name  # (cells, not the pairs' exact table)
+        assert s["integer_valued"][0] == (name == "whole 2^40"), name
+        values = np.unique(a)
+        for box in [(-inf, inf, -inf, inf), (values[0], values[-1], 0.0, inf), (values[0], values[0], -inf, inf),
+                    (values[1], values[1], -inf, inf), (values[1], values[-1], -inf, 0.5)]:
+            box = tuple(map(float, box))
+            got = db.execute("SELECT approx_count(%s, 'a', %s, %s, 'b', %s, %s)", (table, *box)).fetchone()[0]
+            assert got == pytest.approx(box_2d(s, *box, 0), rel=1e-9, abs=1e-9), (name, box)
+            exact = int(((a >= box[0]) & (a <= box[1]) & (b >= box[2]) & (b <= box[3])).sum())
+            if name == "adjacent" or box[:2] == (values[0], values[-1]):  # whole cells, or values of their own
+                assert got == pytest.approx(exact, rel=0.03, abs=1), (name, box, got, exact)
+            assert 0 <= got <= n, (name, box, got)
