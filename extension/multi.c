@@ -130,10 +130,11 @@ column_value(const Column *c, double u)
 	return c->values[i - 1] + f * (c->values[i] - c->values[i - 1]);
 }
 
-/* The power of two e by which a box's sums of the column's values are taken at 2^-e: 0, or where the column's
- * knots reach 2^481 (values v at 2^-e stay below it, so v² and the variance's sums of them stay finite), e with
- * its largest knot at 2^-e below 2^481; the estimate and its variance are then scaled back (±inf past float8's
- * range, of the sum's sign: a running sum of such values had overflowed in the points' order). */
+/* The power of two e by which a box's sums of the column's values are taken at 2^-e where, taken as they are,
+ * they ran past float8's range: 0, or where the column's knots reach 2^481 (values v at 2^-e stay below it, so
+ * v² and the variance's sums of them stay finite), e with its largest knot at 2^-e below 2^481; the estimate and
+ * its variance are then scaled back (±inf past float8's range, of the sum's sign: a running sum of such values
+ * had overflowed in the points' order). Only those outputs: values below about 2^-478 underflow at 2^-e. */
 static int
 sum_exponent(const Column *c)
 {
@@ -414,93 +415,120 @@ kde_box_nd(PG_FUNCTION_ARGS)
 		group_squares = palloc0(sizeof(double) * (groups + 1));
 		group_steps = palloc0(sizeof(double) * (groups + 1));
 	}
-	if (sum_col > 0)
-		e = sum_exponent(&cols[sum_col - 1]);
-	for (int i = 0; i < m && !empty; i++)
-	{
-		const unsigned char *p = codes + (size_t) i * d * 2;
-		double		w = 1,
-					w2;
-
-		for (int t = 0; t < k && w > 0; t++)
-		{
-			int			j = order[t];
-			int			code = p[2 * j] | (p[2 * j + 1] << 8);
-
-			w = code == CODE_NULL ? 0 : w * kernel_mass(&cols[j], code * (1.0 / CODE_SCALE));
-		}
-		if (w > 0 && sum_col > 0)
-		{
-			int			j = sum_col - 1;
-			int			code = p[2 * j] | (p[2 * j + 1] << 8);
-			double		v = code == CODE_NULL ? 0 : ldexp(column_value(&cols[j], code / CODE_SCALE), -e);
-
-			w2 = w * v * v;
-			w = w * v;
-		}
-		else
-			w2 = w;
-		if (group_col > 0)
-		{
-			int			g = -1;		/* the group the point counts in, if any */
-
-			if (w != 0)
-			{
-				int			j = group_col - 1;
-				int			code = p[2 * j] | (p[2 * j + 1] << 8);
-
-				g = code == CODE_NULL ? groups : column_band(&cols[j], code / CODE_SCALE);
-
-				/* a group whose value the box's own bounds on that column leave out holds none of its rows
-				 * (the kernel of a smoothed column reaches past them) */
-				if (g != groups && ((lo_given[j] && cols[j].values[g] < lo[j]) || (hi_given[j] && cols[j].values[g] > hi[j])))
-					g = -1;
-			}
-			if (g >= 0)
-			{
-				group_sum[g] += w;
-				group_sum2[g] += w2;
-				group_squares[g] += w * w;
-			}
-			/* successive differences of each group's weights: both squares, less twice the product where
-			 * neighbours share the group */
-			if (i > 0)
-			{
-				if (g >= 0)
-					group_steps[g] += w * w;
-				if (prev_g >= 0)
-					group_steps[prev_g] += prev * prev;
-				if (g >= 0 && g == prev_g)
-					group_steps[g] -= 2 * w * prev;
-			}
-			prev_g = g;
-			if (g < 0)
-				w = 0;			/* (what the steps below compare: nothing in a group) */
-		}
-		else if (i > 0)
-			steps += (w - prev) * (w - prev);
-		prev = w;
-		squares += w * w;
-		sum += w;
-		sum2 += w2;
-		if ((i & 65535) == 65535)
-			CHECK_FOR_INTERRUPTS();
-	}
 	scale = n_rows / m;
 	pool = (double) optional_int4_field(row, "pool_rows");
 	n_out = group_col > 0 ? 2 * (groups + 1) : 2;
 	out = palloc(sizeof(Datum) * n_out);
-	if (group_col > 0)
-		for (int g = 0; g <= groups; g++)
-		{
-			out[2 * g] = Float8GetDatum(ldexp(scale * group_sum[g], e));
-			out[2 * g + 1] = Float8GetDatum(ldexp(box_variance(scale, m, pool, n_rows, group_sum[g], group_sum2[g],
-															   group_squares[g], group_steps[g]), 2 * e));
-		}
-	else
+	/* pass 0 sums the values as they are; where a sum or variance ran past float8's range and the column's knots
+	 * reach 2^481, pass 1 sums them at 2^-e (sum_exponent) for those outputs alone (0.28.0) */
+	for (int pass = 0; pass < 2; pass++)
 	{
-		out[0] = Float8GetDatum(ldexp(scale * sum, e));
-		out[1] = Float8GetDatum(ldexp(box_variance(scale, m, pool, n_rows, sum, sum2, squares, steps), 2 * e));
+		bool		all_finite = true;
+
+		e = pass == 0 ? 0 : sum_exponent(&cols[sum_col - 1]);
+		sum = sum2 = squares = steps = prev = 0;
+		prev_g = -1;
+		if (group_col > 0)
+		{
+			memset(group_sum, 0, sizeof(double) * (groups + 1));
+			memset(group_sum2, 0, sizeof(double) * (groups + 1));
+			memset(group_squares, 0, sizeof(double) * (groups + 1));
+			memset(group_steps, 0, sizeof(double) * (groups + 1));
+		}
+		for (int i = 0; i < m && !empty; i++)
+		{
+			const unsigned char *p = codes + (size_t) i * d * 2;
+			double		w = 1,
+						w2;
+
+			for (int t = 0; t < k && w > 0; t++)
+			{
+				int			j = order[t];
+				int			code = p[2 * j] | (p[2 * j + 1] << 8);
+
+				w = code == CODE_NULL ? 0 : w * kernel_mass(&cols[j], code * (1.0 / CODE_SCALE));
+			}
+			if (w > 0 && sum_col > 0)
+			{
+				int			j = sum_col - 1;
+				int			code = p[2 * j] | (p[2 * j + 1] << 8);
+				double		v = code == CODE_NULL ? 0 : ldexp(column_value(&cols[j], code / CODE_SCALE), -e);
+
+				w2 = w * v * v;
+				w = w * v;
+			}
+			else
+				w2 = w;
+			if (group_col > 0)
+			{
+				int			g = -1;		/* the group the point counts in, if any */
+
+				if (w != 0)
+				{
+					int			j = group_col - 1;
+					int			code = p[2 * j] | (p[2 * j + 1] << 8);
+
+					g = code == CODE_NULL ? groups : column_band(&cols[j], code / CODE_SCALE);
+
+					/* a group whose value the box's own bounds on that column leave out holds none of its rows
+					 * (the kernel of a smoothed column reaches past them) */
+					if (g != groups && ((lo_given[j] && cols[j].values[g] < lo[j]) || (hi_given[j] && cols[j].values[g] > hi[j])))
+						g = -1;
+				}
+				if (g >= 0)
+				{
+					group_sum[g] += w;
+					group_sum2[g] += w2;
+					group_squares[g] += w * w;
+				}
+				/* successive differences of each group's weights: both squares, less twice the product where
+				 * neighbours share the group */
+				if (i > 0)
+				{
+					if (g >= 0)
+						group_steps[g] += w * w;
+					if (prev_g >= 0)
+						group_steps[prev_g] += prev * prev;
+					if (g >= 0 && g == prev_g)
+						group_steps[g] -= 2 * w * prev;
+				}
+				prev_g = g;
+				if (g < 0)
+					w = 0;			/* (what the steps below compare: nothing in a group) */
+			}
+			else if (i > 0)
+				steps += (w - prev) * (w - prev);
+			prev = w;
+			squares += w * w;
+			sum += w;
+			sum2 += w2;
+			if ((i & 65535) == 65535)
+				CHECK_FOR_INTERRUPTS();
+		}
+		for (int g = 0; 2 * g < n_out; g++)
+		{
+			double		estimate,
+						variance;
+
+			if (group_col > 0)
+			{
+				estimate = ldexp(scale * group_sum[g], e);
+				variance = ldexp(box_variance(scale, m, pool, n_rows, group_sum[g], group_sum2[g], group_squares[g],
+											  group_steps[g]), 2 * e);
+			}
+			else
+			{
+				estimate = ldexp(scale * sum, e);
+				variance = ldexp(box_variance(scale, m, pool, n_rows, sum, sum2, squares, steps), 2 * e);
+			}
+			if (pass == 0 || !isfinite(DatumGetFloat8(out[2 * g])))
+				out[2 * g] = Float8GetDatum(estimate);
+			if (pass == 0 || !isfinite(DatumGetFloat8(out[2 * g + 1])))
+				out[2 * g + 1] = Float8GetDatum(variance);
+			all_finite = all_finite && isfinite(estimate) && isfinite(variance);
+		}
+		if (all_finite || sum_col == 0 || sum_exponent(&cols[sum_col - 1]) == 0)
+			break;
 	}
 	PG_RETURN_ARRAYTYPE_P(construct_array(out, n_out, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }

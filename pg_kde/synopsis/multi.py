@@ -578,15 +578,11 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
         u = codes[:, j].astype(np.float64) / CODE_SCALE
         k = _kernel_mass(u, a, b, float(widths[j]))
         weight *= np.where(null, 0.0, k)
-    values, e = np.ones(m), 0
+    values = np.ones(m)
     if sum_col >= 0:
         c = codes[:, sum_col]
-        e = sum_exponent(knots[sum_col])
-        values = np.where(c == CODE_NULL, 0.0, np.ldexp(knots[sum_col].values_at(c.astype(np.float64) / CODE_SCALE), -e))
-    # each weight is the chance that the point's row is in the box: the variance of a sample of such rows
-    scale = n_rows / m
-    w, w2 = weight * values, weight * values * values
-    pool = row.get("pool_rows")
+        values = np.where(c == CODE_NULL, 0.0, knots[sum_col].values_at(c.astype(np.float64) / CODE_SCALE))
+    group = None
     if group_col >= 0:
         c = codes[:, group_col]
         groups = len(knots[group_col].values)
@@ -598,6 +594,29 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
             out |= values_g < lo[group_col]
         if hi[group_col] is not None:
             out |= values_g > hi[group_col]
+        group = (g, groups, out)
+    with np.errstate(over="ignore", invalid="ignore"):  # (what overflows is taken again at 2^-e below)
+        estimate, variance = _box_moments(row, m, n_rows, weight, values, 0, group)
+    e = sum_exponent(knots[sum_col]) if sum_col >= 0 else 0
+    if e and not (np.all(np.isfinite(estimate)) and np.all(np.isfinite(variance))):
+        # past float8's range: those outputs from the values at 2^-e, scaled back (extension/multi.c's pass 1)
+        at, var_at = _box_moments(row, m, n_rows, weight, np.ldexp(values, -e), e, group)
+        estimate = np.where(np.isfinite(estimate), estimate, at)[()]
+        variance = np.where(np.isfinite(variance), variance, var_at)[()]
+        if group is None:
+            estimate, variance = float(estimate), float(variance)
+    return estimate, variance
+
+
+def _box_moments(row: dict, m: int, n_rows: float, weight: np.ndarray, values: np.ndarray, e: int, group):
+    """:func:`box`'s (estimate, variance) from the points' weights and their values at 2^-e (scaled back);
+    ``group``: (each point's group, the groups, the points the box leaves out of theirs) or None."""
+    # each weight is the chance that the point's row is in the box: the variance of a sample of such rows
+    scale = n_rows / m
+    w, w2 = weight * values, weight * values * values
+    pool = row.get("pool_rows")
+    if group is not None:
+        g, groups, out = group
         w, w2 = np.where(out, 0.0, w), np.where(out, 0.0, w2)
         total = np.bincount(g, weights=w, minlength=groups + 1)
         second = np.bincount(g, weights=w2, minlength=groups + 1)
@@ -618,10 +637,11 @@ def box(row: dict, widths: Sequence[float], n_rows: int, lo: Sequence[Optional[f
 
 
 def sum_exponent(knots: Knots) -> int:
-    """The power of two e by which a box's sums of a column's values are taken at 2^-e (extension/multi.c
-    sum_exponent): 0, or where the column's knots reach 2^481, e with its largest knot at 2^-e below 2^481, so
-    that v², and the variance's sums of them, stay finite. The estimate and variance are scaled back: ±inf past
-    float8's range, of the sum's sign (a running sum of such values had overflowed in the points' order)."""
+    """The power of two e by which a box's sums of a column's values are taken at 2^-e where, taken as they are,
+    they ran past float8's range (extension/multi.c sum_exponent): 0, or where the column's knots reach 2^481, e
+    with its largest knot at 2^-e below 2^481, so that v², and the variance's sums of them, stay finite. Those
+    outputs are scaled back: ±inf past float8's range, of the sum's sign (a running sum of such values had
+    overflowed in the points' order). Only those: values below about 2^-478 underflow at 2^-e."""
     e = math.frexp(max(abs(float(knots.values[0])), abs(float(knots.values[-1]))))[1]
     return e - 481 if e > 481 else 0
 

@@ -536,3 +536,26 @@ def test_sums_near_float8s_largest_keep_their_sign(db, table):
     assert 0 <= count < 0.01 * n
     half = _box_nd(db, table, cols, [None] * 4 + [-1e300], [None] * 5, 0)[0]
     assert half == pytest.approx(np.sum(spread > 0), rel=0.05)
+
+
+def test_small_values_beside_far_ones_keep_their_sum(db, table):
+    """Found attacking this release's first fix (a red team): where the summed column's knots reach 2^481, every
+    box summed its values at 2^-e, and values near 1e-300 beside 1e300 underflowed: a box holding only them
+    read 0.0 (exact 3.3e-297). The values are summed as they are, and at 2^-e only where that ran past
+    float8's range."""
+    rng = np.random.default_rng(43)
+    near = rng.normal(0, 1, 4500)
+    load(db, table, {"a": np.r_[np.full(500, 1e300), 1e-300 * rng.uniform(1, 2, 4500)],
+                     "b": np.r_[rng.normal(10, 0.1, 500), near], "c": rng.normal(0, 1, 5000)})
+    refresh_nd(db, table, ["a", "b", "c"])
+    row = stored(db, table)
+    for lo, hi in (([None, None, None], [None, 0.0, None]), ([None] * 3, [None] * 3)):
+        want, var = multi.box(row, row["bandwidth"], row["n_rows"], lo, hi, 0)
+        got = _box_nd(db, table, ["a", "b", "c"], lo, hi, 1)
+        assert got[0] == pytest.approx(want, rel=1e-9) and got[1] == pytest.approx(var, rel=1e-7), (lo, hi)
+    below = db.execute("SELECT approx_sum(%s::regclass, 'a', ARRAY['b', 'c'], ARRAY[NULL, NULL]::float8[], "
+                       "ARRAY[0, NULL]::float8[])", (table,)).fetchone()[0]
+    count = db.execute("SELECT approx_count(%s::regclass, ARRAY['b', 'c'], ARRAY[NULL, NULL]::float8[], "
+                       "ARRAY[0, NULL]::float8[])", (table,)).fetchone()[0]
+    # (each point's value there lies within 1e-300 … 2e-300: the sum over the count the same weights give)
+    assert 1e-300 * count <= below <= 2e-300 * count and count == pytest.approx(np.sum(near <= 0), rel=0.05)
