@@ -37,6 +37,8 @@ PG_FUNCTION_INFO_V1(kde_pair_box);
 #define PACK_FORMAT 1
 #define PAIR_FORMAT 2
 #define PACK_LIMIT 9007199254740992.0	/* 2^53 */
+/* a pair box's sum where a product or the sum runs past float8's range: at 2^-128 (c v below 2^53 2^896) */
+#define SCALED_SUM 128
 
 /* A malformed pack: column is the payload's column that holds it (atom_pack, pair_pack). */
 static void
@@ -371,7 +373,9 @@ kde_pair_box(PG_FUNCTION_ARGS)
 	__int128	rows = 0;
 	uint64		count = 0;
 	double		total = 0.0,
-				comp = 0.0;
+				comp = 0.0,
+				total_s = 0.0,	/* the sum at 2^-SCALED_SUM */
+				comp_s = 0.0;
 	bool		far_up = false,
 				far_down = false;
 
@@ -423,6 +427,9 @@ kde_pair_box(PG_FUNCTION_ARGS)
 				double		v = moment == 1 ? lattice1[a] : lattice2[b],
 							p = (double) c * v;
 
+				double		vs = ldexp(v, -SCALED_SUM),
+							ps = (double) c * vs;
+
 				if (isinf(p))
 				{
 					far_up |= p > 0;
@@ -433,6 +440,9 @@ kde_pair_box(PG_FUNCTION_ARGS)
 					add_compensated(&total, &comp, p);
 					add_compensated(&total, &comp, fma((double) c, v, -p));
 				}
+				/* the same at 2^-SCALED_SUM, where a product or the sum runs past float8's range (0.28.0) */
+				add_compensated(&total_s, &comp_s, ps);
+				add_compensated(&total_s, &comp_s, fma((double) c, vs, -ps));
 			}
 		}
 	}
@@ -440,7 +450,7 @@ kde_pair_box(PG_FUNCTION_ARGS)
 		corrupted("pair_pack", "has bytes past its pairs");
 	if (moment == 0)
 		PG_RETURN_FLOAT8((double) count);
-	if (far_up || far_down)
-		PG_RETURN_FLOAT8(far_up && far_down ? NAN : (far_up ? INFINITY : -INFINITY));
-	PG_RETURN_FLOAT8(isfinite(total) ? total + comp : total);
+	if (far_up || far_down || !isfinite(total + comp))
+		PG_RETURN_FLOAT8(ldexp(total_s + comp_s, SCALED_SUM));	/* (+-inf past float8's range, of its sign) */
+	PG_RETURN_FLOAT8(total + comp);
 }

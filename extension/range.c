@@ -132,24 +132,6 @@ widen_whole(Moments *out, double whole, double off, int order)
 	out->high = kde_add_up(out->high, kde_add_up(whole, off));
 }
 
-/* query._whole_from_ends: whole cells [first, last) of a sum whose stored running sums there are past float8's
- * range (a few rows of +-1.7e308 make every later one infinite): each cell's rows between its ends, the products
- * and additions rounded outwards; the estimate at the cells' midpoints (0.28.0: such a range read NaN). */
-static void
-whole_from_ends(Moments *out, const double *grid, const double *counts, int first, int last)
-{
-	for (int c = first; c < last; c++)
-	{
-		double		n = counts[c + 1] - counts[c];
-
-		if (n <= 0)
-			continue;
-		out->estimate += n * (grid[c] / 2 + grid[c + 1] / 2);
-		out->low = kde_add_down(out->low, nextafter(n * grid[c], -INFINITY));
-		out->high = kde_add_up(out->high, nextafter(n * grid[c + 1], INFINITY));
-	}
-}
-
 /* Partials of an exact sum of float8s, as CPython's math.fsum keeps them (Shewchuk's non-overlapping
  * expansion; a finite sum of float8s has at most about 40). false where a partial overflows. */
 #define FSUM_PARTIALS 128
@@ -232,71 +214,113 @@ fsum_value(const Fsum *f)
 	return hi;
 }
 
-/* query.heavy_sum: the sum of the heavy values values[below..upto) holding cum_count's steps of rows each,
- * from the values and counts (each product split exactly into a float8 and its error by fma, their sum
- * correctly rounded), and its hard bounds: the sum where exact, else the float8s either side on the exact
- * sum's side. Where a product or the summation overflows (query.heavy_sum, 0.28.0): values of one sign sum
- * past float8's largest, so [DBL_MAX, inf] (or its mirror) with the infinity as the sum; values of both signs
- * leave *sum as the caller gave it (the running sums' difference) within [-inf, inf]. */
+/* query._whole_from_ends: whole cells [first, last) of a sum whose stored running sums there are past float8's
+ * range (a few rows of +-1.7e308 make every later one infinite): each cell's rows between its ends, the products
+ * and additions rounded outwards; their estimate at the cells' midpoints times 2^-128 into *middle, which the
+ * caller sums over its cells and scales back once (cells of +-1.7e308 neither make it inf - inf nor swallow the
+ * others; 0.28.0: such a range read NaN). */
 static void
-heavy_sum(const double *values, const double *cum_count, int below, int upto, double *sum, double *low,
-		  double *high)
+whole_from_ends(Moments *out, const double *grid, const double *counts, int first, int last, Fsum *middle)
+{
+
+	for (int c = first; c < last; c++)
+	{
+		double		n = counts[c + 1] - counts[c];
+
+		if (n <= 0)
+			continue;
+		fsum_add(middle, n * (ldexp(grid[c], -128) / 2 + ldexp(grid[c + 1], -128) / 2));
+		out->low = kde_add_down(out->low, nextafter(n * grid[c], -INFINITY));
+		out->high = kde_add_up(out->high, nextafter(n * grid[c + 1], INFINITY));
+	}
+}
+
+/* The sum of the heavy values values[below..upto) holding cum_count's steps of rows each at 2^-scale, as
+ * heavy_sum: its correctly rounded total and the float8s either side on the exact sum's side (the total where
+ * exact); false where a product or the summation overflows. At scale > 0 the values below 2^(scale - 1022) in
+ * magnitude are left out, *tiny_rows their rows (each value times 2^-scale would round). */
+static bool
+heavy_sum_at(const double *values, const double *cum_count, int below, int upto, int scale, double *sum,
+			 double *low, double *high, double *tiny_rows)
 {
 	Fsum		f;
 	Fsum		r;
 	double		prev = below > 0 ? cum_count[below - 1] : 0.0,
+				least = scale > 0 ? ldexp(1.0, scale - 1022) : 0.0,
 				total,
 				residual;
-	int			i;
-	bool		overflow = false;
 
 	f.n = 0;
 	f.overflow = false;
-	for (i = below; i < upto; i++)
+	*tiny_rows = 0;
+	for (int i = below; i < upto; i++)
 	{
 		double		v = values[i],
 					c = cum_count[i] - prev,
-					product = v * c;
+					product;
 
 		prev = cum_count[i];
-		if (!isfinite(product))
+		if (fabs(v) < least)
 		{
-			overflow = true;
-			break;
+			*tiny_rows += c;
+			continue;
 		}
+		v = ldexp(v, -scale);
+		product = v * c;
+		if (!isfinite(product))
+			return false;
 		fsum_add(&f, product);
 		fsum_add(&f, fma(v, c, -product));
 	}
-	total = overflow || f.overflow ? NAN : fsum_value(&f);
+	if (f.overflow)
+		return false;
+	total = fsum_value(&f);
+	if (!isfinite(total))
+		return false;
 	r = f;
-	if (isfinite(total))
-		fsum_add(&r, -total);
-	if (!isfinite(total) || r.overflow)
-	{
-		/* the values are sorted: one sign where the first and last agree (0 adds nothing) */
-		if (values[below] >= 0)
-		{
-			*sum = INFINITY;
-			*low = DBL_MAX;
-			*high = INFINITY;
-		}
-		else if (values[upto - 1] <= 0)
-		{
-			*sum = -INFINITY;
-			*low = -INFINITY;
-			*high = -DBL_MAX;
-		}
-		else
-		{
-			*low = -INFINITY;
-			*high = INFINITY;
-		}
-		return;
-	}
+	fsum_add(&r, -total);
+	if (r.overflow)
+		return false;
 	residual = fsum_value(&r);
 	*sum = total;
 	*low = residual < 0 ? nextafter(total, -INFINITY) : total;
 	*high = residual > 0 ? nextafter(total, INFINITY) : total;
+	return true;
+}
+
+/* query.heavy_sum: the sum of the heavy values values[below..upto) holding cum_count's steps of rows each,
+ * from the values and counts (each product split exactly into a float8 and its error by fma, their sum
+ * correctly rounded), and its hard bounds: the sum where exact, else the float8s either side on the exact
+ * sum's side. Where a product or the summation overflows (0.28.0), the same at 2^-HEAVY_SCALE (exact for
+ * values from 2^(HEAVY_SCALE - 1022) up; the smaller ones' rows widen the bounds by that much each), scaled
+ * back: +-inf past float8's range with bounds from float8's largest, else the sum of values that cancel
+ * (100 rows of each of +-float8's largest beside small values read NaN within [-inf, inf] before). */
+#define HEAVY_SCALE 128
+static void
+heavy_sum(const double *values, const double *cum_count, int below, int upto, double *sum, double *low,
+		  double *high)
+{
+	double		tiny_rows,
+				slack;
+
+	if (heavy_sum_at(values, cum_count, below, upto, 0, sum, low, high, &tiny_rows))
+		return;
+	/* at 2^-HEAVY_SCALE nothing overflows: products below 2^(1024 - HEAVY_SCALE + 53), 2^53 rows of them */
+	heavy_sum_at(values, cum_count, below, upto, HEAVY_SCALE, sum, low, high, &tiny_rows);
+	*sum = ldexp(*sum, HEAVY_SCALE);
+	*low = ldexp(*low, HEAVY_SCALE);
+	*high = ldexp(*high, HEAVY_SCALE);
+	/* a bound past float8's range: the exact sum is too (its scaled bound is at least 2^(1024 - HEAVY_SCALE)) */
+	if (*low == INFINITY)
+		*low = DBL_MAX;
+	if (*high == -INFINITY)
+		*high = -DBL_MAX;
+	slack = nextafter(tiny_rows * ldexp(1.0, HEAVY_SCALE - 1022), INFINITY);
+	if (tiny_rows > 0)
+	{
+		*low = kde_add_down(*low, -slack);
+		*high = kde_add_up(*high, slack);
+	}
 }
 
 /* A cell's shape: the cubic a + b t + c t^2 + e t^3 (a straight line has c = e = 0), or the exponential
@@ -970,6 +994,9 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 				A,
 				B,
 				shape_error = 0;
+	Fsum		far;			/* whole cells' estimate at 2^-128 where their stored running sums are past
+								 * float8's range (whole_from_ends) */
+	bool		far_used = false;
 	DoubtWeights doubt_weights = {false, 0, NULL, SHAPE_DOUBT};
 	int			ka,
 				kb,
@@ -989,6 +1016,8 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 						errmsg("pg_kde: the synopsis row's cell arrays do not match its grid")));
 	if (kde_rows == 0 || m < 2)
 		return out;
+	far.n = 0;
+	far.overflow = false;
 	half_range = grid.v[m - 1] / 2 - grid.v[0] / 2;
 	A = a > grid.v[0] ? a : grid.v[0];
 	B = b < grid.v[m - 1] ? b : grid.v[m - 1];
@@ -1002,7 +1031,10 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		double		off = stored_sum_error(order, counts.v[kb] - counts.v[ka + 1], slack, rounding);
 
 		if (order == 1 && !isfinite(whole))
-			whole_from_ends(&out, grid.v, counts.v, ka + 1, kb);
+		{
+			whole_from_ends(&out, grid.v, counts.v, ka + 1, kb, &far);
+			far_used = true;
+		}
 		else
 		{
 			out.estimate += whole;
@@ -1074,7 +1106,10 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			double		off = stored_sum_error(order, counts.v[c + 1] - counts.v[c], slack, rounding);
 
 			if (order == 1 && !isfinite(whole))
-				whole_from_ends(&out, grid.v, counts.v, c, c + 1);
+			{
+				whole_from_ends(&out, grid.v, counts.v, c, c + 1, &far);
+				far_used = true;
+			}
 			else
 			{
 				out.estimate += whole;
@@ -1244,6 +1279,8 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 	/* the shape's own uncertainty: how far its shares are from the other shape's, each cut cell's weighed as
 	 * the build calibrated it (doubt_weight, 0.20.0, and doubt_weights, 0.21.0: calibration.py) */
 	out.variance += shape_error * shape_error;
+	if (far_used)
+		out.estimate += ldexp(fsum_value(&far), 128);
 	return out;
 }
 

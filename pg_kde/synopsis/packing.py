@@ -265,11 +265,9 @@ def unpack_pairs(pack: bytes, m1: int, m2: int) -> Tuple[list, list, list]:
 
 
 def exact_dot(counts: Sequence[int], values: Sequence[float]) -> float:
-    """Σ c·v over whole counts and float8 values, exact and rounded once (no cancellation); ±∞ where a
-    product c·v is past float8's range (NaN where they are of both signs) or the sum is."""
-    far = {math.copysign(1.0, v) for c, v in zip(counts, values) if math.isinf(int(c) * float(v))}
-    if far:
-        return math.nan if len(far) == 2 else math.copysign(math.inf, far.pop())
+    """Σ c·v over whole counts and float8 values, exact and rounded once (no cancellation), also where a
+    product c·v is past float8's range (0.28.0: ±∞, or NaN where they were of both signs, though 3 × 1.7976e308
+    and -2 × 1.7976e308 sum to float8's largest); ±∞ where the sum is."""
     exact = sum((Fraction(int(c)) * Fraction(float(v)) for c, v in zip(counts, values)), Fraction(0))
     try:
         return float(exact)

@@ -140,43 +140,74 @@ def add_up(a: float, b: float) -> float:
 FLOAT8_MAX = 1.7976931348623157e308
 
 
-def heavy_sum(values, cum_count, below: int, upto: int, fallback: float = math.nan) -> tuple:
+def _heavy_sum_at(values, cum_count, below: int, upto: int, scale: int) -> Optional[tuple]:
+    """(sum, low, high, tiny_rows): :func:`heavy_sum` at 2^-scale, None where a product or the summation
+    overflows; at scale > 0 the values below 2^(scale − 1022) in magnitude left out, tiny_rows their rows. As
+    heavy_sum_at in extension/range.c."""
+    terms, tiny_rows = [], 0.0
+    least = math.ldexp(1.0, scale - 1022) if scale > 0 else 0.0
+    prev = cum_count[below - 1] if below else 0.0
+    for i in range(below, upto):
+        v, c = float(values[i]), float(cum_count[i]) - prev
+        prev = float(cum_count[i])
+        if abs(v) < least:
+            tiny_rows += c
+            continue
+        v = math.ldexp(v, -scale)
+        product = v * c
+        if not math.isfinite(product):
+            return None
+        terms += [product, float(Fraction(v) * Fraction(c) - Fraction(product))]
+    try:
+        total = math.fsum(terms)
+        residual = math.fsum(terms + [-total])
+    except OverflowError:
+        return None
+    if not math.isfinite(total):
+        return None
+    low = math.nextafter(total, -math.inf) if residual < 0 else total
+    high = math.nextafter(total, math.inf) if residual > 0 else total
+    return total, low, high, tiny_rows
+
+
+#: Where the heavy values' products or their sum run past float8's range, :func:`heavy_sum` takes them at
+#: 2^-HEAVY_SCALE (0.28.0).
+HEAVY_SCALE = 128
+
+
+def heavy_sum(values, cum_count, below: int, upto: int) -> tuple:
     """(sum, low, high) of the heavy values values[below:upto] held cum_count's steps of rows each, from the
     values and counts rather than the stored running sums, whose float8 rounding loses a small value's rows
     beside a large one (a red team: 5,000 values of 0.05–19.95 beside ±3.4e38 read a sum of 0 within hard bounds
     of [0, 0], the exact sum 50,000). Each value times its count is split exactly into a float8 and its rounding
     error (two-product), and their sum is correctly rounded (Shewchuk's, as math.fsum); the hard bounds are that
     sum where it is exact, else the float8s either side on the exact sum's side. Where a product or the
-    summation overflows (0.28.0; 0.27.0 kept the running sums' difference and bounds on it, [inf, inf] where the
-    exact sum was a real number past float8's largest): values of one sign sum past float8's largest, so (inf,
-    FLOAT8_MAX, inf) or its mirror; values of both signs, (``fallback``, -inf, inf): the caller's running sums'
-    difference within bounds that hold whatever it is. As heavy_sum in extension/range.c, whose fsum follows
+    summation overflows (0.28.0), the same at 2^-HEAVY_SCALE (exact for values from 2^(HEAVY_SCALE − 1022) up;
+    each smaller value's row widens the bounds by that much), scaled back: ±inf past float8's range with bounds
+    from float8's largest, else the sum of values that cancel (100 rows of each of ±float8's largest beside
+    small values read NaN within [-inf, inf] before). As heavy_sum in extension/range.c, whose fsum follows
     CPython's."""
-    terms = []
-    prev = cum_count[below - 1] if below else 0.0
-    total = residual = math.nan
-    for i in range(below, upto):
-        v, c = float(values[i]), float(cum_count[i]) - prev
-        prev = float(cum_count[i])
-        product = v * c
-        if not math.isfinite(product):
-            break
-        terms += [product, float(Fraction(v) * Fraction(c) - Fraction(product))]
-    else:
-        try:
-            total = math.fsum(terms)
-            residual = math.fsum(terms + [-total])
-        except OverflowError:
-            total = math.nan
-    if not math.isfinite(total):  # (the values are sorted: one sign where the first and last agree)
-        if float(values[below]) >= 0:
-            return math.inf, FLOAT8_MAX, math.inf
-        if float(values[upto - 1]) <= 0:
-            return -math.inf, -math.inf, -FLOAT8_MAX
-        return fallback, -math.inf, math.inf
-    low = math.nextafter(total, -math.inf) if residual < 0 else total
-    high = math.nextafter(total, math.inf) if residual > 0 else total
+    done = _heavy_sum_at(values, cum_count, below, upto, 0)
+    if done is not None:
+        return done[:3]
+    total, low, high, tiny_rows = _heavy_sum_at(values, cum_count, below, upto, HEAVY_SCALE)
+    total, low, high = (_scaled_up(x, HEAVY_SCALE) for x in (total, low, high))
+    if low == math.inf:  # (its scaled bound is at least 2^(1024 − HEAVY_SCALE): the exact sum is past float8's range)
+        low = FLOAT8_MAX
+    if high == -math.inf:
+        high = -FLOAT8_MAX
+    if tiny_rows > 0:
+        slack = math.nextafter(tiny_rows * math.ldexp(1.0, HEAVY_SCALE - 1022), math.inf)
+        low, high = add_down(low, -slack), add_up(high, slack)
     return total, low, high
+
+
+def _scaled_up(x: float, e: int) -> float:
+    """x · 2^e as C's ldexp: ±inf past float8's range (math.ldexp raises OverflowError there)."""
+    try:
+        return math.ldexp(x, e)
+    except OverflowError:
+        return math.copysign(math.inf, x)
 
 
 def packed_sum_bounds(total: float, values, cum_count, below: int, upto: int, step: float) -> tuple:
@@ -221,11 +252,12 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
     continuous = s["step"] == 0
     disagreement = shape_error = 0.0
     slack, rounding = s.get("sum_slack"), s.get("sum_quantum")
+    far = None  # (whole cells' estimate at 2^-128 where their stored running sums are past float8's range)
     if kb > ka + 1:
         whole = cells[kb] - cells[ka + 1]
         off = stored_sum_error(order, counts[kb] - counts[ka + 1], slack, rounding)
         if order == 1 and not math.isfinite(whole):
-            _whole_from_ends(out, grid, counts, ka + 1, kb)
+            far = (far or []) + _whole_from_ends(out, grid, counts, ka + 1, kb)
         else:
             out.estimate += whole
             out.low, out.high = _widen(out, whole, off, order)
@@ -251,7 +283,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             whole = cells[c + 1] - cells[c]
             off = stored_sum_error(order, counts[c + 1] - counts[c], slack, rounding)
             if order == 1 and not math.isfinite(whole):
-                _whole_from_ends(out, grid, counts, c, c + 1)
+                far = (far or []) + _whole_from_ends(out, grid, counts, c, c + 1)
             else:
                 out.estimate += whole
                 out.low, out.high = _widen(out, whole, off, order)
@@ -354,21 +386,27 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
     # (docs/math.md §7).
     out.variance += shape_error * shape_error  # (not ** 2: that raises OverflowError where IEEE 754 gives inf)
     out.disagreement = disagreement
+    if far is not None:
+        out.estimate += _scaled_up(math.fsum(far), 128)
     return out
 
 
-def _whole_from_ends(out: Range, grid, counts, first: int, last: int) -> None:
+def _whole_from_ends(out: Range, grid, counts, first: int, last: int) -> list:
     """Whole cells [first, last) of a sum whose stored running sums there are past float8's range (a few rows of
     ±1.7e308 make every later one infinite): each cell's rows between its ends, the products and additions
-    rounded outwards; the estimate at the cells' midpoints (0.28.0: such a range read NaN). As whole_from_ends
-    in extension/range.c."""
+    rounded outwards; returns their estimate at the cells' midpoints times 2^-128, a term a cell, which the caller
+    sums (math.fsum) over its cells and scales back once (cells of ±1.7e308 neither make it inf − inf nor swallow
+    the others; 0.28.0: such a range read NaN).
+    As whole_from_ends in extension/range.c."""
+    middle = []
     for c in range(first, last):
         n = counts[c + 1] - counts[c]
         if n <= 0:
             continue
-        out.estimate += n * (grid[c] / 2 + grid[c + 1] / 2)
+        middle.append(n * (math.ldexp(grid[c], -128) / 2 + math.ldexp(grid[c + 1], -128) / 2))
         out.low = add_down(out.low, math.nextafter(n * grid[c], -math.inf))
         out.high = add_up(out.high, math.nextafter(n * grid[c + 1], math.inf))
+    return middle
 
 
 def _widen(out: Range, whole: float, off: float, order: int) -> tuple:
@@ -537,7 +575,7 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
         if upto > below:
             exact_low, exact_high = packed_sum_bounds(exact, values, cum, below, upto, s["step"])
     elif order == 1 and upto > below:
-        exact, exact_low, exact_high = heavy_sum(values, s["atom_cum_count"], below, upto, exact)
+        exact, exact_low, exact_high = heavy_sum(values, s["atom_cum_count"], below, upto)
     elif order == 1:
         exact = 0.0  # (no heavy value in the range: not inf − inf where the running sums overflowed, 0.27.0)
     smooth = Range()
@@ -769,8 +807,9 @@ def pairs_box(s: dict, a1: float, b1: float, a2: float, b2: float, moment: int =
     (``pair_pack``, :func:`.packing.pack_pairs`): the rows whose two values lie in it, counted (moment 0), or
     their values of column ``moment`` summed, exactly and rounded once (no cancellation: −4.4e9 × 10,000,
     4.4e9 × 10,000 and 0.01 sum to 0.01). A NaN bound lies above every value, as in PostgreSQL (a NaN lower
-    bound holds no row). A product c·v past float8's range makes the sum ±∞, or NaN with both signs. As
-    _kde_pair_box in C (a compensated sum there, the same to rounding)."""
+    bound holds no row). A sum past float8's range is ±∞ (0.28.0: a product past it no longer makes the sum ±∞,
+    or NaN with both signs, by itself). As _kde_pair_box in C (a compensated sum there, at 2^-128 where a
+    product or the sum runs past float8's range: the same to rounding)."""
     lattice1, lattice2 = s["lattice1"], s["lattice2"]
     i1, i2, counts = unpack_pairs(s["pair_pack"], len(lattice1), len(lattice2))  # (checked whatever the box)
     a1, b1, a2, b2 = (math.inf if math.isnan(x) else x for x in (a1, b1, a2, b2))

@@ -1537,8 +1537,10 @@ def test_a_sum_past_float8s_largest_has_hard_bounds_that_hold_it(db, table, far)
     assert (summary["heavy_values"] > 0) == (far == 300)
     s = payload(db, table, "v")
     xs = np.sort(x)
-    for lo, hi, want in ((10.0, None, (top, np.inf)), (None, -1e308, (-np.inf, -top)), (None, None, (-np.inf, np.inf)),
-                         (-1.65e308, None, (-np.inf, np.inf)), (10.0, 100.0, None), (0.0, 1e300, None)):
+    # (both signs: in cells, bounds from the cells' ends; as heavy values, summed exactly at 2^-128, the sign known)
+    both = (-np.inf, np.inf) if far == 3 else None
+    for lo, hi, want in ((10.0, None, (top, np.inf)), (None, -1e308, (-np.inf, -top)), (None, None, both),
+                         (-1.65e308, None, both), (10.0, 100.0, None), (0.0, 1e300, None)):
         got = db.execute("SELECT (_kde_range(s, %s, %s, 1)).* FROM kde_synopsis s "
                          "WHERE s.relid = %s::regclass AND s.cols = '{v}'", (lo, hi, table)).fetchone()
         ci = db.execute("SELECT * FROM approx_sum_ci(%s::regclass, 'v', %s::float8, %s::float8)", (table, lo, hi)).fetchone()
@@ -1547,7 +1549,7 @@ def test_a_sum_past_float8s_largest_has_hard_bounds_that_hold_it(db, table, far)
         assert (got[2], got[3]) == (r.low, r.high) and (want is None or (got[2], got[3]) == want), (lo, hi, got)
         assert got[2] <= exact <= got[3] and got[2] <= ci[1] <= ci[2] <= got[3], (lo, hi, got, ci)
         assert got[0] == r.estimate or (math.isnan(got[0]) and math.isnan(r.estimate)), (lo, hi, got, r)
-        if want is None:  # a finite sum: finite bounds and estimate
+        if want is None and abs(exact) <= top:  # a finite sum: finite bounds and estimate
             assert all(map(math.isfinite, got)) and got[2] <= got[0] <= got[3], (lo, hi, got)
 
 
@@ -1722,3 +1724,40 @@ def test_2d_axes_a_lattice_or_half_integers_cannot_hold(db, table):
             if name == "adjacent" or box[:2] == (values[0], values[-1]):  # whole cells, or values of their own
                 assert got == pytest.approx(exact, rel=0.03, abs=1), (name, box, got, exact)
             assert 0 <= got <= n, (name, box, got)
+
+
+@pytest.mark.parametrize("budget", [1024, 65536])  # ±float8's largest in cells; as heavy values
+def test_sums_whose_far_values_cancel(db, table, budget):
+    """Found attacking this release's first fixes (a red team): 100 rows of each of ±float8's largest beside
+    20,000 normal values summed to NaN over the whole column (exact -75.18), within [-inf, inf]; a partitioned
+    parent's merged synopsis read NaN where the plain table read +inf; a pair's exact table (3 rows of float8's
+    largest and 2 of its negative beside small values) read NaN, exact float8's largest. Heavy values whose
+    products overflow are summed at 2^-128 (exactly), cells whose running sums overflowed are estimated at their
+    midpoints summed at 2^-128, and the pair's sum is exact."""
+    from pg_kde.synopsis.query import box_2d
+
+    top = float(np.finfo(np.float64).max)
+    rng = np.random.default_rng(75)
+    x = np.concatenate([[top] * 100, [-top] * 100, rng.normal(0, 1, 20000)])
+    load(db, table, {"v": x})
+    summary = refresh(db, table, "v", budget=budget)
+    assert (summary["heavy_values"] >= 2) == (budget == 65536)
+    s = payload(db, table, "v")
+    exact = _exact_sum(np.sort(x), None, None)
+    got = db.execute("SELECT (_kde_range(s, NULL, NULL, 1)).* FROM kde_synopsis s "
+                     "WHERE s.relid = %s::regclass AND s.cols = '{v}'", (table,)).fetchone()
+    r = range_1d(s, None, None, 1)
+    assert got == (r.estimate, r.variance, r.low, r.high)
+    assert math.isfinite(got[0]) and got[2] <= exact <= got[3]
+    if budget == 65536:  # exact heavy values: the cells' part alone is uncertain
+        assert got[3] - got[2] < 1e-3 and got[0] == pytest.approx(float(exact), abs=1e-6)
+    # the pair's exact table
+    db.execute(sql.SQL("DROP TABLE {}").format(ident(table)))
+    load(db, table, {"a": [top] * 3 + [-top] * 2 + [1.0] * 5, "b": [0.0] * 5 + [1.0] * 5})
+    assert db.execute("SELECT kde_refresh(%s::regclass, ARRAY['a', 'b'])", (table,)).fetchone()[0]["method"] == "table"
+    with db.cursor(row_factory=dict_row) as cur:
+        pair = cur.execute("SELECT * FROM kde_synopsis_2d WHERE relid = %s::regclass", (table,)).fetchone()
+    for lo, hi in ((None, None), (0.0, 0.0), (None, 0.5), (1.0, 1.0)):
+        got = db.execute("SELECT approx_sum(%s, 'a', 'b', %s::float8, %s::float8)", (table, lo, hi)).fetchone()[0]
+        want = top if lo != 1.0 else 5.0
+        assert got == want == box_2d(pair, -np.inf, np.inf, -np.inf if lo is None else lo, np.inf if hi is None else hi, 1)

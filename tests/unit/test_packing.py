@@ -182,6 +182,11 @@ def test_an_exact_dot_past_float8s_range_is_infinite_of_its_sign():
     assert exact_dot([1000, 1], [1e306, 1.0]) == math.inf
     assert exact_dot([1000, 1], [-1e306, 1.0]) == -math.inf
     assert exact_dot([2, 1], [2.0**1000, -(2.0**1001)]) == 0.0  # (finite products cancelling exactly)
+    # products past float8's range whose sum is not (0.28.0: NaN, or ±∞, before)
+    top = 1.7976931348623157e308
+    assert exact_dot([3, 2, 5], [top, -top, 1.0]) == top
+    assert exact_dot([100, 100, 3], [top, -top, -25.0]) == -75.0
+    assert exact_dot([4, 2], [top, -top]) == math.inf and exact_dot([2, 4], [top, -top]) == -math.inf
     rng = np.random.default_rng(3)
     a = np.array([1.0] * 1000 + [1e306] * 1000)
     with warnings.catch_warnings():

@@ -1119,13 +1119,18 @@ def test_outward_additions_and_the_heavy_values_correctly_rounded_sum():
     exact = sum(Fraction(float(v)) for v in small)
     total, low, high = heavy_sum(values, cum, 0, len(values))
     assert total == float(exact) and low <= exact <= high and abs(total - 50000.0) < 1e-3
-    # past float8's largest (0.28.0; None before, and the running sums' difference stood with bounds [inf, inf]):
-    # values of one sign from float8's largest to inf, or its mirror; of both signs, the fallback within ±inf
+    # where products or their sum pass float8's largest (0.28.0; None before, and the running sums' difference
+    # stood with bounds [inf, inf], or NaN): taken at 2^-128, ±inf past float8's range with bounds from its
+    # largest, else the exact sum of values that cancel
     top = 1.7976931348623157e308
     assert heavy_sum([1e308, 1.5e308], [2.0, 3.0], 0, 2) == (math.inf, top, math.inf)
     assert heavy_sum([-1.5e308, -1e308], [2.0, 3.0], 0, 2) == (-math.inf, -math.inf, -top)
-    assert heavy_sum([-1.5e308, 1e308], [2.0, 3.0], 0, 2, 7.0) == (7.0, -math.inf, math.inf)
+    assert heavy_sum([-1.5e308, 1e308], [2.0, 3.0], 0, 2) == (-math.inf, -math.inf, -top)
     assert heavy_sum([1e308, 1e308 * 0.9], [1.0, 2.0], 0, 2) == (math.inf, top, math.inf)  # the summation overflows
+    assert heavy_sum([-top, top], [100.0, 200.0], 0, 2) == (0.0, 0.0, 0.0)
+    assert heavy_sum([-top, -25.0, top], [100.0, 103.0, 203.0], 0, 3) == (-75.0, -75.0, -75.0)
+    total, low, high = heavy_sum([-top, 1e-300, top], [2.0, 3.0, 5.0], 0, 3)  # (1e-300 left out at 2^-128)
+    assert total == 0.0 and low <= 1e-300 <= high and high < 1e-268
     assert add_down(1.7e308, 1.7e308) == top and add_up(-1.7e308, -1.7e308) == -top
     assert add_up(1.7e308, 1.7e308) == math.inf and add_down(-1.7e308, -1.7e308) == -math.inf
 
