@@ -858,7 +858,8 @@ def box_2d(s: dict, a1: float, b1: float, a2: float, b2: float, moment: int = 0)
             if not all(abs(sums[k]) < SAT_SUM_LIMIT for k in (base, base + 1, base + m2, base + m2 + 1)):
                 cols = s.get("cols") or ("column 1", "column 2")
                 raise OverflowError(f"pg_kde: the 2-D synopsis of {cols[0]}, {cols[1]} holds running sums of "
-                                    f"{cols[moment - 1]} past float8's range near this box")
+                                    f"{cols[moment - 1]} near or past float8's largest (2^1021 or more) where this "
+                                    "box reads them")
         return (_sat_at(sums, m1, m2, offs, pb1, pb2) - _sat_at(sums, m1, m2, offs, pa1, pb2)
                 - _sat_at(sums, m1, m2, offs, pb1, pa2) + _sat_at(sums, m1, m2, offs, pa1, pa2))
     counts, kde = s["sat_count"], s["kde_sat"]

@@ -112,14 +112,14 @@ BEGIN
         sums := s.sat_sum;
         offs := (moment - 1) * m1 * m2;
         -- The four reads take 16 running sums; each below 2^1021 in magnitude, they and the box stay finite.
-        -- Beyond (a column's sums past float8's range, stored as +-inf) the box would overflow or read inf - inf:
-        -- a clear error (0.28.0; before, NaN, or "value out of range: overflow").
+        -- Beyond (a column's sums near or past float8's range; stored as +-inf past it) the box could overflow or
+        -- read inf - inf: a clear error (0.28.0; before, NaN, or "value out of range: overflow").
         FOR c IN 0..3 LOOP
             base := offs + least(floor(CASE WHEN c < 2 THEN pa1 ELSE pb1 END)::integer, m1 - 2) * m2
                   + least(floor(CASE WHEN c % 2 = 0 THEN pa2 ELSE pb2 END)::integer, m2 - 2) + 1;
             IF NOT (abs(sums[base]) < 2.247116418577895e307 AND abs(sums[base + 1]) < 2.247116418577895e307
                     AND abs(sums[base + m2]) < 2.247116418577895e307 AND abs(sums[base + m2 + 1]) < 2.247116418577895e307) THEN
-                RAISE EXCEPTION 'pg_kde: the 2-D synopsis of %, % holds running sums of % past float8''s range near this box',
+                RAISE EXCEPTION 'pg_kde: the 2-D synopsis of %, % holds running sums of % near or past float8''s largest (2^1021 or more) where this box reads them',
                     s.cols[1], s.cols[2], s.cols[moment]
                     USING ERRCODE = 'numeric_value_out_of_range',
                           HINT = format('Sum %I from its 1-D synopsis (approx_sum), or over a synopsis of 3 or more columns.', s.cols[moment]);
