@@ -296,7 +296,7 @@ heavy_sum_at(const double *values, const double *cum_count, int below, int upto,
  * back: +-inf past float8's range with bounds from float8's largest, else the sum of values that cancel
  * (100 rows of each of +-float8's largest beside small values read NaN within [-inf, inf] before). */
 #define HEAVY_SCALE 128
-static void
+static bool
 heavy_sum(const double *values, const double *cum_count, int below, int upto, double *sum, double *low,
 		  double *high)
 {
@@ -304,9 +304,11 @@ heavy_sum(const double *values, const double *cum_count, int below, int upto, do
 				slack;
 
 	if (heavy_sum_at(values, cum_count, below, upto, 0, sum, low, high, &tiny_rows))
-		return;
-	/* at 2^-HEAVY_SCALE nothing overflows: products below 2^(1024 - HEAVY_SCALE + 53), 2^53 rows of them */
-	heavy_sum_at(values, cum_count, below, upto, HEAVY_SCALE, sum, low, high, &tiny_rows);
+		return true;
+	/* at 2^-HEAVY_SCALE nothing finite overflows: products below 2^(1024 - HEAVY_SCALE + 53), 2^53 rows of them
+	 * (a NaN value fails there too: the running sums' difference stands, as before 0.27.0) */
+	if (!heavy_sum_at(values, cum_count, below, upto, HEAVY_SCALE, sum, low, high, &tiny_rows))
+		return false;
 	*sum = ldexp(*sum, HEAVY_SCALE);
 	*low = ldexp(*low, HEAVY_SCALE);
 	*high = ldexp(*high, HEAVY_SCALE);
@@ -321,6 +323,7 @@ heavy_sum(const double *values, const double *cum_count, int below, int upto, do
 		*low = kde_add_down(*low, -slack);
 		*high = kde_add_up(*high, slack);
 	}
+	return true;
 }
 
 /* A cell's shape: the cubic a + b t + c t^2 + e t^3 (a straight line has c = e = 0), or the exponential
@@ -1420,8 +1423,7 @@ kde_range(PG_FUNCTION_ARGS)
 					if (counts.n != atoms.n)
 						ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
 										errmsg("pg_kde: the synopsis row's heavy values do not match their counts")));
-					heavy_sum(atoms.v, counts.v, below, upto, &exact, &exact_low, &exact_high);
-					bounded = true;
+					bounded = heavy_sum(atoms.v, counts.v, below, upto, &exact, &exact_low, &exact_high);
 				}
 			}
 		}

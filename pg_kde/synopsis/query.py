@@ -175,7 +175,7 @@ def _heavy_sum_at(values, cum_count, below: int, upto: int, scale: int) -> Optio
 HEAVY_SCALE = 128
 
 
-def heavy_sum(values, cum_count, below: int, upto: int) -> tuple:
+def heavy_sum(values, cum_count, below: int, upto: int) -> Optional[tuple]:
     """(sum, low, high) of the heavy values values[below:upto] held cum_count's steps of rows each, from the
     values and counts rather than the stored running sums, whose float8 rounding loses a small value's rows
     beside a large one (a red team: 5,000 values of 0.05–19.95 beside ±3.4e38 read a sum of 0 within hard bounds
@@ -185,12 +185,15 @@ def heavy_sum(values, cum_count, below: int, upto: int) -> tuple:
     summation overflows (0.28.0), the same at 2^-HEAVY_SCALE (exact for values from 2^(HEAVY_SCALE − 1022) up;
     each smaller value's row widens the bounds by that much), scaled back: ±inf past float8's range with bounds
     from float8's largest, else the sum of values that cancel (100 rows of each of ±float8's largest beside
-    small values read NaN within [-inf, inf] before). As heavy_sum in extension/range.c, whose fsum follows
-    CPython's."""
+    small values read NaN within [-inf, inf] before). None where that fails too (a NaN value: the running sums'
+    difference stands, as before 0.27.0). As heavy_sum in extension/range.c, whose fsum follows CPython's."""
     done = _heavy_sum_at(values, cum_count, below, upto, 0)
     if done is not None:
         return done[:3]
-    total, low, high, tiny_rows = _heavy_sum_at(values, cum_count, below, upto, HEAVY_SCALE)
+    scaled = _heavy_sum_at(values, cum_count, below, upto, HEAVY_SCALE)
+    if scaled is None:
+        return None
+    total, low, high, tiny_rows = scaled
     total, low, high = (_scaled_up(x, HEAVY_SCALE) for x in (total, low, high))
     if low == math.inf:  # (its scaled bound is at least 2^(1024 − HEAVY_SCALE): the exact sum is past float8's range)
         low = FLOAT8_MAX
@@ -575,7 +578,9 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
         if upto > below:
             exact_low, exact_high = packed_sum_bounds(exact, values, cum, below, upto, s["step"])
     elif order == 1 and upto > below:
-        exact, exact_low, exact_high = heavy_sum(values, s["atom_cum_count"], below, upto)
+        summed = heavy_sum(values, s["atom_cum_count"], below, upto)
+        if summed is not None:
+            exact, exact_low, exact_high = summed
     elif order == 1:
         exact = 0.0  # (no heavy value in the range: not inf − inf where the running sums overflowed, 0.27.0)
     smooth = Range()
