@@ -375,7 +375,9 @@ kde_pair_box(PG_FUNCTION_ARGS)
 	double		total = 0.0,
 				comp = 0.0,
 				total_s = 0.0,	/* the sum at 2^-SCALED_SUM */
-				comp_s = 0.0;
+				comp_s = 0.0,
+				total_t = 0.0,	/* ... of the values too small for it */
+				comp_t = 0.0;
 	bool		far_up = false,
 				far_down = false;
 
@@ -440,9 +442,18 @@ kde_pair_box(PG_FUNCTION_ARGS)
 					add_compensated(&total, &comp, p);
 					add_compensated(&total, &comp, fma((double) c, v, -p));
 				}
-				/* the same at 2^-SCALED_SUM, where a product or the sum runs past float8's range (0.28.0) */
-				add_compensated(&total_s, &comp_s, ps);
-				add_compensated(&total_s, &comp_s, fma((double) c, vs, -ps));
+				/* the same at 2^-SCALED_SUM, where a product or the sum runs past float8's range (0.28.0); values
+				 * that would round there (below 2^(SCALED_SUM - 1022)) summed as they are beside it */
+				if (fabs(v) < ldexp(1.0, SCALED_SUM - 1022))
+				{
+					add_compensated(&total_t, &comp_t, p);
+					add_compensated(&total_t, &comp_t, fma((double) c, v, -p));
+				}
+				else
+				{
+					add_compensated(&total_s, &comp_s, ps);
+					add_compensated(&total_s, &comp_s, fma((double) c, vs, -ps));
+				}
 			}
 		}
 	}
@@ -451,6 +462,6 @@ kde_pair_box(PG_FUNCTION_ARGS)
 	if (moment == 0)
 		PG_RETURN_FLOAT8((double) count);
 	if (far_up || far_down || !isfinite(total + comp))
-		PG_RETURN_FLOAT8(ldexp(total_s + comp_s, SCALED_SUM));	/* (+-inf past float8's range, of its sign) */
+		PG_RETURN_FLOAT8(ldexp(total_s + comp_s, SCALED_SUM) + (total_t + comp_t));	/* (+-inf past float8's range) */
 	PG_RETURN_FLOAT8(total + comp);
 }

@@ -1265,9 +1265,18 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 		else
 		{
 			/* points inside a cell as weighted means of its ends (no difference of values to overflow) */
-			double		x = g0 * (1 - pos) + g1 * pos;
+			double		x = g0 * (1 - pos) + g1 * pos,
+						piece = n * share * x;
 
-			out.estimate += n * share * x;
+			if (isfinite(piece))
+				out.estimate += piece;
+			else
+			{
+				/* past float8's range: at 2^-128 beside the whole cells' (0.28.0: two such pieces of opposite
+				 * signs read inf - inf) */
+				fsum_add(&far, n * share * (ldexp(g0, -128) * (1 - pos) + ldexp(g1, -128) * pos));
+				far_used = true;
+			}
 			out.variance += spread * x * x;
 			weighed = apart != 0 ? cell_doubt_weight(row, &doubt_weights, c, m - 1) : 0.0;
 			if (weighed != 0)

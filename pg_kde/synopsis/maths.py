@@ -207,6 +207,12 @@ def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size
             # (no subnormal point, as in 1-D: a scaled axis would not map it back exactly)
             points, lo, hi = _with_tie_cells(
                 sample, np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points), lo, hi, size)
+            # nor a subnormal end: moved out to 0 or ∓ the smallest normal number (0.28.0; a red team found
+            # [-1e-322, 5e-324, 1.43e-322] stored, and queries failing with "value out of range: underflow")
+            tiny = float(np.finfo(np.float64).tiny)
+            points = np.where(np.abs(points) < tiny, 0.0, points)  # (a repeated value's point moved onto a subnormal)
+            lo = lo if lo == 0 or abs(lo) >= tiny else (0.0 if lo > 0 else -tiny)
+            hi = hi if hi == 0 or abs(hi) >= tiny else (tiny if hi > 0 else 0.0)
     points = np.unique(np.clip(points, lo, hi))
     return np.unique(np.concatenate([[lo], points[(points > lo) & (points < hi)], [hi]])), lattice
 

@@ -373,7 +373,11 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             out.high += k_hi
         else:
             x = g0 * (1 - pos) + g1 * pos
-            out.estimate += n * share * x
+            piece = n * share * x
+            if math.isfinite(piece):
+                out.estimate += piece
+            else:  # past float8's range: at 2^-128 beside the whole cells' (0.28.0: two such pieces read inf − inf)
+                far = (far or []) + [n * share * (math.ldexp(g0, -128) * (1 - pos) + math.ldexp(g1, -128) * pos)]
             out.variance += spread * x * x
             out.profiled += own_spread * x * x
             disagreement += apart * abs(x)

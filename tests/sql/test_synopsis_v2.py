@@ -1704,6 +1704,7 @@ def test_2d_axes_a_lattice_or_half_integers_cannot_hold(db, table):
     b = rng.normal(0.0, 1.0, n)
     cases = {"subnormal": rng.choice([5e-324, 1e-323, 1.5e-323, 1e-310], n),
              "adjacent": rng.choice([1.0, 1.0000000000000002], n),
+             "subnormal ends": rng.integers(-20, 30, n) * 5e-324,  # (a second red team: subnormal grid ends)
              "whole 2^40": 2.0**40 + rng.integers(0, 200, n), "whole 2^52": 2.0**52 + rng.integers(0, 200, n)}
     inf = np.inf
     for name, a in cases.items():
@@ -1721,7 +1722,7 @@ def test_2d_axes_a_lattice_or_half_integers_cannot_hold(db, table):
             got = db.execute("SELECT approx_count(%s, 'a', %s, %s, 'b', %s, %s)", (table, *box)).fetchone()[0]
             assert got == pytest.approx(box_2d(s, *box, 0), rel=1e-9, abs=1e-9), (name, box)
             exact = int(((a >= box[0]) & (a <= box[1]) & (b >= box[2]) & (b <= box[3])).sum())
-            if name == "adjacent" or box[:2] == (values[0], values[-1]):  # whole cells, or values of their own
+            if name == "adjacent" or (box[:2] == (values[0], values[-1]) and name != "subnormal ends"):  # exact cells
                 assert got == pytest.approx(exact, rel=0.03, abs=1), (name, box, got, exact)
             assert 0 <= got <= n, (name, box, got)
 
@@ -1753,11 +1754,27 @@ def test_sums_whose_far_values_cancel(db, table, budget):
         assert got[3] - got[2] < 1e-3 and got[0] == pytest.approx(float(exact), abs=1e-6)
     # the pair's exact table
     db.execute(sql.SQL("DROP TABLE {}").format(ident(table)))
-    load(db, table, {"a": [top] * 3 + [-top] * 2 + [1.0] * 5, "b": [0.0] * 5 + [1.0] * 5})
+    tiny = 1.2345678901234567e-285  # (below 2^-894: summed as it is beside the 2^-128 pass, a second red team)
+    load(db, table, {"a": [top] * 3 + [-top] * 2 + [1.0] * 5 + [top] * 2 + [-top] * 2 + [tiny] * 3,
+                     "b": [0.0] * 5 + [1.0] * 5 + [2.0] * 7})
     assert db.execute("SELECT kde_refresh(%s::regclass, ARRAY['a', 'b'])", (table,)).fetchone()[0]["method"] == "table"
     with db.cursor(row_factory=dict_row) as cur:
         pair = cur.execute("SELECT * FROM kde_synopsis_2d WHERE relid = %s::regclass", (table,)).fetchone()
-    for lo, hi in ((None, None), (0.0, 0.0), (None, 0.5), (1.0, 1.0)):
+    for lo, hi in ((None, 1.5), (0.0, 0.0), (None, 0.5), (1.0, 1.0), (2.0, 2.0)):
         got = db.execute("SELECT approx_sum(%s, 'a', 'b', %s::float8, %s::float8)", (table, lo, hi)).fetchone()[0]
-        want = top if lo != 1.0 else 5.0
+        want = {1.0: 5.0, 2.0: float(3 * Fraction(tiny))}.get(lo, top)
         assert got == want == box_2d(pair, -np.inf, np.inf, -np.inf if lo is None else lo, np.inf if hi is None else hi, 1)
+    # cells of far values of both signs, none heavy, cut by a range: not inf − inf (a second red team: NaN)
+    db.execute(sql.SQL("DROP TABLE {}").format(ident(table)))
+    big = 8.98846567431158e307
+    x = np.concatenate([rng.normal(0, 1, 9000), [big] * 301, [-big] * 301, [1e307] * 300, [-1e307] * 300,
+                        [1e308, -1e308, top, -top]])
+    load(db, table, {"v": x})
+    refresh(db, table, "v", budget=budget)
+    s = payload(db, table, "v")
+    for lo, hi in ((-1e308, 1e308), (-1e307, 1e307), (None, None)):
+        got = db.execute("SELECT (_kde_range(s, %s, %s, 1)).* FROM kde_synopsis s "
+                         "WHERE s.relid = %s::regclass AND s.cols = '{v}'", (lo, hi, table)).fetchone()
+        r = range_1d(s, lo, hi, 1)
+        assert got == (r.estimate, r.variance, r.low, r.high) and not math.isnan(got[0]), (lo, hi, got)
+        assert got[2] <= _exact_sum(np.sort(x), lo, hi) <= got[3], (lo, hi, got)
