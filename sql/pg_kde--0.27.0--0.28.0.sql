@@ -1,7 +1,8 @@
 -- pg_kde 0.27.0 -> 0.28.0: a 2-D synopsis' sum over a box whose running sums of the summed column run past
 -- float8's range (stored as +-inf) is a clear error (_kde_box), where it read NaN, an infinity of either sign,
 -- or failed with "value out of range: overflow". No table changes; synopses stored before are read as before.
--- Every function that names the version is replaced.
+-- approx_count_ci gains a text form (untyped literals and NULLs). Every function that names the version is
+-- replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.28.0'" to load this file. \quit
 
 -- What a box [a1, b1] x [a2, b2] holds: moment 0 the row count, moment k (1 or 2) the sum of column k.
@@ -89,6 +90,18 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION _kde_box(kde_synopsis_2d, float8, float8, float8, float8, integer) IS 'pg_kde internal: a box query';
+
+-- Bounds as text (untyped literals, or untyped NULLs: open), read as the column's own type, as approx_count's
+-- text form (0.28.0: approx_count_ci('t', 'v', NULL, NULL) and untyped literal bounds were "function ... is
+-- not unique" between the float8 and time forms).
+CREATE FUNCTION approx_count_ci(tbl regclass, col text, lo text, hi text, confidence float8 DEFAULT 0.95,
+                                OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT i.* FROM @extschema@.approx_count_ci(tbl, col, @extschema@._kde_text_bound(tbl, col, lo),
+                                                  @extschema@._kde_text_bound(tbl, col, hi), confidence) i $$;
+COMMENT ON FUNCTION approx_count_ci(regclass, text, text, text, float8) IS
+    'approx_count_ci with bounds given as text (untyped literals), read as the column''s own type';
 
 CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
                             grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',

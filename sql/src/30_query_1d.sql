@@ -515,6 +515,18 @@ AS $$ SELECT i.* FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t,
 COMMENT ON FUNCTION approx_count_ci(regclass, text, timestamp, timestamp, float8) IS
     'approx_count_ci for a date, timestamp or timestamptz column, timestamp bounds';
 
+-- Bounds as text (untyped literals, or untyped NULLs: open), read as the column's own type, as approx_count's
+-- text form (0.28.0: approx_count_ci('t', 'v', NULL, NULL) and untyped literal bounds were "function ... is
+-- not unique" between the float8 and time forms).
+CREATE FUNCTION approx_count_ci(tbl regclass, col text, lo text, hi text, confidence float8 DEFAULT 0.95,
+                                OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT i.* FROM @extschema@.approx_count_ci(tbl, col, @extschema@._kde_text_bound(tbl, col, lo),
+                                                  @extschema@._kde_text_bound(tbl, col, hi), confidence) i $$;
+COMMENT ON FUNCTION approx_count_ci(regclass, text, text, text, float8) IS
+    'approx_count_ci with bounds given as text (untyped literals), read as the column''s own type';
+
 -- The average of a time column over a time range, as a timestamptz (a date or timestamp column's average is
 -- its wall-clock time in the session's TimeZone: cast it back to the column's type).
 CREATE FUNCTION approx_avg(tbl regclass, col text, lo timestamptz, hi timestamptz) RETURNS timestamptz

@@ -496,6 +496,12 @@ def test_time_columns(db, table):
             db.execute("SELECT approx_count(%s, 'd', '2024-03-01'::date, '2024-04-01'::date)", (table,)).fetchone()[0]
         assert db.execute("SELECT approx_count(%s, 'amount', '10', '20.5')", (table,)).fetchone()[0] == \
             db.execute("SELECT approx_count(%s, 'amount', 10, 20.5)", (table,)).fetchone()[0]
+        # approx_count_ci too, and untyped NULLs (open): "function ... is not unique" before 0.28.0 (a red team)
+        for col, lo, hi, typed in (("d", "'2024-03-01'", "'2024-04-01'", "'2024-03-01'::date, '2024-04-01'::date"),
+                                   ("amount", "'10'", "'20.5'", "10, 20.5"), ("amount", "NULL", "NULL", "NULL::float8, NULL"),
+                                   ("t", "NULL", "'2024-04-01 00:00+00'", "NULL, '2024-04-01 00:00+00'::timestamptz")):
+            assert db.execute(f"SELECT * FROM approx_count_ci(%s, %s, {lo}, {hi})", (table, col)).fetchone() == \
+                db.execute(f"SELECT * FROM approx_count_ci(%s, %s, {typed})", (table, col)).fetchone(), (col, lo, hi)
         # the average of a time column, as a timestamptz
         got, exact = db.execute(sql.SQL(
             "SELECT approx_avg(%s, 't', '2024-02-01'::timestamptz, '2024-05-01'::timestamptz), "
