@@ -37,8 +37,6 @@ PG_FUNCTION_INFO_V1(kde_pair_box);
 #define PACK_FORMAT 1
 #define PAIR_FORMAT 2
 #define PACK_LIMIT 9007199254740992.0	/* 2^53 */
-/* a pair box's sum where a product or the sum runs past float8's range: at 2^-128 (c v below 2^53 2^896) */
-#define SCALED_SUM 128
 
 /* A malformed pack: column is the payload's column that holds it (atom_pack, pair_pack). */
 static void
@@ -374,7 +372,7 @@ kde_pair_box(PG_FUNCTION_ARGS)
 	uint64		count = 0;
 	double		total = 0.0,
 				comp = 0.0,
-				total_s = 0.0,	/* the sum at 2^-SCALED_SUM */
+				total_s = 0.0,	/* the sum at 2^-FAR_SCALE */
 				comp_s = 0.0,
 				total_t = 0.0,	/* ... of the values too small for it */
 				comp_t = 0.0;
@@ -429,7 +427,7 @@ kde_pair_box(PG_FUNCTION_ARGS)
 				double		v = moment == 1 ? lattice1[a] : lattice2[b],
 							p = (double) c * v;
 
-				double		vs = ldexp(v, -SCALED_SUM),
+				double		vs = ldexp(v, -FAR_SCALE),
 							ps = (double) c * vs;
 
 				if (isinf(p))
@@ -442,9 +440,9 @@ kde_pair_box(PG_FUNCTION_ARGS)
 					add_compensated(&total, &comp, p);
 					add_compensated(&total, &comp, fma((double) c, v, -p));
 				}
-				/* the same at 2^-SCALED_SUM, where a product or the sum runs past float8's range (0.28.0); values
-				 * that would round there (below 2^(SCALED_SUM - 1022)) summed as they are beside it */
-				if (fabs(v) < ldexp(1.0, SCALED_SUM - 1022))
+				/* the same at 2^-FAR_SCALE, where a product or the sum runs past float8's range (0.28.0); values
+				 * that would round there (below 2^(FAR_SCALE - 1022)) summed as they are beside it */
+				if (fabs(v) < ldexp(1.0, FAR_SCALE - 1022))
 				{
 					add_compensated(&total_t, &comp_t, p);
 					add_compensated(&total_t, &comp_t, fma((double) c, v, -p));
@@ -462,6 +460,6 @@ kde_pair_box(PG_FUNCTION_ARGS)
 	if (moment == 0)
 		PG_RETURN_FLOAT8((double) count);
 	if (far_up || far_down || !isfinite(total + comp))
-		PG_RETURN_FLOAT8(ldexp(total_s + comp_s, SCALED_SUM) + (total_t + comp_t));	/* (+-inf past float8's range) */
+		PG_RETURN_FLOAT8(ldexp(total_s + comp_s, FAR_SCALE) + (total_t + comp_t));	/* (+-inf past float8's range) */
 	PG_RETURN_FLOAT8(total + comp);
 }

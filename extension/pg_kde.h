@@ -91,6 +91,11 @@ extern ArrayType *kde_float8_array(const double *v, int n);
 /* how many steps from 0 a lattice reaches (cells.STEP_RANGE): past it a half-step bound rounds onto a value */
 #define KDE_STEP_RANGE 0x1p40
 
+/* sums past float8's range are taken at 2^-FAR_SCALE and scaled back (query.FAR_SCALE, 0.28.0): the heavy values'
+ * and a pair table's where a product or the sum overflows, whole cells' and cut pieces' estimates where theirs
+ * did; a count times a value below float8's largest stays below 2^(1024 - FAR_SCALE + 53) there */
+#define FAR_SCALE 128
+
 /* whether v is a lattice point of step: exactly the float8 of its index k, within KDE_STEP_RANGE steps of 0
  * (cells.on_lattice): k q, or k / (1/q) for steps below 1 (k q again below 2^-53, a power-of-two quantum);
  * near 0 only 0 itself */

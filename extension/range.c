@@ -216,20 +216,19 @@ fsum_value(const Fsum *f)
 
 /* query._whole_from_ends: whole cells [first, last) of a sum whose stored running sums there are past float8's
  * range (a few rows of +-1.7e308 make every later one infinite): each cell's rows between its ends, the products
- * and additions rounded outwards; their estimate at the cells' midpoints times 2^-128 into *middle, which the
+ * and additions rounded outwards; their estimate at the cells' midpoints times 2^-FAR_SCALE into *middle, which the
  * caller sums over its cells and scales back once (cells of +-1.7e308 neither make it inf - inf nor swallow the
  * others; 0.28.0: such a range read NaN). */
 static void
 whole_from_ends(Moments *out, const double *grid, const double *counts, int first, int last, Fsum *middle)
 {
-
 	for (int c = first; c < last; c++)
 	{
 		double		n = counts[c + 1] - counts[c];
 
 		if (n <= 0)
 			continue;
-		fsum_add(middle, n * (ldexp(grid[c], -128) / 2 + ldexp(grid[c + 1], -128) / 2));
+		fsum_add(middle, n * (ldexp(grid[c], -FAR_SCALE) / 2 + ldexp(grid[c + 1], -FAR_SCALE) / 2));
 		out->low = kde_add_down(out->low, nextafter(n * grid[c], -INFINITY));
 		out->high = kde_add_up(out->high, nextafter(n * grid[c + 1], INFINITY));
 	}
@@ -291,35 +290,34 @@ heavy_sum_at(const double *values, const double *cum_count, int below, int upto,
 /* query.heavy_sum: the sum of the heavy values values[below..upto) holding cum_count's steps of rows each,
  * from the values and counts (each product split exactly into a float8 and its error by fma, their sum
  * correctly rounded), and its hard bounds: the sum where exact, else the float8s either side on the exact
- * sum's side. Where a product or the summation overflows (0.28.0), the same at 2^-HEAVY_SCALE (exact for
- * values from 2^(HEAVY_SCALE - 1022) up; the smaller ones' rows widen the bounds by that much each), scaled
+ * sum's side. Where a product or the summation overflows (0.28.0), the same at 2^-FAR_SCALE (exact for
+ * values from 2^(FAR_SCALE - 1022) up; the smaller ones' rows widen the bounds by that much each), scaled
  * back: +-inf past float8's range with bounds from float8's largest, else the sum of values that cancel
  * (100 rows of each of +-float8's largest beside small values read NaN within [-inf, inf] before). */
-#define HEAVY_SCALE 128
 static bool
 heavy_sum(const double *values, const double *cum_count, int below, int upto, double *sum, double *low,
 		  double *high)
 {
-	double		tiny_rows,
-				slack;
+	double		tiny_rows;
 
 	if (heavy_sum_at(values, cum_count, below, upto, 0, sum, low, high, &tiny_rows))
 		return true;
-	/* at 2^-HEAVY_SCALE nothing finite overflows: products below 2^(1024 - HEAVY_SCALE + 53), 2^53 rows of them
+	/* at 2^-FAR_SCALE nothing finite overflows: products below 2^(1024 - FAR_SCALE + 53), 2^53 rows of them
 	 * (a NaN value fails there too: the running sums' difference stands, as before 0.27.0) */
-	if (!heavy_sum_at(values, cum_count, below, upto, HEAVY_SCALE, sum, low, high, &tiny_rows))
+	if (!heavy_sum_at(values, cum_count, below, upto, FAR_SCALE, sum, low, high, &tiny_rows))
 		return false;
-	*sum = ldexp(*sum, HEAVY_SCALE);
-	*low = ldexp(*low, HEAVY_SCALE);
-	*high = ldexp(*high, HEAVY_SCALE);
-	/* a bound past float8's range: the exact sum is too (its scaled bound is at least 2^(1024 - HEAVY_SCALE)) */
+	*sum = ldexp(*sum, FAR_SCALE);
+	*low = ldexp(*low, FAR_SCALE);
+	*high = ldexp(*high, FAR_SCALE);
+	/* a bound past float8's range: the exact sum is too (its scaled bound is at least 2^(1024 - FAR_SCALE)) */
 	if (*low == INFINITY)
 		*low = DBL_MAX;
 	if (*high == -INFINITY)
 		*high = -DBL_MAX;
-	slack = nextafter(tiny_rows * ldexp(1.0, HEAVY_SCALE - 1022), INFINITY);
 	if (tiny_rows > 0)
 	{
+		double		slack = nextafter(tiny_rows * ldexp(1.0, FAR_SCALE - 1022), INFINITY);
+
 		*low = kde_add_down(*low, -slack);
 		*high = kde_add_up(*high, slack);
 	}
@@ -941,6 +939,25 @@ stored_sum_error(int order, double rows, double slack, double rounding)
 	return order == 0 ? 0.0 : rows * (rounding / 2) + 2 * slack;
 }
 
+/* query._add_whole: whole cells [first, last) added to out, their stored rows or sum with hard bounds off either
+ * side (stored_sum_error, widen_whole); a sum whose stored running sums there are past float8's range from the
+ * cells' ends instead (whole_from_ends), its estimate's terms into far */
+static void
+add_whole(Moments *out, const double *cells, const Vector *grid, const Vector *counts, int first, int last,
+		  int order, double slack, double rounding, Fsum *far, bool *far_used)
+{
+	double		whole = cells[last] - cells[first];
+
+	if (order == 1 && !isfinite(whole))
+	{
+		whole_from_ends(out, grid->v, counts->v, first, last, far);
+		*far_used = true;
+		return;
+	}
+	out->estimate += whole;
+	widen_whole(out, whole, stored_sum_error(order, counts->v[last] - counts->v[first], slack, rounding), order);
+}
+
 /* The weights of a row's shape's doubt, read from it once a call, when a cut cell first disagrees with the
  * other shape it could take: its groups' (doubt_weights, 0.21.0; none: n 0) and its one weight (doubt_weight, else
  * SHAPE_DOUBT: NULL, or a row of a version before 0.20.0). */
@@ -997,8 +1014,8 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 				A,
 				B,
 				shape_error = 0;
-	Fsum		far;			/* whole cells' estimate at 2^-128 where their stored running sums are past
-								 * float8's range (whole_from_ends) */
+	Fsum		far;			/* terms of the estimate at 2^-FAR_SCALE: whole cells past float8's range
+								 * (whole_from_ends), cut pieces too */
 	bool		far_used = false;
 	DoubtWeights doubt_weights = {false, 0, NULL, SHAPE_DOUBT};
 	int			ka,
@@ -1029,21 +1046,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 	ka = Min(Max(bisect(&grid, A, true) - 1, 0), m - 2);
 	kb = Min(Max(bisect(&grid, B, true) - 1, 0), m - 2);
 	if (kb > ka + 1)
-	{
-		double		whole = cells[kb] - cells[ka + 1];
-		double		off = stored_sum_error(order, counts.v[kb] - counts.v[ka + 1], slack, rounding);
-
-		if (order == 1 && !isfinite(whole))
-		{
-			whole_from_ends(&out, grid.v, counts.v, ka + 1, kb, &far);
-			far_used = true;
-		}
-		else
-		{
-			out.estimate += whole;
-			widen_whole(&out, whole, off, order);
-		}
-	}
+		add_whole(&out, cells, &grid, &counts, ka + 1, kb, order, slack, rounding, &far, &far_used);
 	if (period > 0)
 	{
 		/* a row the catalog's check did not see (a composite value built by hand) is checked here */
@@ -1105,19 +1108,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 			continue;
 		if (t0 == 0 && t1 == 1)	/* the range holds this cell whole: exact */
 		{
-			double		whole = cells[c + 1] - cells[c];
-			double		off = stored_sum_error(order, counts.v[c + 1] - counts.v[c], slack, rounding);
-
-			if (order == 1 && !isfinite(whole))
-			{
-				whole_from_ends(&out, grid.v, counts.v, c, c + 1, &far);
-				far_used = true;
-			}
-			else
-			{
-				out.estimate += whole;
-				widen_whole(&out, whole, off, order);
-			}
+			add_whole(&out, cells, &grid, &counts, c, c + 1, order, slack, rounding, &far, &far_used);
 			continue;
 		}
 		/* cells.cell_ends: the cell's mean position from its exact sum (1/2 where sums ran past float8) */
@@ -1272,9 +1263,9 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 				out.estimate += piece;
 			else
 			{
-				/* past float8's range: at 2^-128 beside the whole cells' (0.28.0: two such pieces of opposite
+				/* past float8's range: at 2^-FAR_SCALE beside the whole cells' (0.28.0: two such pieces of opposite
 				 * signs read inf - inf) */
-				fsum_add(&far, n * share * (ldexp(g0, -128) * (1 - pos) + ldexp(g1, -128) * pos));
+				fsum_add(&far, n * share * (ldexp(g0, -FAR_SCALE) * (1 - pos) + ldexp(g1, -FAR_SCALE) * pos));
 				far_used = true;
 			}
 			out.variance += spread * x * x;
@@ -1292,7 +1283,7 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 	 * the build calibrated it (doubt_weight, 0.20.0, and doubt_weights, 0.21.0: calibration.py) */
 	out.variance += shape_error * shape_error;
 	if (far_used)
-		out.estimate += ldexp(fsum_value(&far), 128);
+		out.estimate += ldexp(fsum_value(&far), FAR_SCALE);
 	return out;
 }
 

@@ -63,6 +63,7 @@ from .cells import (
 from .maths import (
     ATOM_SHARE,
     Atoms,
+    FLOAT8_MAX,
     atom_candidates,
     bilinear_weights,
     cap_bandwidth_matrix,
@@ -972,16 +973,12 @@ def lattice_limit(requested: Requested) -> int:
     return max(2, requested.budget_2d // (8 * 8))
 
 
-#: float8's largest finite value.
-_FLOAT8_MAX = float(np.finfo(np.float64).max)
-
-
 def _within_float8(grid: np.ndarray, lattice, scale: float):
     """An axis's scaled grid (and lattice) with its ends pulled in to ± float8's largest value in the column's
     units (half a step past a lattice's end value, or a heavy end value's cell of its own, can lie beyond it: a
     pair holding 1.7e308 beside 1.0 planned its last line at 2.55e308, infinite in the column's units). An end
     pulled in may then be a value the column holds; the grid's last cell is closed, its first holds its start."""
-    top = _FLOAT8_MAX * scale  # (a power of two: exact)
+    top = FLOAT8_MAX * scale  # (a power of two: exact)
     if grid[0] >= -top and grid[-1] <= top:
         return grid, lattice
     return np.unique(np.clip(grid, -top, top)), lattice

@@ -77,6 +77,18 @@ def cell_prefix(cells: np.ndarray) -> list:
     return np.concatenate([[0.0], np.cumsum(cells)]).tolist()
 
 
+#: float8's largest finite value.
+FLOAT8_MAX = 1.7976931348623157e308
+
+
+def ldexp_inf(x: float, e: int) -> float:
+    """x · 2^e as C's ldexp: ±inf past float8's range (math.ldexp raises OverflowError there)."""
+    try:
+        return math.ldexp(x, e)
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
 def ulp(x: float) -> float:
     """The gap from |x| to the next float8, ∞ where x is ±∞ or NaN (C's nextafter(|x|, ∞) − |x|, as
     extension/range.c's ulp_of computes it)."""
@@ -205,11 +217,10 @@ def quantile_grid(sample: np.ndarray, lo: float, hi: float, integral: bool, size
         else:
             points = np.quantile(sample, np.linspace(0.0, 1.0, size))
             # (no subnormal point, as in 1-D: a scaled axis would not map it back exactly)
-            points, lo, hi = _with_tie_cells(
-                sample, np.where(np.abs(points) < np.finfo(np.float64).tiny, 0.0, points), lo, hi, size)
+            tiny = float(np.finfo(np.float64).tiny)
+            points, lo, hi = _with_tie_cells(sample, np.where(np.abs(points) < tiny, 0.0, points), lo, hi, size)
             # nor a subnormal end: moved out to 0 or ∓ the smallest normal number (0.28.0; a red team found
             # [-1e-322, 5e-324, 1.43e-322] stored, and queries failing with "value out of range: underflow")
-            tiny = float(np.finfo(np.float64).tiny)
             points = np.where(np.abs(points) < tiny, 0.0, points)  # (a repeated value's point moved onto a subnormal)
             lo = lo if lo == 0 or abs(lo) >= tiny else (0.0 if lo > 0 else -tiny)
             hi = hi if hi == 0 or abs(hi) >= tiny else (tiny if hi > 0 else 0.0)

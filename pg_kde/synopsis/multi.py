@@ -39,6 +39,7 @@ from .. import bandwidth
 from ..backend import get_backend
 from ..bandwidth.lscv_matrix import _MatrixLSCV
 from .._errors import BackendUnavailableError, DeviceOutOfMemoryError, UserError
+from .maths import ldexp_inf
 
 #: Columns a multi-column synopsis covers.
 MIN_COLUMNS, MAX_COLUMNS = 3, 16
@@ -627,13 +628,13 @@ def _box_moments(row: dict, m: int, n_rows: float, weight: np.ndarray, values: n
         steps = (np.bincount(g[1:], weights=w[1:] * w[1:], minlength=groups + 1)
                  + np.bincount(g[:-1], weights=w[:-1] * w[:-1], minlength=groups + 1)
                  - 2 * np.bincount(g[1:][same], weights=(w[1:] * w[:-1])[same], minlength=groups + 1))
-        var = [_ldexp(balanced_variance(scale, m, pool, n_rows, t, s2, q, st), 2 * e)
+        var = [ldexp_inf(balanced_variance(scale, m, pool, n_rows, t, s2, q, st), 2 * e)
                for t, s2, q, st in zip(total, second, squares, steps)]
-        return np.array([_ldexp(t, e) for t in scale * total]), np.array(var)
+        return np.array([ldexp_inf(t, e) for t in scale * total]), np.array(var)
     total = float(w.sum())
     steps = float(np.sum((w[1:] - w[:-1]) ** 2))
-    return (_ldexp(scale * total, e),
-            _ldexp(balanced_variance(scale, m, pool, n_rows, total, float(w2.sum()), float((w * w).sum()), steps), 2 * e))
+    return (ldexp_inf(scale * total, e),
+            ldexp_inf(balanced_variance(scale, m, pool, n_rows, total, float(w2.sum()), float((w * w).sum()), steps), 2 * e))
 
 
 def sum_exponent(knots: Knots) -> int:
@@ -644,14 +645,6 @@ def sum_exponent(knots: Knots) -> int:
     overflowed in the points' order). Only those: values below about 2^-478 underflow at 2^-e."""
     e = math.frexp(max(abs(float(knots.values[0])), abs(float(knots.values[-1]))))[1]
     return e - 481 if e > 481 else 0
-
-
-def _ldexp(x: float, e: int) -> float:
-    """x · 2^e, ±inf past float8's range (math.ldexp raises OverflowError there)."""
-    try:
-        return math.ldexp(x, e)
-    except OverflowError:
-        return math.copysign(math.inf, x)
 
 
 def balanced_variance(scale: float, m: int, pool: int, n_rows: float, total: float, second: float, squares: float,

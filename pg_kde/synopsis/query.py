@@ -16,7 +16,7 @@ from typing import Optional
 from .cells import (MEAN_KNOWN, c_ceil, cell_slots, c_floor, cell_ends, cubic_shape, fit_holes, heavy_slots,  # noqa: F401
                     linear_shape, mean_known, own_holes, profile_cut, cell_moments, profile_shape,
                     profile_spread, profile_tilt, shape_of, PROFILE_TILT)
-from .maths import is_tie_cell, ulp
+from .maths import FLOAT8_MAX, is_tie_cell, ldexp_inf, ulp
 from .packing import exact_dot, lattice_value, range_sum, unpack_atoms, unpack_pairs
 
 #: The share of the cut cells' disagreement with the other shape (the straight line) that counts as the shape's standard
@@ -136,10 +136,6 @@ def add_up(a: float, b: float) -> float:
     return -add_down(-a, -b)
 
 
-#: float8's largest finite value.
-FLOAT8_MAX = 1.7976931348623157e308
-
-
 def _heavy_sum_at(values, cum_count, below: int, upto: int, scale: int) -> Optional[tuple]:
     """(sum, low, high, tiny_rows): :func:`heavy_sum` at 2^-scale, None where a product or the summation
     overflows; at scale > 0 the values below 2^(scale − 1022) in magnitude left out, tiny_rows their rows. As
@@ -170,9 +166,10 @@ def _heavy_sum_at(values, cum_count, below: int, upto: int, scale: int) -> Optio
     return total, low, high, tiny_rows
 
 
-#: Where the heavy values' products or their sum run past float8's range, :func:`heavy_sum` takes them at
-#: 2^-HEAVY_SCALE (0.28.0).
-HEAVY_SCALE = 128
+#: Sums past float8's range are taken at 2^-FAR_SCALE and scaled back (0.28.0): the heavy values' where their
+#: products or sum overflow (:func:`heavy_sum`), whole cells' estimates where their running sums did
+#: (:func:`_whole_from_ends`) and cut pieces' whose own sum does; FAR_SCALE in extension/pg_kde.h.
+FAR_SCALE = 128
 
 
 def heavy_sum(values, cum_count, below: int, upto: int) -> Optional[tuple]:
@@ -182,7 +179,7 @@ def heavy_sum(values, cum_count, below: int, upto: int) -> Optional[tuple]:
     of [0, 0], the exact sum 50,000). Each value times its count is split exactly into a float8 and its rounding
     error (two-product), and their sum is correctly rounded (Shewchuk's, as math.fsum); the hard bounds are that
     sum where it is exact, else the float8s either side on the exact sum's side. Where a product or the
-    summation overflows (0.28.0), the same at 2^-HEAVY_SCALE (exact for values from 2^(HEAVY_SCALE − 1022) up;
+    summation overflows (0.28.0), the same at 2^-FAR_SCALE (exact for values from 2^(FAR_SCALE − 1022) up;
     each smaller value's row widens the bounds by that much), scaled back: ±inf past float8's range with bounds
     from float8's largest, else the sum of values that cancel (100 rows of each of ±float8's largest beside
     small values read NaN within [-inf, inf] before). None where that fails too (a NaN value: the running sums'
@@ -190,27 +187,19 @@ def heavy_sum(values, cum_count, below: int, upto: int) -> Optional[tuple]:
     done = _heavy_sum_at(values, cum_count, below, upto, 0)
     if done is not None:
         return done[:3]
-    scaled = _heavy_sum_at(values, cum_count, below, upto, HEAVY_SCALE)
+    scaled = _heavy_sum_at(values, cum_count, below, upto, FAR_SCALE)
     if scaled is None:
         return None
     total, low, high, tiny_rows = scaled
-    total, low, high = (_scaled_up(x, HEAVY_SCALE) for x in (total, low, high))
-    if low == math.inf:  # (its scaled bound is at least 2^(1024 − HEAVY_SCALE): the exact sum is past float8's range)
+    total, low, high = (ldexp_inf(x, FAR_SCALE) for x in (total, low, high))
+    if low == math.inf:  # (its scaled bound is at least 2^(1024 − FAR_SCALE): the exact sum is past float8's range)
         low = FLOAT8_MAX
     if high == -math.inf:
         high = -FLOAT8_MAX
     if tiny_rows > 0:
-        slack = math.nextafter(tiny_rows * math.ldexp(1.0, HEAVY_SCALE - 1022), math.inf)
+        slack = math.nextafter(tiny_rows * math.ldexp(1.0, FAR_SCALE - 1022), math.inf)
         low, high = add_down(low, -slack), add_up(high, slack)
     return total, low, high
-
-
-def _scaled_up(x: float, e: int) -> float:
-    """x · 2^e as C's ldexp: ±inf past float8's range (math.ldexp raises OverflowError there)."""
-    try:
-        return math.ldexp(x, e)
-    except OverflowError:
-        return math.copysign(math.inf, x)
 
 
 def packed_sum_bounds(total: float, values, cum_count, below: int, upto: int, step: float) -> tuple:
@@ -225,7 +214,7 @@ def packed_sum_bounds(total: float, values, cum_count, below: int, upto: int, st
     top = max(abs(float(values[below])), abs(float(values[upto - 1])))
     if step >= 1 and top <= 2.0**53 and abs(total) <= 2.0**53:
         return total, total
-    err = math.nextafter(rows * (math.ulp(top) / 2), math.inf)
+    err = math.nextafter(rows * (ulp(top) / 2), math.inf)
     return add_down(math.nextafter(total, -math.inf), -err), add_up(math.nextafter(total, math.inf), err)
 
 
@@ -243,7 +232,6 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
     out = Range()
     grid, counts = s["grid"], s["cell_cum_count"]
     sums, density = s["cell_cum_sum"], s["density"]
-    cells = counts if order == 0 else sums
     m = len(grid)
     half_range = grid[-1] / 2 - grid[0] / 2 if m else 0.0
     if s["kde_rows"] == 0 or m < 2:
@@ -255,15 +243,9 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
     continuous = s["step"] == 0
     disagreement = shape_error = 0.0
     slack, rounding = s.get("sum_slack"), s.get("sum_quantum")
-    far = None  # (whole cells' estimate at 2^-128 where their stored running sums are past float8's range)
+    far = None  # (terms of the estimate at 2^-FAR_SCALE: whole cells past float8's range, cut pieces too)
     if kb > ka + 1:
-        whole = cells[kb] - cells[ka + 1]
-        off = stored_sum_error(order, counts[kb] - counts[ka + 1], slack, rounding)
-        if order == 1 and not math.isfinite(whole):
-            far = (far or []) + _whole_from_ends(out, grid, counts, ka + 1, kb)
-        else:
-            out.estimate += whole
-            out.low, out.high = _widen(out, whole, off, order)
+        far = _add_whole(out, s, ka + 1, kb, order, far)
     for c in sorted({ka, kb}):
         g0, g1 = grid[c], grid[c + 1]
         w = g1 / 2 - g0 / 2  # halves: no difference of values near the ends of float8 overflows
@@ -283,13 +265,7 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
         if n <= 0 or t1 < t0 or (t1 == t0 and not continuous):
             continue  # (on a lattice no row sits on a boundary; a continuous column's rows may sit on B)
         if t0 == 0 and t1 == 1:  # the range holds this cell whole: exact
-            whole = cells[c + 1] - cells[c]
-            off = stored_sum_error(order, counts[c + 1] - counts[c], slack, rounding)
-            if order == 1 and not math.isfinite(whole):
-                far = (far or []) + _whole_from_ends(out, grid, counts, c, c + 1)
-            else:
-                out.estimate += whole
-                out.low, out.high = _widen(out, whole, off, order)
+            far = _add_whole(out, s, c, c + 1, order, far)
             continue
         d0, d1, mean = cell_ends(g0, g1, n, sums[c + 1] - sums[c], density[c], density[c + 1], s["kde_rows"],
                                  half_range)
@@ -377,7 +353,8 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
             if math.isfinite(piece):
                 out.estimate += piece
             else:  # past float8's range: at 2^-128 beside the whole cells' (0.28.0: two such pieces read inf − inf)
-                far = (far or []) + [n * share * (math.ldexp(g0, -128) * (1 - pos) + math.ldexp(g1, -128) * pos)]
+                far = (far or []) + [n * share * (math.ldexp(g0, -FAR_SCALE) * (1 - pos)
+                                                  + math.ldexp(g1, -FAR_SCALE) * pos)]
             out.variance += spread * x * x
             out.profiled += own_spread * x * x
             disagreement += apart * abs(x)
@@ -394,8 +371,24 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
     out.variance += shape_error * shape_error  # (not ** 2: that raises OverflowError where IEEE 754 gives inf)
     out.disagreement = disagreement
     if far is not None:
-        out.estimate += _scaled_up(math.fsum(far), 128)
+        out.estimate += ldexp_inf(math.fsum(far), FAR_SCALE)
     return out
+
+
+def _add_whole(out: Range, s: dict, first: int, last: int, order: int, far: Optional[list]) -> Optional[list]:
+    """Whole cells [first, last) added to ``out``: their stored rows or sum, and hard bounds ``off`` either side
+    (:func:`stored_sum_error`, :func:`_widen`); a sum whose stored running sums there are past float8's range
+    from the cells' ends instead (:func:`_whole_from_ends`), its estimate's terms joining ``far`` (returned). As
+    add_whole in extension/range.c."""
+    counts = s["cell_cum_count"]
+    cells = counts if order == 0 else s["cell_cum_sum"]
+    whole = cells[last] - cells[first]
+    if order == 1 and not math.isfinite(whole):
+        return (far or []) + _whole_from_ends(out, s["grid"], counts, first, last)
+    off = stored_sum_error(order, counts[last] - counts[first], s.get("sum_slack"), s.get("sum_quantum"))
+    out.estimate += whole
+    out.low, out.high = _widen(out, whole, off, order)
+    return far
 
 
 def _whole_from_ends(out: Range, grid, counts, first: int, last: int) -> list:
@@ -410,7 +403,7 @@ def _whole_from_ends(out: Range, grid, counts, first: int, last: int) -> list:
         n = counts[c + 1] - counts[c]
         if n <= 0:
             continue
-        middle.append(n * (math.ldexp(grid[c], -128) / 2 + math.ldexp(grid[c + 1], -128) / 2))
+        middle.append(n * (math.ldexp(grid[c], -FAR_SCALE) / 2 + math.ldexp(grid[c + 1], -FAR_SCALE) / 2))
         out.low = add_down(out.low, math.nextafter(n * grid[c], -math.inf))
         out.high = add_up(out.high, math.nextafter(n * grid[c + 1], math.inf))
     return middle
