@@ -1401,7 +1401,7 @@ kde_range(PG_FUNCTION_ARGS)
 					 * an ulp of the largest magnitude a row (a float8 column's rows hold their decimal's float8) */
 					double		rows = packed_counts[upto - 1] - (below > 0 ? packed_counts[below - 1] : 0.0);
 					double		top = Max(fabs(atoms.v[below]), fabs(atoms.v[upto - 1]));
-					double		err = nextafter(rows * ((nextafter(top, INFINITY) - top) / 2), INFINITY);
+					double		err = nextafter(rows * (ulp_of(top) / 2), INFINITY);
 
 					/* (whole numbers up to 2^53, the rows' and their sum's, are float8s: exact) */
 					if (!(step >= 1 && top <= 9007199254740992.0 && fabs(exact) <= 9007199254740992.0))
