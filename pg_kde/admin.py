@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 #: kde_refresh's named options and their SQL types: :func:`refresh` accepts only these names and casts
@@ -118,27 +118,139 @@ def extension_schema(conn) -> str:
     return row[0]
 
 
+#: PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1): a longer name is cut to it, as the server
+#: cuts the names it reads.
+MAX_IDENTIFIER_BYTES = 63
+
+#: What ends an unquoted name in a target: whitespace (the characters PostgreSQL's scanner takes for it), the
+#: separators and a double quote.
+_SPACE = " \t\n\r\f\v"
+_TARGET_DELIMITERS = _SPACE + '.,"'
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+class TargetError(ValueError):
+    """A TABLE.COLUMN target that cannot be read; ``str(exc)`` says what is wrong, ``hint`` how targets are
+    written."""
+
+    hint = ('a target is TABLE.COLUMN, SCHEMA.TABLE.COLUMN or TABLE.COLUMN1,COLUMN2[,...] (2 to 16 columns); '
+            'names follow SQL: unquoted ones are folded to lower case, "Quoted" ones are taken as written and may '
+            'hold spaces, dots, commas and capitals ("" for a " inside)')
+
+
+def _target_names(text: str) -> list:
+    """The names and separators of a target, in order: ``(name, start)`` for a name (its value, the offset it
+    starts at) and ``(".", offset)`` or ``(",", offset)`` for a separator outside double quotes.
+
+    The rules are PostgreSQL's for the text of a ``regclass``, the table part's (so the columns read as the
+    table does), with the comma a separator too: a double-quoted name is taken literally (``""`` is a double
+    quote inside it) and may hold dots, commas and spaces; an unquoted one runs to the next whitespace, dot,
+    comma or double quote and is folded to lower case (ASCII letters, as the server folds them in UTF-8);
+    either is cut to 63 bytes. Whitespace around names is ignored."""
+    tokens, i, n = [], 0, len(text)
+    expect_name = True
+    while True:
+        while i < n and text[i] in _SPACE:
+            i += 1
+        if i == n:
+            if expect_name:
+                where = "" if not tokens else f" after the last {tokens[-1][0]!r}"
+                raise TargetError(f"a name is missing{where} in {text!r}")
+            return tokens
+        start = i
+        if not expect_name:
+            if text[i] not in ".,":
+                raise TargetError(f"unexpected {text[i:]!r} after the name {tokens[-1][0]!r} in {text!r}; a name "
+                                  "holding spaces or double quotes is written in double quotes")
+            tokens.append((text[i], i))
+            i += 1
+            expect_name = True
+            continue
+        if text[i] == '"':
+            name, i = [], i + 1
+            while True:
+                close = text.find('"', i)
+                if close < 0:
+                    raise TargetError(f"unterminated double quote in {text!r}")
+                name.append(text[i:close])
+                if text.startswith('"', close + 1):  # "" is a double quote inside the name
+                    name.append('"')
+                    i = close + 2
+                    continue
+                i = close + 1
+                break
+            name = "".join(name)
+            if not name:
+                raise TargetError(f'an empty quoted name ("") in {text!r}')
+        else:
+            while i < n and text[i] not in _TARGET_DELIMITERS:
+                i += 1
+            if i == start:
+                raise TargetError(f"a name is missing before the {text[i]!r} at offset {i} of {text!r}")
+            name = text[start:i].translate(_ASCII_LOWER)
+        # The server's cut: whole characters, to at most MAX_IDENTIFIER_BYTES bytes of UTF-8.
+        name = name.encode()[:MAX_IDENTIFIER_BYTES].decode(errors="ignore")
+        tokens.append((name, start))
+        expect_name = False
+
+
 def parse_target(text: str):
     """'schema.table.column' or 'table.column' -> ('schema.table' or 'table', 'column'); a pair or up to 16
-    columns 'table.a,b,c' -> ('table', ['a', 'b', 'c'])."""
-    table, sep, column = text.rpartition(".")
-    if not sep or not table or not column:
-        raise ValueError(f"expected TABLE.COLUMN or TABLE.COLUMN1,COLUMN2[,...], got {text!r}")
-    if "," in column:
-        columns = [c.strip() for c in column.split(",")]
-        if not 2 <= len(columns) <= 16 or not all(columns):
-            raise ValueError(f"several columns are TABLE.COLUMN1,COLUMN2[,...] (2 to 16 of them), got {text!r}")
-        return table, columns
-    return table, column
+    columns 'table.a,b,c' -> ('table', ['a', 'b', 'c']).
+
+    Table and columns follow PostgreSQL's rules for names (see :func:`_target_names`): ``"My Col"`` is the
+    column ``My Col``, ``My_Col`` the column ``my_col``; a quoted name may hold dots and commas
+    (``t."a.b"``, ``t."c,d"``). The last dot outside double quotes ends the table, which is returned as
+    written (the server reads it as a ``regclass``); commas outside double quotes after it separate the
+    columns, which are returned as the names they denote."""
+    tokens = _target_names(text)
+    dots = [k for k, (token, _) in enumerate(tokens) if k % 2 and token == "."]
+    if not dots:
+        raise TargetError(f"expected TABLE.COLUMN or TABLE.COLUMN1,COLUMN2[,...], got {text!r}")
+    split = dots[-1]
+    if any(token == "," for token, _ in tokens[1:split:2]):
+        raise TargetError(f"a comma before the table's last dot in {text!r}: commas separate the columns after "
+                          "it; a name holding a comma is written in double quotes")
+    table = text[:tokens[split][1]].strip()
+    columns = [name for name, _ in tokens[split + 1::2]]
+    if len(columns) == 1:
+        return table, columns[0]
+    if len(columns) > 16:
+        raise TargetError(f"several columns are TABLE.COLUMN1,COLUMN2[,...] (2 to 16 of them), got {text!r}")
+    return table, columns
 
 
-def progress_bar(i: int, total: int, target: str, seconds: float, *, width: int = 30, indent: str = "") -> None:
-    """A one-line progress bar on stderr, redrawn in place; fits :func:`refresh`'s ``progress``."""
+def quote_name(name: str) -> str:
+    """``name`` as a target writes it: as it is when :func:`parse_target` reads it back unchanged, else in
+    double quotes (``""`` for a double quote inside)."""
+    if name and not any(c in _TARGET_DELIMITERS for c in name) and name == name.translate(_ASCII_LOWER):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def format_target(table: str, column) -> str:
+    """The target text of (table, column or list of columns), as :func:`parse_target` reads it back: for
+    progress lines and messages."""
+    columns = column if isinstance(column, list) else [column]
+    return f"{table}.{','.join(map(quote_name, columns))}"
+
+
+def progress_bar(i: int, total: int, target: str, seconds: float, *, width: int = 30, indent: str = "",
+                 stream=None) -> None:
+    """Progress on ``stream`` (default stderr); fits :func:`refresh`'s ``progress``. On a terminal, a one-line
+    bar redrawn in place (ended by a newline after the last target); elsewhere (a file, a pipe, a CI log), a
+    plain line per target, with no carriage returns or terminal escape codes to garble the log."""
+    stream = stream if stream is not None else sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    if not (isatty and isatty()):
+        stream.write(f"{indent}{i}/{total} {target} ({seconds:.2f} s)\n")
+        stream.flush()
+        return
     done = width * i // total
-    sys.stderr.write(f"\r{indent}[{'#' * done}{'.' * (width - done)}] {i}/{total} {target} ({seconds:.2f} s)\033[K")
+    stream.write(f"\r{indent}[{'#' * done}{'.' * (width - done)}] {i}/{total} {target} ({seconds:.2f} s)\033[K")
     if i == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+        stream.write("\n")
+    stream.flush()
 
 
 def _sql():
@@ -150,7 +262,17 @@ def _sql():
 def refresh(conn, targets: Iterable, progress: Optional[Callable] = None, **options) -> list:
     """kde_refresh each (table, column), one transaction each; ``progress(i, total, target, seconds)``
     is called after each. Options are kde_refresh's named arguments (:data:`REFRESH_OPTIONS`: method,
-    sample_size, grid_size, backend, budget); another name is a ValueError. Returns the summaries."""
+    sample_size, grid_size, backend, budget); another name is a ValueError. Returns the summaries.
+
+    A failure stops at that target and raises; the targets before it stay refreshed (committed). To see
+    each summary as it lands, use :func:`refresh_iter`."""
+    return list(refresh_iter(conn, targets, progress, **options))
+
+
+def refresh_iter(conn, targets: Iterable, progress: Optional[Callable] = None, **options) -> Iterator:
+    """:func:`refresh`, yielding each target's summary as soon as its transaction has committed, so a caller
+    can report what landed before a later target fails. The options and the extension are checked at the
+    call, before anything is yielded."""
     unknown = sorted(set(options) - set(REFRESH_OPTIONS))
     if unknown:
         raise ValueError(f"unknown kde_refresh option {', '.join(map(repr, unknown))}; "
@@ -160,18 +282,20 @@ def refresh(conn, targets: Iterable, progress: Optional[Callable] = None, **opti
     named = [sql.SQL("{} => {}::{}").format(sql.Identifier(name), sql.Placeholder(name),
                                             sql.SQL(REFRESH_OPTIONS[name])) for name in options]
     targets = list(targets)
-    summaries = []
-    for i, (table, column) in enumerate(targets, 1):
-        started = time.perf_counter()
-        column_argument = "%(column)s::text[]" if isinstance(column, list) else "%(column)s::text"
-        arguments = [sql.SQL("%(table)s::regclass"), sql.SQL(column_argument), *named]
-        query = sql.SQL("SELECT {}({})").format(function, sql.SQL(", ").join(arguments))
-        with conn.transaction():
-            summaries.append(conn.execute(query, {"table": table, "column": column, **options}).fetchone()[0])
-        if progress:
-            name = ",".join(column) if isinstance(column, list) else column
-            progress(i, len(targets), f"{table}.{name}", time.perf_counter() - started)
-    return summaries
+
+    def each():
+        for i, (table, column) in enumerate(targets, 1):
+            started = time.perf_counter()
+            column_argument = "%(column)s::text[]" if isinstance(column, list) else "%(column)s::text"
+            arguments = [sql.SQL("%(table)s::regclass"), sql.SQL(column_argument), *named]
+            query = sql.SQL("SELECT {}({})").format(function, sql.SQL(", ").join(arguments))
+            with conn.transaction():
+                summary = conn.execute(query, {"table": table, "column": column, **options}).fetchone()[0]
+            if progress:
+                progress(i, len(targets), format_target(table, column), time.perf_counter() - started)
+            yield summary
+
+    return each()
 
 
 def refresh_stale(conn) -> int:

@@ -2,7 +2,11 @@
 connection's search_path holds and puts only known option names into SQL; the command's failures are a
 line a person can act on, never a traceback."""
 
+import io
+import json
+import re
 import socket
+import sys
 import uuid
 
 import psycopg
@@ -143,3 +147,164 @@ def test_command_on_a_database_without_pg_kde(capsys, database_without_pg_kde):
         lines = failure(capsys, *argv, "--dsn", database_without_pg_kde)
         assert lines == [f"pg-kde: pg_kde is not installed in database {dbname}",
                          "hint: CREATE EXTENSION pg_kde CASCADE"]
+
+
+class TtyStream(io.StringIO):
+    """A stream that says it is a terminal, as stderr does in a person's shell."""
+
+    def isatty(self):
+        return True
+
+
+def test_targets_read_names_as_sql_does():
+    """The column part follows the table part's rules: quoted names are literal (dots and commas too),
+    unquoted ones are folded to lower case; commas outside quotes separate columns."""
+    cases = {
+        '"We""ird T"."My Col"': ('"We""ird T"', "My Col"),
+        't."a.b"': ("t", "a.b"),
+        't."c,d"': ("t", "c,d"),
+        't."c,d",e': ("t", ["c,d", "e"]),
+        'Public.T.Amount': ("Public.T", "amount"),  # the table is the server's to fold (regclass)
+        't."Q""uote"': ("t", 'Q"uote'),
+        "s.t.a, b,c,k": ("s.t", ["a", "b", "c", "k"]),
+        '"x.y".col': ('"x.y"', "col"),
+        "t . x": ("t", "x"),
+        "t." + "é" * 40: ("t", "é" * 31),  # cut to 63 bytes, whole characters, as the server cuts names
+    }
+    for text, expected in cases.items():
+        assert admin.parse_target(text) == expected, text
+    errors = {
+        "nodot": "expected TABLE.COLUMN",
+        "t.my col": "unexpected 'col' after the name 'my'",
+        "t.": "a name is missing after the last '.'",
+        "t.a,": "a name is missing after the last ','",
+        "t..x": "a name is missing before the '.'",
+        't."ab': "unterminated double quote",
+        't.""': "empty quoted name",
+        't."a"b': "unexpected 'b' after the name 'a'",
+        "a,b.c": "a comma before the table's last dot",
+        "t." + ",".join(f"c{i}" for i in range(17)): "2 to 16",
+    }
+    for text, message in errors.items():
+        with pytest.raises(admin.TargetError, match=re.escape(message)) as err:
+            admin.parse_target(text)
+        assert isinstance(err.value, ValueError) and '"Quoted"' in err.value.hint
+    for table, column in [("t", "x"), ('"T"', ["My Col", "a.b", "c,d", 'q"q', "ok"])]:
+        assert admin.parse_target(admin.format_target(table, column)) == (table, column)
+
+
+def test_command_refreshes_and_drops_columns_with_quoted_names(capsys, database, db):
+    table = f'We"ird T {uuid.uuid4().hex[:8]}'
+    quoted = '"' + table.replace('"', '""') + '"'
+    db.execute(sql.SQL('CREATE TABLE {} AS SELECT g::float8 AS "My Col", sin(g)::float8 AS "a.b", '
+                       'cos(g)::float8 AS "c,d", g::float8 AS x FROM generate_series(1, 300) g')
+               .format(sql.Identifier(table)))
+    try:
+        targets = [f'{quoted}."My Col"', f'{quoted}."a.b"', f'{quoted}."c,d"', f'{quoted}."My Col","c,d"',
+                   f"{quoted}.X"]
+        assert cli.main(["refresh", "--dsn", database, *targets]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        assert [json.loads(line)["rows"] for line in out.splitlines()] == [300] * 5
+        cols = db.execute("SELECT cols FROM kde_catalog WHERE relid = %s::regclass ORDER BY cols",
+                          (quoted,)).fetchall()
+        assert sorted(c for (c,) in cols) == [["My Col"], ["My Col", "c,d"], ["a.b"], ["c,d"], ["x"]]
+        assert cli.main(["drop", "--dsn", database, f'{quoted}."c,d","My Col"', f'{quoted}."a.b"']) == 0
+        assert capsys.readouterr().out.splitlines() == [f'{quoted}."c,d","My Col" dropped', f'{quoted}."a.b" dropped']
+        cols = db.execute("SELECT cols FROM kde_catalog WHERE relid = %s::regclass ORDER BY cols",
+                          (quoted,)).fetchall()
+        assert sorted(c for (c,) in cols) == [["My Col"], ["c,d"], ["x"]]
+        # A target that cannot be read changes nothing, even after readable ones.
+        lines = failure(capsys, "drop", "--dsn", database, f'{quoted}."My Col"', f"{quoted}.my col")
+        assert lines[0].startswith("pg-kde: unexpected 'col' after the name 'my'") and "TABLE.COLUMN" in lines[1]
+        assert db.execute("SELECT count(*) FROM kde_catalog WHERE relid = %s::regclass", (quoted,)).fetchone() == (3,)
+    finally:
+        db.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_refresh_failing_part_way_says_what_was_refreshed(capsys, monkeypatch, database, db, table, terminal):
+    db.execute(sql.SQL("CREATE TABLE {} AS SELECT g::float8 AS x, g::float8 AS y FROM generate_series(1, 200) g")
+               .format(sql.Identifier(table)))
+    stderr = TtyStream() if terminal else None
+    if terminal:
+        monkeypatch.setattr(sys, "stderr", stderr)
+    assert cli.main(["refresh", "--dsn", database, f"{table}.x", f"{table}.nosuch", f"{table}.y"]) == 1
+    out, err = capsys.readouterr()
+    err = stderr.getvalue() if terminal else err
+    (summary,) = [json.loads(line) for line in out.splitlines()]  # the one that landed, printed as it did
+    assert summary["column"] == "x" and summary["rows"] == 200
+    lines = [line for line in err.splitlines() if line.startswith(("pg-kde: ", "hint: ", "note: "))]
+    assert lines[0].startswith("pg-kde: column nosuch of relation ") and table in lines[0], err
+    assert lines[-1] == (f"note: refreshed before the failure (committed, one transaction each): {table}.x; "
+                         f"not refreshed: {table}.nosuch, {table}.y")
+    assert "\npg-kde: " in "\n" + err  # on a line of its own, after the progress
+    if terminal:
+        assert f"\r[##########....................] 1/3 {table}.x" in err
+    else:
+        assert "\r" not in err and "\033" not in err
+    cols = db.execute("SELECT cols FROM kde_catalog WHERE relid = %s::regclass", (table,)).fetchall()
+    assert cols == [(["x"],)]
+
+
+@pytest.mark.parametrize("argv", [["--stale", "t.x"], ["t.x", "--stale"], ["--stale", "--method", "plugin"],
+                                  ["--stale", "--budget", "4096"], []])
+def test_refresh_usage_errors_exit_2_before_connecting(capsys, argv):
+    # No server listens there: a usage error is found before any connection is tried.
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["refresh", "--dsn", "host=/nonexistent port=1 dbname=x", *argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: pg-kde refresh"), err
+    if argv:
+        assert "--stale refreshes every stale synopsis" in err and "takes no targets or options" in err
+    else:
+        assert "refresh needs TABLE.COLUMN targets or --stale" in err
+
+
+def test_help_says_what_the_exit_status_means(capsys):
+    assert "1 when it failed" in cli.__doc__ and "2 when the command line itself is wrong" in cli.__doc__
+    for argv in (["--help"], ["refresh", "--help"], ["server", "--help"]):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(argv)
+        assert exit_.value.code == 0
+        out = capsys.readouterr().out
+        assert "exit status:\n  0  done\n  1  the command failed" in out and "\n  2  the command line is wrong" in out
+    with pytest.raises(SystemExit):
+        cli.main(["refresh", "--help"])
+    assert '"double-quoted" one is taken as written' in capsys.readouterr().out
+
+
+def test_progress_is_plain_lines_unless_on_a_terminal(capsys):
+    for i in (1, 2):
+        admin.progress_bar(i, 2, "t.x", 0.25)
+    assert capsys.readouterr().err == "1/2 t.x (0.25 s)\n2/2 t.x (0.25 s)\n"
+    terminal = TtyStream()
+    for i in (1, 2):
+        admin.progress_bar(i, 2, "t.x", 0.25, width=4, stream=terminal)
+    assert terminal.getvalue() == "\r[##..] 1/2 t.x (0.25 s)\033[K\r[####] 2/2 t.x (0.25 s)\033[K\n"
+
+
+@pytest.mark.parametrize("action", ["stop", "status", "destroy"])
+def test_server_actions_on_a_missing_directory_name_it(capsys, tmp_path, action):
+    missing = tmp_path / "no" / "such"
+    lines = failure(capsys, "server", action, "--dir", str(missing))
+    assert lines == [f"pg-kde: no directory {missing} (--dir): no local server was started there",
+                     "hint: check the path; pg-kde server start --dir DIR makes the directory"]
+    assert not missing.parent.exists()
+    afile = tmp_path / "file"
+    afile.write_text("")
+    lines = failure(capsys, "server", action, "--dir", str(afile))
+    assert lines[0] == f"pg-kde: --dir {afile} is not a directory"
+
+
+@pytest.mark.local_cluster
+def test_server_start_makes_a_missing_directory(capsys, tmp_path):
+    workdir = tmp_path / "new" / "dir"
+    try:
+        assert cli.main(["server", "start", "--dir", str(workdir)]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out.splitlines()
+        assert out[0] == f"made the directory {workdir}" and out[1].startswith("running; connect with: psql ")
+        assert cli.main(["server", "status", "--dir", str(workdir)]) == 0
+        assert json.loads(capsys.readouterr().out)["running"] is True
+    finally:
+        assert cli.main(["server", "destroy", "--dir", str(workdir)]) == 0
