@@ -75,10 +75,11 @@ def _check_version(plpy, GD, extversion: str) -> None:
     GD["pg_kde_version"] = extversion
 
 
-def _relation(plpy, relid):
+def _relation(plpy, relid, bandwidth_only: bool = False):
     """(quoted name, relkind, quoted extension schema) of a relation the caller may build a synopsis of: it exists, is a table,
-    view or materialized view, is not temporary, and no row-level security hides rows of it from the caller
-    (a synopsis built from the rows one role sees would be served to every reader)."""
+    view or materialized view, is not temporary, and its rows do not depend on who reads them (row-level
+    security, a view reading its reader: _kde_rows_depend; a synopsis built from the rows one role sees would be
+    served to every reader). ``bandwidth_only``: for kde_bandwidth, which stores nothing, and says so."""
     if relid is None:
         _fail("pg_kde: the table argument must not be NULL", sqlstate="22004")
     plan = plpy.prepare(
@@ -97,13 +98,14 @@ def _relation(plpy, relid):
         _fail(f"pg_kde: {name} is a temporary table; synopses are for tables other sessions can read",
               sqlstate="42809")
     schema = _extension_schema(plpy)
-    hidden = plpy.execute(plpy.prepare(f"SELECT {schema}._kde_rows_hidden($1) AS h, "
-                                       "pg_catalog.quote_ident(current_user::text) AS role", ["oid"]), [relid])[0]
-    if hidden["h"]:
-        _fail(f"pg_kde: row-level security hides rows of {name} from role {hidden['role']}; a synopsis built "
-              "from them would be served to every reader", sqlstate="42501",
-              hint="Refresh as a role its policies do not apply to (the table owner, or a role with BYPASSRLS); "
-                   "a view over a table with row-level security gets no synopsis.")
+    why = plpy.execute(plpy.prepare(f"SELECT {schema}._kde_rows_depend($1) AS why", ["oid"]), [relid])[0]["why"]
+    if why is not None:
+        _fail(f"pg_kde: {why}; " + ("kde_bandwidth would choose a bandwidth for the rows this role sees as if they "
+                                    "were the table's" if bandwidth_only else
+                                    "a synopsis built from them would be served to every reader"),
+              sqlstate="42501",
+              hint="Run it as a role its policies do not apply to (the table owner, or a role with BYPASSRLS); "
+                   "a view whose rows depend on who reads it gets no synopsis.")
     return name, kind, schema
 
 
@@ -221,7 +223,7 @@ def choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extver
 
 def _choose_bandwidth(plpy, GD, relid, cols, method, backend, sample_size, extversion) -> str:
     _check_version(plpy, GD, extversion)
-    rel, kind, schema = _relation(plpy, relid)
+    rel, kind, schema = _relation(plpy, relid, bandwidth_only=True)
     if sample_size is None or sample_size < 2:
         _fail("pg_kde: sample_size must be at least 2")
     names, exprs, _, _, _ = _columns(plpy, schema, relid, rel, cols)

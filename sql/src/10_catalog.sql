@@ -301,34 +301,93 @@ ALTER TABLE kde_synopsis_nd ADD CONSTRAINT kde_synopsis_nd_well_formed CHECK (
     AND @extschema@._kde_is_vector(categorical) AND @extschema@._kde_is_vector(labels)
     AND @extschema@._kde_labels_fit(knot_counts, complete, categorical, labels));
 
--- True when row-level security may hide rows of tbl from the current role: its policies apply to the role
--- (row_security_active), or tbl is a view over (views over) a table with row-level security enabled, whose
--- policies filter by the role reading through the view.
-CREATE FUNCTION _kde_rows_hidden(tbl regclass) RETURNS boolean
+-- Why the rows of tbl may depend on who reads them (NULL where they do not), for the current role: row-level
+-- security applies to the role (row_security_active); or tbl is a view over (views over) a relation with
+-- row-level security enabled, whose policies filter by the role reading through the view; or a view of the
+-- chain is security_invoker and reads a relation the role may not read (SQL would refuse the role); or a
+-- view's definition reads who or where its reader is: CURRENT_USER, SESSION_USER, CURRENT_ROLE, USER,
+-- CURRENT_SCHEMA, current_setting(), the has_*_privilege() and pg_has_role() tests, row_security_active(),
+-- or a function outside pg_catalog that is not IMMUTABLE (it may read any of those). A synopsis built from
+-- the rows one role sees would be served to every reader (0.29.0: a red team found the last two, a view that
+-- filtered by current_user serving its builder's rows to every role it was granted to). A function declared
+-- IMMUTABLE that reads the session is its author's error, which pg_kde cannot see.
+CREATE FUNCTION _kde_rows_depend(tbl regclass) RETURNS text
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    rels oid[];
+    parents oid[];
+    why text;
 BEGIN
     IF row_security_active(tbl) THEN
-        RETURN true;
+        RETURN format('row-level security hides rows of %s from role %s', tbl, quote_ident(current_user::text));
     ELSIF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl AND c.relkind = 'v') THEN
-        RETURN false;
+        RETURN NULL;
     END IF;
-    RETURN EXISTS (
-        WITH RECURSIVE used(oid, kind, rls) AS (
-            SELECT c.oid, c.relkind, c.relrowsecurity FROM pg_class c WHERE c.oid = tbl
-            UNION
-            SELECT c.oid, c.relkind, c.relrowsecurity
-            FROM used
-            JOIN pg_rewrite r ON r.ev_class = used.oid
-            JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid AND d.refclassid = 'pg_class'::regclass
-            JOIN pg_class c ON c.oid = d.refobjid AND c.oid <> used.oid
-            WHERE used.kind = 'v'
-        )
-        SELECT 1 FROM used WHERE used.rls);
+    -- every relation the view reads, through views, each with the view that reads it
+    WITH RECURSIVE used(oid, parent) AS (
+        SELECT tbl::oid, NULL::oid
+        UNION
+        SELECT d.refobjid, used.oid
+        FROM used
+        JOIN pg_class v ON v.oid = used.oid AND v.relkind = 'v'
+        JOIN pg_rewrite r ON r.ev_class = v.oid
+        JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                        AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> v.oid
+    )
+    SELECT array_agg(used.oid), array_agg(used.parent) INTO rels, parents FROM used;
+    SELECT format('row-level security hides rows of %s from role %s (row-level security is enabled on %s, which it reads)',
+                  tbl, quote_ident(current_user::text), c.oid::regclass)
+    INTO why FROM pg_class c WHERE c.oid = ANY (rels) AND c.relrowsecurity ORDER BY c.oid LIMIT 1;
+    IF why IS NOT NULL THEN
+        RETURN why;
+    END IF;
+    SELECT format('view %s reads %s with its reader''s privileges (security_invoker), and role %s may not read %s',
+                  v.oid::regclass, e.oid::regclass, quote_ident(current_user::text), e.oid::regclass)
+    INTO why
+    FROM unnest(rels, parents) AS e(oid, parent)
+    JOIN pg_class v ON v.oid = e.parent
+    WHERE EXISTS (SELECT 1 FROM pg_options_to_table(v.reloptions) o
+                  WHERE o.option_name = 'security_invoker' AND o.option_value::boolean)
+      AND NOT has_table_privilege(e.oid, 'SELECT')
+    ORDER BY e.parent, e.oid LIMIT 1;
+    IF why IS NOT NULL THEN
+        RETURN why;
+    END IF;
+    -- (a stored rule's node tree names each function it calls by oid, and each SQL value function by its op:
+    -- 9 CURRENT_ROLE, 10 CURRENT_USER, 11 USER, 12 SESSION_USER, 14 CURRENT_SCHEMA in PostgreSQL 15)
+    SELECT format('view %s reads who or where its reader is (%s): its rows depend on the role reading it', tbl,
+                  string_agg(DISTINCT f.what, ', '))
+    INTO why
+    FROM pg_rewrite r
+    CROSS JOIN LATERAL regexp_matches(r.ev_action::text, '(SQLVALUEFUNCTION :op|:funcid|:opfuncid|:aggfnoid|:winfnoid) ([0-9]+)', 'g') m
+    CROSS JOIN LATERAL (
+        SELECT CASE m[2] WHEN '9' THEN 'CURRENT_ROLE' WHEN '10' THEN 'CURRENT_USER' WHEN '11' THEN 'USER'
+                         WHEN '12' THEN 'SESSION_USER' WHEN '14' THEN 'CURRENT_SCHEMA' END AS what
+        WHERE m[1] = 'SQLVALUEFUNCTION :op'
+        UNION ALL
+        SELECT p.oid::regprocedure::text
+        FROM pg_proc p
+        WHERE m[1] <> 'SQLVALUEFUNCTION :op' AND p.oid = m[2]::oid
+          AND CASE WHEN p.pronamespace = 'pg_catalog'::regnamespace
+                   THEN p.proname ~ '^(current_setting|current_user|session_user|current_role|current_schemas?|pg_has_role|row_security_active|has_[a-z_]+_privilege|inet_client_(addr|port)|pg_backend_pid)$'
+                   ELSE p.provolatile <> 'i' END
+    ) f
+    WHERE r.ev_class = ANY (rels) AND f.what IS NOT NULL
+    HAVING count(*) > 0;
+    RETURN why;
 END
 $$;
-COMMENT ON FUNCTION _kde_rows_hidden(regclass) IS 'pg_kde internal: may row-level security hide rows of tbl from the current role';
+COMMENT ON FUNCTION _kde_rows_depend(regclass) IS 'pg_kde internal: why the rows of tbl may depend on who reads them (NULL: they do not)';
+
+CREATE FUNCTION _kde_rows_hidden(tbl regclass) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_rows_depend(tbl) IS NOT NULL
+$$;
+COMMENT ON FUNCTION _kde_rows_hidden(regclass) IS 'pg_kde internal: may the rows of tbl depend on who reads them (_kde_rows_depend)';
 
 -- The catalog's row filter: the role may read the relation's schema and every column of the synopsis (by
 -- name, and by number unless the row came through a dump and restore), and sees every row.
@@ -421,7 +480,7 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
     SELECT n.nspname, has_schema_privilege(c.relnamespace, 'USAGE') AS usable,
-           row_security_active(tbl) OR (c.relkind = 'v' AND @extschema@._kde_rows_hidden(tbl)) AS hidden INTO rel
+           @extschema@._kde_rows_depend(tbl) AS hidden INTO rel
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'pg_kde: relation with oid % does not exist', tbl::oid USING ERRCODE = 'undefined_table';
@@ -448,11 +507,11 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
-    IF rel.hidden THEN
-        RAISE EXCEPTION 'pg_kde: row-level security hides rows of % from role %', tbl, current_user
+    IF rel.hidden IS NOT NULL THEN
+        RAISE EXCEPTION 'pg_kde: %', rel.hidden
             USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'A synopsis summarises every row of the table, so it is not served where policies filter rows.',
-                  HINT = 'Query the table itself, or use a role its policies do not apply to (its owner, or a role with BYPASSRLS).';
+                  DETAIL = 'A synopsis summarises every row of the table, so it is not served where the rows depend on who reads them.',
+                  HINT = 'Query the table itself, or use a role its policies do not apply to (its owner, or a role with BYPASSRLS); a view whose rows depend on its reader gets no synopsis.';
     END IF;
 END
 $$;
@@ -542,20 +601,40 @@ AS $$
 DECLARE
     leaf regclass;
     shards record;
+    defs text;
 BEGIN
-    WITH leaves AS (
-        SELECT p.relid FROM pg_partition_tree(tbl) p WHERE p.isleaf
-        UNION ALL
-        SELECT tbl WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree(tbl))
+    -- The relations whose rows tbl shows: itself, its partitions and inheritance children (a parent's scan
+    -- reads them), and through a view the relations it reads (0.29.0: a red team grew an inheritance child and
+    -- a view's table twentyfold, neither stale); those with storage, or foreign, count. A view's definitions
+    -- count too (CREATE OR REPLACE VIEW changes what it shows).
+    WITH RECURSIVE rel(relid) AS (
+        SELECT tbl
+        UNION
+        SELECT x.relid FROM rel CROSS JOIN LATERAL (
+            SELECT d.refobjid::regclass AS relid
+            FROM pg_rewrite r
+            JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                            AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> r.ev_class
+            WHERE r.ev_class = rel.relid AND r.rulename = '_RETURN'
+            UNION ALL
+            SELECT i.inhrelid::regclass FROM pg_inherits i WHERE i.inhparent = rel.relid
+        ) x
+    ), leaves AS (
+        SELECT rel.relid FROM rel JOIN pg_class c ON c.oid = rel.relid WHERE c.relkind IN ('r', 'm', 'f')
     )
     SELECT coalesce(sum(pg_stat_get_tuples_inserted(l.relid) + pg_stat_get_tuples_updated(l.relid)
                         + pg_stat_get_tuples_deleted(l.relid) + pg_stat_get_xact_tuples_inserted(l.relid)
                         + pg_stat_get_xact_tuples_updated(l.relid) + pg_stat_get_xact_tuples_deleted(l.relid)), 0)::bigint,
            string_agg(l.relid::oid::text || ':' || coalesce(pg_relation_filenode(l.relid)::text, 'none'), ','
                       ORDER BY l.relid::oid),
-           coalesce(sum(pg_relation_size(l.relid) / current_setting('block_size')::bigint), 0)::bigint
-    INTO mod_count, storage_id, pages
+           coalesce(sum(pg_relation_size(l.relid) / current_setting('block_size')::bigint), 0)::bigint,
+           (SELECT md5(string_agg(r.ev_action::text, ',' ORDER BY r.ev_class)) FROM pg_rewrite r
+            WHERE r.rulename = '_RETURN' AND r.ev_class IN (SELECT rel.relid FROM rel))
+    INTO mod_count, storage_id, pages, defs
     FROM leaves l;
+    IF defs IS NOT NULL THEN
+        storage_id := coalesce(storage_id, '') || ';views=' || defs;
+    END IF;
     IF to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
         RETURN;
     END IF;

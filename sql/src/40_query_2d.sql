@@ -17,7 +17,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no pg_kde synopsis for columns %, % of %', col1, col2, tbl
             USING ERRCODE = 'undefined_object',
-                  HINT = format('Build it with: SELECT kde_refresh(%L, ARRAY[%L, %L]);', tbl::text, col1, col2);
+                  HINT = format('Build it with: SELECT @extschema@.kde_refresh(%L, ARRAY[%L, %L]);', tbl::text, col1, col2);
     END IF;
     swapped := h.swapped;
     IF swapped THEN
@@ -155,7 +155,10 @@ DECLARE
     a2 float8 := coalesce(lo2, '-Infinity'); b2 float8 := coalesce(hi2, 'Infinity');
 BEGIN
     r := @extschema@._kde_synopsis2_for(tbl, col1, col2);
-    IF a1 > b1 OR a2 > b2 THEN
+    IF 'NaN' IN (a1, b1, a2, b2) THEN  -- (as the 1-D and many-column forms; 0.28.0 read NaN as SQL's largest)
+        RAISE EXCEPTION 'pg_kde: bounds must not be NaN (a NULL bound leaves that side open)'
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF a1 > b1 OR a2 > b2 THEN
         RETURN 0;
     ELSIF r.swapped THEN
         RETURN @extschema@._kde_box(r.s, a2, b2, a1, b1, 0);
@@ -176,7 +179,10 @@ DECLARE
     b float8 := coalesce(hi, 'Infinity');
 BEGIN
     r := @extschema@._kde_synopsis2_for(tbl, sum_col, pred_col);
-    IF a > b THEN
+    IF 'NaN' IN (a, b) THEN
+        RAISE EXCEPTION 'pg_kde: bounds must not be NaN (a NULL bound leaves that side open)'
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF a > b THEN
         RETURN 0;
     ELSIF r.swapped THEN  -- stored as (pred_col, sum_col): sum column 2 over the box pred_col in [a, b]
         RETURN @extschema@._kde_box(r.s, a, b, '-Infinity', 'Infinity', 2);
@@ -216,6 +222,14 @@ AS $$ SELECT @extschema@.approx_count(tbl, col1, t.a, t.b, col2, lo2, hi2) FROM 
 COMMENT ON FUNCTION approx_count(regclass, text, timestamp, timestamp, text, float8, float8) IS
     'approx_count of a box whose first column is a date, timestamp or timestamptz column, timestamp bounds';
 
+CREATE FUNCTION approx_count(tbl regclass, col1 text, lo1 date, hi1 date, col2 text, lo2 float8, hi2 float8)
+RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_count(tbl, col1, t.a, t.b, col2, lo2, hi2) FROM @extschema@._kde_time_bounds(tbl, col1, lo1, hi1) t $$;
+COMMENT ON FUNCTION approx_count(regclass, text, date, date, text, float8, float8) IS
+    'approx_count of a box whose first column is a date, timestamp or timestamptz column, date bounds (0.29.0)';
+
 CREATE FUNCTION approx_count(tbl regclass, col1 text, lo1 text, hi1 text, col2 text, lo2 text, hi2 text) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -241,6 +255,13 @@ AS $$ SELECT @extschema@.approx_sum(tbl, sum_col, pred_col, t.a, t.b) FROM @exts
 COMMENT ON FUNCTION approx_sum(regclass, text, text, timestamp, timestamp) IS
     'approx_sum of sum_col over a time range of pred_col (a date, timestamp or timestamptz column), timestamp bounds';
 
+CREATE FUNCTION approx_sum(tbl regclass, sum_col text, pred_col text, lo date, hi date) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_sum(tbl, sum_col, pred_col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, pred_col, lo, hi) t $$;
+COMMENT ON FUNCTION approx_sum(regclass, text, text, date, date) IS
+    'approx_sum of sum_col over a time range of pred_col (a date, timestamp or timestamptz column), date bounds (0.29.0)';
+
 CREATE FUNCTION approx_sum(tbl regclass, sum_col text, pred_col text, lo text, hi text) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -264,6 +285,13 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@.approx_avg(tbl, avg_col, pred_col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, pred_col, lo, hi) t $$;
 COMMENT ON FUNCTION approx_avg(regclass, text, text, timestamp, timestamp) IS
     'approx_avg of avg_col over a time range of pred_col (a date, timestamp or timestamptz column), timestamp bounds';
+
+CREATE FUNCTION approx_avg(tbl regclass, avg_col text, pred_col text, lo date, hi date) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.approx_avg(tbl, avg_col, pred_col, t.a, t.b) FROM @extschema@._kde_time_bounds(tbl, pred_col, lo, hi) t $$;
+COMMENT ON FUNCTION approx_avg(regclass, text, text, date, date) IS
+    'approx_avg of avg_col over a time range of pred_col (a date, timestamp or timestamptz column), date bounds (0.29.0)';
 
 CREATE FUNCTION approx_avg(tbl regclass, avg_col text, pred_col text, lo text, hi text) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE

@@ -35,8 +35,8 @@ BEGIN
         RAISE EXCEPTION 'no pg_kde synopsis of % covers columns %', tbl, array_to_string(cols, ', ')
             USING ERRCODE = 'undefined_object',
                   HINT = CASE WHEN cardinality(cols) >= 3
-                              THEN format('Build one with: SELECT kde_refresh(%L, %L::text[]);', tbl::text, cols::text)
-                              ELSE format('Build a synopsis of 3 to 16 columns that include %s, e.g. SELECT kde_refresh(%L, '
+                              THEN format('Build one with: SELECT @extschema@.kde_refresh(%L, %L::text[]);', tbl::text, cols::text)
+                              ELSE format('Build a synopsis of 3 to 16 columns that include %s, e.g. SELECT @extschema@.kde_refresh(%L, '
                                           'ARRAY[%s, <more columns>]);', array_to_string(cols, ', '), tbl::text,
                                           (SELECT string_agg(quote_literal(c), ', ') FROM unnest(cols) c)) END;
     END IF;

@@ -1,6 +1,6 @@
 -- ---------------------------------------------------------------------------------------------- tracking
 -- Opt-in incremental maintenance of a table's 1-D synopses (docs/math.md §12): kde_track(tbl) installs
--- statement-level AFTER INSERT, UPDATE and DELETE triggers whose transition tables add the rows written to
+-- statement-level AFTER INSERT, UPDATE, DELETE (and TRUNCATE, 0.29.0) triggers whose transition tables add the rows written to
 -- the cells and heavy values they fall in, and subtract the rows deleted, exactly; the grid stays as built
 -- (its outer boundaries move out to rows beyond them) until the next full refresh. A write the synopsis
 -- cannot take exactly (a NaN or infinite value, a value off its lattice, a new value of an exact frequency
@@ -8,7 +8,7 @@
 --
 -- The trigger function runs as the catalog's owner (SECURITY DEFINER): the roles writing the table need no
 -- grant on the catalog, and a row of theirs can only ever change the synopsis of the table they wrote. It
--- runs only as one of the three triggers kde_track installs (checked against pg_trigger: their names, AFTER
+-- runs only as one of the four triggers kde_track installs (checked against pg_trigger: their names, AFTER
 -- ... FOR EACH STATEMENT, and the transition tables they declare), so the relations it reads are the
 -- statement's own rows. Writers of one tracked table queue on its synopses' catalog rows at the end of each
 -- statement (row locks held to commit): tracking serializes their commits, two REPEATABLE READ writers get a
@@ -16,6 +16,24 @@
 -- in float8 and rounded once per statement (a scan's are exact integers rounded once). 2-D synopses,
 -- partitions and tables in an inheritance tree are not tracked (a write through a parent or a child would
 -- not reach the triggers).
+
+-- Which tables are tracked is kde_tracked's to say (0.29.0), not the triggers': a table's owner may create
+-- triggers of the same names and shape, or disable one of kde_track's, without the catalog's grants. A red
+-- team did both on 0.28.0 (a delete trigger of its own, writes the triggers did not all see) and left a
+-- synopsis whose hard bounds read [1070, 1144] rows for 2,000, neither stale nor tracked. So the triggers
+-- apply writes only to a table kde_tracked holds, whose four triggers are all in place and enabled
+-- (_kde_track_intact); a table whose triggers are disabled, dropped or changed leaves kde_tracked there (the
+-- event triggers, and the trigger function itself, take it out), its synopses then as of the last write
+-- tracking applied, stale once the activity counters show the writes since. A TRUNCATE of a tracked table
+-- leaves its synopses stale with that reason (the next refresh takes them up again). A superuser who sets
+-- session_replication_role = replica skips every trigger: tracking cannot see that.
+CREATE TABLE kde_tracked (
+    relid           regclass    PRIMARY KEY,
+    tracked_at      timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE kde_tracked IS 'pg_kde: the tables kde_track keeps up to date';
+SELECT pg_catalog.pg_extension_config_dump('kde_tracked', '');
+GRANT SELECT ON kde_tracked TO PUBLIC;
 
 -- The values a statement wrote (added) and deleted (removed), applied to one 1-D synopsis' arrays
 -- (extension/track.c): the new arrays and the changes to its rows, or the problem that keeps it from taking
@@ -50,11 +68,23 @@ BEGIN
     IF TG_LEVEL <> 'STATEMENT' OR TG_WHEN <> 'AFTER' OR NOT EXISTS (
         SELECT 1 FROM pg_trigger t
         WHERE t.tgrelid = TG_RELID AND t.tgname = TG_NAME
-          AND t.tgname IN ('kde_track_insert', 'kde_track_update', 'kde_track_delete')
+          AND t.tgname IN ('kde_track_insert', 'kde_track_update', 'kde_track_delete', 'kde_track_truncate')
           AND t.tgnewtable IS NOT DISTINCT FROM (CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN 'kde_new' END)
           AND t.tgoldtable IS NOT DISTINCT FROM (CASE WHEN TG_OP IN ('DELETE', 'UPDATE') THEN 'kde_old' END)) THEN
         RAISE EXCEPTION 'pg_kde: _kde_track_apply runs only as the triggers kde_track installs'
             USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- Only a table kde_track tracks, with all four triggers in place (a write one of them missed would leave
+    -- its synopses off from then on: they stay as of the last write applied, stale once the counters show it).
+    IF NOT EXISTS (SELECT 1 FROM @extschema@.kde_tracked k WHERE k.relid = TG_RELID) THEN
+        RETURN NULL;
+    ELSIF NOT @extschema@._kde_track_intact(TG_RELID::regclass) THEN
+        PERFORM @extschema@._kde_track_broken(TG_RELID::regclass);
+        RETURN NULL;
+    ELSIF TG_OP = 'TRUNCATE' THEN
+        UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: the table was truncated'
+        WHERE k.relid = TG_RELID::regclass AND k.kind = '1d' AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%';
+        RETURN NULL;
     END IF;
     size_now := pg_relation_size(TG_RELID) / current_setting('block_size')::bigint;
     -- Each synopsis' column by identity (as queries resolve it), while its type is the one it was built on.
@@ -137,6 +167,51 @@ END
 $$;
 COMMENT ON FUNCTION _kde_track_apply() IS 'pg_kde internal: the tracking triggers'' function';
 
+-- Are tbl's four tracking triggers in place: kde_track's names, on _kde_track_apply, enabled (as origin or
+-- always), AFTER ... FOR EACH STATEMENT (tgtype: the event's bit alone) with their transition tables.
+CREATE FUNCTION _kde_track_intact(tbl regclass) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT count(*) = 4
+    FROM (VALUES ('kde_track_insert', 4, NULL, 'kde_new'), ('kde_track_update', 16, 'kde_old', 'kde_new'),
+                 ('kde_track_delete', 8, 'kde_old', NULL), ('kde_track_truncate', 32, NULL, NULL)) AS w(name, type, old, new)
+    JOIN pg_trigger t ON t.tgrelid = tbl AND t.tgname = w.name AND t.tgtype = w.type
+                     AND t.tgoldtable IS NOT DISTINCT FROM w.old AND t.tgnewtable IS NOT DISTINCT FROM w.new
+    WHERE t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure AND t.tgenabled IN ('O', 'A')
+$$;
+COMMENT ON FUNCTION _kde_track_intact(regclass) IS 'pg_kde internal: are a table''s four tracking triggers in place and enabled';
+
+-- A tracked table whose triggers are no longer all in place and enabled (disabled, dropped, renamed) is no
+-- longer tracked, and its synopses are stale with that reason: a write the triggers missed may be in the table
+-- (kde_untrack takes the table out of kde_tracked first, so that stopping on purpose leaves them fresh). Run
+-- by the event triggers and the trigger function, as the catalog's owner.
+CREATE FUNCTION _kde_track_broken(tbl regclass) RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM @extschema@.kde_tracked k WHERE k.relid = tbl;
+    UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: its tracking triggers were disabled, dropped or changed'
+    WHERE k.relid = tbl AND k.kind = '1d' AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%';
+$$;
+COMMENT ON FUNCTION _kde_track_broken(regclass) IS 'pg_kde internal: stop tracking a table whose triggers were disabled or dropped, its synopses stale';
+REVOKE EXECUTE ON FUNCTION _kde_track_broken(regclass) FROM PUBLIC;
+
+-- kde_tracked's writers: kde_track (a role that may write the catalog, the triggers in place) and
+-- kde_untrack (that, or the table's owner), with the caller's rights; the event triggers and the trigger
+-- function, as the catalog's owner, take out tables whose triggers are gone.
+ALTER TABLE kde_tracked ENABLE ROW LEVEL SECURITY;
+CREATE POLICY kde_tracked_read ON kde_tracked FOR SELECT USING (true);
+CREATE POLICY kde_tracked_add ON kde_tracked FOR INSERT
+    WITH CHECK (has_table_privilege('@extschema@.kde_synopsis', 'UPDATE') AND @extschema@._kde_track_intact(relid));
+CREATE POLICY kde_tracked_renew ON kde_tracked FOR UPDATE
+    USING (has_table_privilege('@extschema@.kde_synopsis', 'UPDATE'))
+    WITH CHECK (has_table_privilege('@extschema@.kde_synopsis', 'UPDATE') AND @extschema@._kde_track_intact(relid));
+CREATE POLICY kde_tracked_remove ON kde_tracked FOR DELETE
+    USING (has_table_privilege('@extschema@.kde_synopsis', 'UPDATE')
+           OR EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = relid AND pg_catalog.pg_has_role(c.relowner, 'USAGE')));
+GRANT INSERT, UPDATE, DELETE ON kde_tracked TO PUBLIC;
+
 -- Track a table's 1-D synopses: the caller must be allowed to write the catalog (tracking lets the table's
 -- writers change its synopses) and to create triggers on the table. Returns how many synopses are tracked.
 CREATE FUNCTION kde_track(tbl regclass) RETURNS integer
@@ -161,7 +236,7 @@ BEGIN
     IF NOT has_table_privilege('@extschema@.kde_synopsis', 'UPDATE') THEN
         RAISE EXCEPTION 'pg_kde: tracking % lets its writers change its synopses; it needs UPDATE on the catalog', tbl
             USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d to the role.';
+                  HINT = 'GRANT INSERT, UPDATE, DELETE ON @extschema@.kde_catalog, @extschema@.kde_synopsis TO the role (kde_synopsis_2d and kde_synopsis_nd too, for it to refresh pairs and 3 to 16 columns).';
     END IF;
     PERFORM @extschema@.kde_untrack(tbl);
     EXECUTE format('CREATE TRIGGER kde_track_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS kde_new '
@@ -170,6 +245,9 @@ BEGIN
                    'NEW TABLE AS kde_new FOR EACH STATEMENT EXECUTE FUNCTION @extschema@._kde_track_apply()', tbl);
     EXECUTE format('CREATE TRIGGER kde_track_delete AFTER DELETE ON %s REFERENCING OLD TABLE AS kde_old '
                    'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@._kde_track_apply()', tbl);
+    EXECUTE format('CREATE TRIGGER kde_track_truncate AFTER TRUNCATE ON %s '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@._kde_track_apply()', tbl);
+    INSERT INTO @extschema@.kde_tracked AS k (relid) VALUES (tbl) ON CONFLICT (relid) DO UPDATE SET tracked_at = now();
     SELECT count(*) INTO n FROM @extschema@.kde_catalog k WHERE k.relid = tbl AND k.kind = '1d';
     RETURN n;
 END
@@ -182,9 +260,11 @@ LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    DELETE FROM @extschema@.kde_tracked k WHERE k.relid = tbl;  -- (first: the triggers' drop then breaks nothing)
     EXECUTE format('DROP TRIGGER IF EXISTS kde_track_insert ON %s', tbl);
     EXECUTE format('DROP TRIGGER IF EXISTS kde_track_update ON %s', tbl);
     EXECUTE format('DROP TRIGGER IF EXISTS kde_track_delete ON %s', tbl);
+    EXECUTE format('DROP TRIGGER IF EXISTS kde_track_truncate ON %s', tbl);
 END
 $$;
 COMMENT ON FUNCTION kde_untrack(regclass) IS 'Stop tracking a table (drop kde_track''s triggers)';

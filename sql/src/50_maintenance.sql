@@ -14,7 +14,7 @@ AS $$
         WHEN built_storage LIKE 'untracked: %' THEN 'tracking could not apply a write: ' || substr(built_storage, 12)
         WHEN storage_id LIKE '%?%' THEN 'could not read ' || (length(storage_id) - length(replace(storage_id, '?', '')))
                                         || ' shard(s) of the Citus table on the workers'
-        WHEN storage_id IS DISTINCT FROM built_storage THEN 'truncated, rewritten, repartitioned or restored'
+        WHEN storage_id IS DISTINCT FROM built_storage THEN 'truncated, rewritten, repartitioned, restored or (a view) redefined'
         WHEN mod_count < built_mod_count THEN 'activity statistics were reset since the build'
         WHEN mod_count - built_mod_count >= 0.1 * greatest(rows, 1) THEN 'at least 10% of the rows modified'
         WHEN abs(pages - built_pages) > greatest(0.1 * built_pages, 1) THEN 'size changed by more than 10%'
@@ -40,8 +40,8 @@ SELECT k.relid,
        CASE WHEN st.mod_count >= k.mod_count THEN st.mod_count - k.mod_count END AS rows_modified,
        r.reason IS NOT NULL AS stale,
        r.reason AS stale_reason,
-       k.kind = '1d' AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = k.relid AND t.tgname = 'kde_track_insert'
-                                 AND t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure) AS tracked
+       k.kind = '1d' AND EXISTS (SELECT 1 FROM @extschema@.kde_tracked t WHERE t.relid = k.relid)
+           AND @extschema@._kde_track_intact(k.relid) AS tracked
 FROM @extschema@.kde_catalog k
 LEFT JOIN @extschema@.kde_synopsis p1 ON k.kind = '1d' AND p1.relid = k.relid AND p1.cols = k.cols
 LEFT JOIN @extschema@.kde_synopsis_2d p2 ON k.kind = '2d' AND p2.relid = k.relid AND p2.cols = k.cols
@@ -111,6 +111,11 @@ BEGIN
     DELETE FROM @extschema@.kde_catalog k USING pg_event_trigger_dropped_objects() d
     WHERE d.classid = 'pg_class'::regclass AND d.objid = k.relid::oid
       AND (d.objsubid = 0 OR d.objsubid = ANY (k.attnums));
+    -- a tracked table dropped, or one of its tracking triggers: no longer tracked (0.29.0)
+    IF EXISTS (SELECT 1 FROM pg_event_trigger_dropped_objects() d WHERE d.object_type IN ('table', 'trigger')) THEN
+        PERFORM @extschema@._kde_track_broken(t.relid) FROM @extschema@.kde_tracked t
+        WHERE NOT @extschema@._kde_track_intact(t.relid);
+    END IF;
 EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint_violation THEN
     RAISE WARNING 'pg_kde: could not remove the synopses of dropped objects: %', SQLERRM;
 END
@@ -133,6 +138,10 @@ BEGIN
     SELECT array_agg(oid) INTO touched FROM rels;
     IF touched IS NOT NULL THEN
         PERFORM @extschema@._kde_reconcile(touched);
+        -- a tracked table whose triggers were disabled (ALTER TABLE ... DISABLE TRIGGER) is no longer tracked:
+        -- writes they miss would otherwise be followed by writes they apply (0.29.0)
+        PERFORM @extschema@._kde_track_broken(t.relid) FROM @extschema@.kde_tracked t
+        WHERE t.relid::oid = ANY (touched) AND NOT @extschema@._kde_track_intact(t.relid);
     END IF;
 EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint_violation THEN
     RAISE WARNING 'pg_kde: could not bring synopses in step with the change: %', SQLERRM;

@@ -106,6 +106,80 @@ def test_views_over_tables_with_row_level_security_get_no_synopsis(db, table, pa
         db.execute(sql.SQL("DROP VIEW {}").format(ident(view)))
 
 
+@pytest.fixture
+def tenants(db, table, login_role):
+    """A table of two roles' rows (who), SELECT on it for nobody but its owner, and a reader role."""
+    reader, reader_dsn = login_role()
+    db.execute(sql.SQL("CREATE TABLE {} (x float8, who name)").format(ident(table)))
+    db.execute(sql.SQL("INSERT INTO {} SELECT g %% 100, CASE WHEN g %% 4 = 0 THEN %s ELSE 'other' END "
+                       "FROM generate_series(1, 4000) g").format(ident(table)), (reader,))
+    return reader, reader_dsn
+
+
+def test_a_security_invoker_view_serves_only_roles_that_may_read_its_tables(db, table, tenants):
+    """A red team (0.28.0): a security_invoker view over a table its reader may not read served the table's
+    30,000 rows to that reader, where SELECT on the view failed with "permission denied for table"."""
+    reader, reader_dsn = tenants
+    view = table + "_inv"
+    db.execute(sql.SQL("CREATE VIEW {} WITH (security_invoker = true) AS SELECT x FROM {}").format(ident(view), ident(table)))
+    db.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident(view), ident(reader)))
+    assert refresh(db, view, "x")["rows"] == 4000  # its owner may read the table
+    with psycopg.connect(reader_dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(sql.SQL("SELECT count(*) FROM {}").format(ident(view)))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="security_invoker") as err:
+            approx(conn, "approx_count", view, "x", None, None)
+        assert f"role {reader} may not read" in str(err.value)
+        assert synopsis_rows(conn, view) == []
+    db.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident(table), ident(reader)))
+    with psycopg.connect(reader_dsn, autocommit=True) as conn:  # once it may read them, as SELECT does
+        assert approx(conn, "approx_count", view, "x", None, None) == 4000
+
+
+@pytest.mark.parametrize("where, named", [
+    ("who = current_user", "CURRENT_USER"),
+    ("who = session_user", "SESSION_USER"),
+    ("who = current_setting('app.tenant', true)", "current_setting(text,boolean)"),
+    ("pg_has_role(who, 'MEMBER')", "pg_has_role(name,text)"),
+    ("{stable}(x)", "(double precision)"),
+])
+def test_views_that_read_who_reads_them_get_no_synopsis(db, table, tenants, where, named):
+    """A red team (0.28.0): a view filtering by current_user, granted to two roles, served the rows its builder
+    saw to the other, whose own rows were ten times as many, with a zero-width interval; and a second role
+    with the catalog's grants refreshed it with its rows, which the first then read. Such views are refused
+    for every role, as views over tables with row-level security are, and through a view over them too."""
+    reader, reader_dsn = tenants
+    view, outer, fn = table + "_mine", table + "_outer", table + "_f"
+    db.execute(sql.SQL("CREATE FUNCTION {}(float8) RETURNS boolean LANGUAGE sql STABLE AS 'SELECT $1 > 5'").format(ident(fn)))
+    db.execute(sql.SQL("CREATE VIEW {} AS SELECT x FROM {} WHERE " + where.replace("{stable}", '"' + fn + '"'))
+               .format(ident(view), ident(table)))
+    db.execute(sql.SQL("CREATE VIEW {} AS SELECT x FROM {}").format(ident(outer), ident(view)))
+    db.execute(sql.SQL("GRANT SELECT ON {}, {} TO {}").format(ident(view), ident(outer), ident(reader)))
+    db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d TO {}").format(ident(reader)))
+    for v in (view, outer):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="reads who or where its reader is") as err:
+            refresh(db, v, "x")
+        assert named in str(err.value)
+        with psycopg.connect(reader_dsn, autocommit=True) as conn:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="reads who or where its reader is"):
+                refresh(conn, v, "x")
+    assert db.execute("SELECT count(*) FROM kde_catalog WHERE relid::oid IN (%s::regclass::oid, %s::regclass::oid)",
+                      (view, outer)).fetchone()[0] == 0
+
+
+def test_views_of_immutable_functions_and_the_clock_keep_their_synopses(db, table, tenants):
+    """What the rule leaves alone: immutable functions, operators, now() (rows that depend on when, not who)."""
+    reader, reader_dsn = tenants
+    view, fn = table + "_ok", table + "_f"
+    db.execute(sql.SQL("CREATE FUNCTION {}(float8) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 > 5'").format(ident(fn)))
+    db.execute(sql.SQL("CREATE VIEW {} AS SELECT x FROM {} WHERE {}(x) AND now() > '2000-01-01' AND abs(x) >= 0")
+               .format(ident(view), ident(table), ident(fn)))
+    db.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident(view), ident(reader)))
+    assert refresh(db, view, "x")["rows"] == 3760
+    with psycopg.connect(reader_dsn, autocommit=True) as conn:
+        assert approx(conn, "approx_count", view, "x", None, None) == 3760
+
+
 # ---------------------------------------------------------------------------------------------- schema changes
 def test_a_renamed_column_keeps_its_synopsis_and_a_new_one_of_the_old_name_has_none(db, table):
     load(db, table, {"a": np.linspace(0, 100, 20000)})
@@ -218,6 +292,34 @@ def test_truncate_makes_a_synopsis_stale(db, table):
     db.execute(sql.SQL("TRUNCATE {}").format(ident(table)))
     is_stale, reason, _ = stale(db, table)
     assert is_stale and "truncated" in reason
+
+
+def test_inheritance_children_and_a_views_tables_count_in_its_staleness(db, table):
+    """A red team (0.28.0): a refresh of an inheritance parent counted its child's 2,000 rows, but 18,000 rows
+    inserted into the child left it fresh (rows_modified 0); a view's synopsis was never stale, whatever its
+    table's growth or a CREATE OR REPLACE VIEW. Their rows' relations count now (0.29.0)."""
+    parent, child, base, view = table, table + "_c", table + "_b", table + "_v"
+    db.execute(sql.SQL("CREATE TABLE {} (x float8)").format(ident(parent)))
+    db.execute(sql.SQL("CREATE TABLE {} () INHERITS ({})").format(ident(child), ident(parent)))
+    db.execute(sql.SQL("CREATE TABLE {} (x float8)").format(ident(base)))
+    db.execute(sql.SQL("CREATE VIEW {} AS SELECT x FROM {}").format(ident(view), ident(base)))
+    try:
+        for rel in (parent, child, base):
+            db.execute(sql.SQL("INSERT INTO {} SELECT g FROM generate_series(1, 1000) g").format(ident(rel)))
+        assert refresh(db, parent, "x")["rows"] == 2000 and refresh(db, view, "x")["rows"] == 1000
+        flush_stats(db)
+        assert stale(db, parent) == (False, None, 0) and stale(db, view) == (False, None, 0)
+        db.execute(sql.SQL("INSERT INTO {} SELECT g FROM generate_series(1, 18000) g").format(ident(child)))
+        db.execute(sql.SQL("INSERT INTO {} SELECT g FROM generate_series(1, 19000) g").format(ident(base)))
+        flush_stats(db)
+        assert stale(db, parent) == (True, "at least 10% of the rows modified", 18000)
+        assert stale(db, view) == (True, "at least 10% of the rows modified", 19000)
+        refresh(db, view, "x")
+        db.execute(sql.SQL("CREATE OR REPLACE VIEW {} AS SELECT -x AS x FROM {}").format(ident(view), ident(base)))
+        is_stale, reason, _ = stale(db, view)
+        assert is_stale and "redefined" in reason
+    finally:
+        db.execute(sql.SQL("DROP VIEW {}; DROP TABLE {}; DROP TABLE {}").format(ident(view), ident(base), ident(child)))
 
 
 def test_growth_of_exactly_ten_percent_is_stale(db, table):

@@ -576,6 +576,57 @@ def test_timestamp_bounds_in_a_daylight_saving_gap(db, table):
     finally:
         db.execute("RESET TimeZone")
 
+
+def test_date_bounds_where_daylight_saving_starts_at_midnight(db, table):
+    """A red team (0.28.0): date bounds resolved to the timestamptz forms (SQL's preferred type for a date),
+    cast in the session's TimeZone, where 2018-11-04 00:00 does not exist in America/Sao_Paulo (01:00): a date
+    column's approx_count_ci over that day read [0, 0] for 1,000 rows, a two-day range 1,000 for 2,000. Date
+    bounds have forms of their own (0.29.0), for every function and each time column type."""
+    db.execute(sql.SQL("CREATE TABLE {} (d date, w timestamp, t timestamptz, amount float8)").format(ident(table)))
+    db.execute("SET TimeZone = 'America/Sao_Paulo'")
+    try:
+        db.execute(sql.SQL("INSERT INTO {} SELECT day, day + (g % 24) * interval '1 hour', "
+                           "day + (g % 24) * interval '1 hour', g % 10 FROM generate_series(1, 7000) g, "
+                           "LATERAL (SELECT date '2018-11-01' + (g % 7) AS day) x").format(ident(table)))
+        for col in ("d", "w", "t"):
+            refresh(db, table, col, budget=65536)
+        db.execute("SELECT kde_refresh(%s, ARRAY['d', 'amount'])", (table,))
+        for col in ("d", "w", "t"):
+            for lo, hi in [("2018-11-04", "2018-11-04"), ("2018-11-03", "2018-11-04"), ("2018-11-04", "2018-11-06")]:
+                exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE {} BETWEEN %s::date AND %s::date")
+                                   .format(ident(table), ident(col)), (lo, hi)).fetchone()[0]
+                est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, %s, %s::date, %s::date)",
+                                            (table, col, lo, hi)).fetchone()
+                assert low <= exact <= high, (col, lo, hi, exact, low, high)
+                assert db.execute("SELECT approx_count(%s, %s, %s::date, %s::date)",
+                                  (table, col, lo, hi)).fetchone()[0] == est
+        assert db.execute("SELECT * FROM approx_count_ci(%s, 'd', date '2018-11-04', date '2018-11-04')",
+                          (table,)).fetchone() == (1000, 1000, 1000)
+        day = db.execute("SELECT approx_avg(%s, 'd', date '2018-11-04', date '2018-11-04')::date", (table,)).fetchone()[0]
+        assert str(day) == "2018-11-04"
+        exact = db.execute(sql.SQL("SELECT count(*), sum(amount) FROM {} WHERE d = date '2018-11-04'")
+                           .format(ident(table))).fetchone()
+        assert db.execute("SELECT approx_count(%s, 'd', date '2018-11-04', date '2018-11-04', 'amount', NULL, NULL)",
+                          (table,)).fetchone()[0] == pytest.approx(exact[0], rel=0.02)
+        assert db.execute("SELECT approx_sum(%s, 'amount', 'd', date '2018-11-04', date '2018-11-04')",
+                          (table,)).fetchone()[0] == pytest.approx(exact[1], rel=0.05)
+        assert db.execute("SELECT approx_avg(%s, 'amount', 'd', date '2018-11-04', date '2018-11-04')",
+                          (table,)).fetchone()[0] == pytest.approx(exact[1] / exact[0], rel=0.05)
+    finally:
+        db.execute("RESET TimeZone")
+
+
+def test_nan_bounds_of_a_pair_are_an_error_as_elsewhere(db, table):
+    """A red team (0.28.0): the pair forms took a NaN bound as SQL orders it (the largest value): approx_avg
+    over [100, NaN] read a number and approx_count with lo = NaN 0, where the 1-D and many-column forms raise."""
+    load(db, table, {"a": np.arange(2000.0) % 97, "b": np.arange(2000.0) % 89})
+    db.execute("SELECT kde_refresh(%s, ARRAY['a', 'b'])", (table,))
+    for call in ["approx_count(%s, 'a', 'NaN', NULL, 'b', NULL, NULL)", "approx_count(%s, 'a', 1, 2, 'b', 0, 'NaN')",
+                 "approx_sum(%s, 'a', 'b', 100, 'NaN')", "approx_avg(%s, 'a', 'b', 'NaN', 'NaN')"]:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="bounds must not be NaN"):
+            db.execute("SELECT " + call.replace("'NaN'", "'NaN'::float8"), (table,))
+
+
 def daily(rng, n, days=366):
     """Whole seconds over ``days`` days from 2024-01-01 UTC: 75% of each day's rows around 13:00 (sd 3.5 h), 25%
     uniform over the day."""
@@ -1321,7 +1372,10 @@ def test_a_pair_table_s_nan_bounds_sums_and_budget(db, table):
         assert got == 0.01 == box_2d(s, -np.inf, np.inf, -np.inf if lo is None else lo, np.inf if hi is None else hi, 1)
     nan_boxes = ("SELECT approx_count(%s, 'b', 'NaN'::float8, 'NaN'::float8, 'a', NULL::float8, NULL::float8), "
                  "approx_count(%s, 'b', 1::float8, 'NaN'::float8, 'a', NULL::float8, NULL::float8)")
-    assert db.execute(nan_boxes, (table, table)).fetchone() == (0.0, 13333.0)  # (NaN above every value)
+    # (0.10.0-0.28.0 read NaN as PostgreSQL orders it, above every value: (0.0, 13333.0); since 0.29.0 a NaN bound is
+    # an error, as in the 1-D and many-column forms: test_nan_bounds_of_a_pair_are_an_error_as_elsewhere)
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="bounds must not be NaN"):
+        db.execute(nan_boxes, (table, table))
     assert box_2d(s, -np.inf, np.inf, np.nan, np.nan, 0) == 0.0
 
     schema, domain, x, y = "s" * 63, "d" * 63, "x" * 63, "y" * 63

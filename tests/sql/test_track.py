@@ -183,3 +183,67 @@ def test_the_trigger_function_runs_only_as_kde_tracks_triggers(db, table):
     with pytest.raises(psycopg.Error, match="in an inheritance tree"):
         db.execute(f"SELECT kde_track('\"{table}_p1\"')")
     db.execute(f'DROP TABLE "{table}_p"')
+
+
+def test_an_owner_cannot_track_by_hand_nor_write_past_disabled_triggers(db, table, login_role):
+    """A red team (0.28.0): the owner of a table whose synopsis an administrator built, refused by kde_track,
+    created a delete trigger of kde_track's name and shape on _kde_track_apply itself, inserted 900 rows and
+    deleted them through it: hard bounds [1070, 1144] rows for 2,000, neither stale nor tracked. Or, on a table
+    kde_track tracked: ALTER TABLE ... DISABLE TRIGGER, writes, ENABLE TRIGGER. Tracking is kde_tracked's
+    record now (only catalog writers add to it), and disabled or dropped triggers end it, the synopses stale."""
+    owner, owner_dsn = login_role()
+    t = sql.Identifier(table).as_string(db)
+    db.execute(f"CREATE TABLE {t} (v int)")
+    db.execute(f"INSERT INTO {t} SELECT g % 50 FROM generate_series(1, 2000) g")
+    db.execute(f"ALTER TABLE {t} OWNER TO {owner}")
+    refresh(db, table, "v")
+    with psycopg.connect(owner_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TRIGGER kde_track_delete AFTER DELETE ON {t} REFERENCING OLD TABLE AS kde_old "
+                     "FOR EACH STATEMENT EXECUTE FUNCTION _kde_track_apply()")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # nor by writing kde_tracked itself
+            conn.execute("INSERT INTO kde_tracked (relid) VALUES (%s::regclass)", (t,))
+        conn.execute(f"INSERT INTO {t} SELECT 7 FROM generate_series(1, 900)")
+        conn.execute(f"DELETE FROM {t} WHERE v = 7")  # (the 40 rows of 7 the refresh saw go too)
+    exact = db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+    count = db.execute("SELECT * FROM approx_count_ci(%s, 'v', NULL, NULL)", (t,)).fetchone()
+    assert exact == 1960 and count == (2000, 2000, 2000)  # as of the refresh: the trigger applied nothing
+    db.execute(f"DROP TRIGGER kde_track_delete ON {t}")
+    # tracked by kde_track; a trigger disabled, a write it misses, enabled again: tracking ended, stale
+    refresh(db, table, "v")
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    assert state(db, table, "v")[:3] == (False, None, True)
+    with psycopg.connect(owner_dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE {t} DISABLE TRIGGER kde_track_insert")
+        conn.execute(f"INSERT INTO {t} VALUES (1), (2)")
+        conn.execute(f"ALTER TABLE {t} ENABLE TRIGGER kde_track_insert")
+        conn.execute(f"DELETE FROM {t} WHERE v = 3")
+    assert state(db, table, "v")[:3] == (
+        True, "tracking could not apply a write: its tracking triggers were disabled, dropped or changed", False)
+    assert db.execute("SELECT count(*) FROM kde_tracked WHERE relid = %s::regclass", (t,)).fetchone()[0] == 0
+    # a dropped trigger likewise; kde_untrack, on purpose, leaves the synopses fresh
+    for stop in (f"DROP TRIGGER kde_track_update ON {t}", f"SELECT kde_untrack('{t}')"):
+        refresh(db, table, "v")
+        db.execute("SELECT kde_track(%s::regclass)", (t,))
+        db.execute(stop)
+        assert state(db, table, "v")[2] is False
+        assert state(db, table, "v")[0] is ("DROP" in stop)
+
+
+def test_truncate_of_a_tracked_table_leaves_its_synopses_stale_until_a_refresh(db, table):
+    """A red team (0.28.0): after TRUNCATE the synopsis was stale, but tracked inserts were added to the rows
+    before it: approx_count_ci read [11850, 11850] for 1 row. TRUNCATE now stops the writes' application until
+    a refresh, which takes tracking up again."""
+    rng = np.random.default_rng(4)
+    t = sql.Identifier(table).as_string(db)
+    load(db, table, {"v": rng.integers(0, 100, 3000).astype(float)})
+    refresh(db, table, "v")
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    db.execute(f"TRUNCATE {t}")
+    db.execute(f"INSERT INTO {t} VALUES (5)")
+    # (the insert after the TRUNCATE not applied: the rows before it)
+    assert state(db, table, "v") == (True, "tracking could not apply a write: the table was truncated", True, 3000)
+    refresh(db, table, "v")
+    db.execute(f"INSERT INTO {t} VALUES (5), (6)")
+    assert state(db, table, "v")[:3] == (False, None, True)
+    assert db.execute("SELECT * FROM approx_count_ci(%s, 'v', NULL, NULL)", (t,)).fetchone() == (3, 3, 3)
+    check_exact(payload(db, table, "v"), values(db, table, "v"), rng)

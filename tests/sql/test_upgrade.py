@@ -19,7 +19,7 @@ from pg_kde.synopsis.query import heavy_values  # noqa: E402
 from sqlhelpers import approx, load, refresh  # noqa: E402
 
 #: Every released version, oldest first; each ships an update script to the next.
-RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0", "0.27.0"]
+RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0", "0.27.0", "0.28.0"]
 
 # Each object of the extension, described so that two installs can be compared.
 SCHEMA_QUERIES = {
@@ -272,3 +272,25 @@ def test_an_update_carries_writers_grants_to_a_new_catalog_table(scratch_db, old
             conn.execute("DROP EXTENSION IF EXISTS pg_kde CASCADE")
             for role in (writer, reader, cleaner):
                 conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+@pytest.mark.parametrize("old", [v for v in RELEASED if v in since("0.14.0")])
+def test_tables_tracked_before_0_29_0_stay_tracked(scratch_db, old):
+    """0.29.0 keeps which tables are tracked in kde_tracked and adds a TRUNCATE trigger: a table kde_track
+    tracked before the update gets both, and its writes keep reaching the synopsis."""
+    with scratch_db() as conn:
+        if conn.execute("SELECT count(*) FROM pg_available_extension_versions WHERE name = 'pg_kde' "
+                        "AND version = %s", (old,)).fetchone()[0] == 0:
+            pytest.skip(f"{old} is not installed")
+        conn.execute(f"CREATE EXTENSION pg_kde VERSION '{old}' CASCADE")
+        if conn.execute("SELECT count(*) FROM pg_proc WHERE proname = 'kde_track'").fetchone()[0] == 0:
+            pytest.skip(f"{old} has no kde_track")
+        conn.execute("CREATE TABLE tr (x int)")
+        conn.execute("SELECT kde_track('tr')")
+        conn.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{pg_kde.__version__}'")
+        assert conn.execute("SELECT relid::text FROM kde_tracked").fetchall() == [("tr",)]
+        assert conn.execute("SELECT _kde_track_intact('tr')").fetchone()[0] is True
+        conn.execute("INSERT INTO tr SELECT g % 50 FROM generate_series(1, 2000) g")
+        refresh(conn, "tr", "x")
+        conn.execute("INSERT INTO tr VALUES (1), (2)")
+        assert conn.execute("SELECT tracked, stale, n_rows FROM kde_synopses").fetchone() == (True, False, 2002)
