@@ -77,6 +77,17 @@ def test_a_role_under_policies_cannot_overwrite_the_synopsis(db, table, payroll)
     assert after == before
 
 
+def test_kde_bandwidth_under_policies_says_what_it_would_do(db, table, payroll):
+    """kde_bandwidth stores nothing: its refusal under row-level security says so (a red team on 0.28.0 read
+    "a synopsis built from them would be served to every reader" there)."""
+    u1, u1_dsn = payroll
+    with psycopg.connect(u1_dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security hides rows") as err:
+            conn.execute("SELECT kde_bandwidth(%s::regclass, 'salary')", (table,))
+        assert "kde_bandwidth would choose a bandwidth for the rows this role sees" in str(err.value)
+        assert "served to every reader" not in str(err.value)
+
+
 def test_forced_policies_stop_even_the_owner(db, table, login_role):
     owner, owner_dsn = login_role()
     db.execute(sql.SQL("CREATE TABLE {} (x float8)").format(ident(table)))
