@@ -1,15 +1,17 @@
 -- pg_kde 0.28.0 -> 0.29.0 (found by a red team on 0.28.0):
 --   views whose rows depend on their reader get no synopsis (_kde_rows_depend): security_invoker views read
---     by a role that may not read their tables, views that read CURRENT_USER, current_setting() and the like;
+--     by a role that may not read their tables, views that read who their reader is (CURRENT_USER,
+--     current_setting(), privilege tests, *_to_xml, their own non-IMMUTABLE functions), foreign tables
+--     whose server has user mappings, none for the reader;
 --   tracking is kde_tracked's record (new table), so that an owner's own triggers or disabled ones cannot
---     change a synopsis; kde_track adds a TRUNCATE trigger; tables tracked before are carried over;
+--     change a synopsis; kde_track adds a TRUNCATE trigger; the DDL event trigger also watches CREATE and
+--     ALTER TRIGGER; tables tracked before are carried over;
 --   date forms of approx_count, approx_count_ci, approx_avg and the pair functions (date bounds read as
 --     their midnight's wall-clock time);
 --   NaN bounds of the pair functions are an error; staleness counts inheritance children and a view's
---     tables and definitions; hints name the extension's schema. Every function that names the version is
+--     tables and definitions (not a materialized view's); hints name the extension's schema. Every function that names the version is
 --     replaced. No payload changes.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.29.0'" to load this file. \quit
-
 
 CREATE FUNCTION _kde_rows_depend(tbl regclass) RETURNS text
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -22,24 +24,43 @@ DECLARE
 BEGIN
     IF row_security_active(tbl) THEN
         RETURN format('row-level security hides rows of %s from role %s', tbl, quote_ident(current_user::text));
-    ELSIF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl AND c.relkind = 'v') THEN
-        RETURN NULL;
     END IF;
-    -- every relation the view reads, through views, each with the view that reads it
+    -- every relation tbl reads: through views (each with the view that reads it), and partitions and
+    -- inheritance children (parent NULL: read as tbl is)
     WITH RECURSIVE used(oid, parent) AS (
         SELECT tbl::oid, NULL::oid
         UNION
-        SELECT d.refobjid, used.oid
-        FROM used
-        JOIN pg_class v ON v.oid = used.oid AND v.relkind = 'v'
-        JOIN pg_rewrite r ON r.ev_class = v.oid
-        JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
-                        AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> v.oid
+        SELECT x.oid, x.parent FROM used CROSS JOIN LATERAL (
+            SELECT d.refobjid AS oid, used.oid AS parent
+            FROM pg_class v
+            JOIN pg_rewrite r ON r.ev_class = v.oid
+            JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                            AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> v.oid
+            WHERE v.oid = used.oid AND v.relkind = 'v'
+            UNION ALL
+            SELECT i.inhrelid, NULL::oid FROM pg_inherits i WHERE i.inhparent = used.oid
+        ) x
     )
     SELECT array_agg(used.oid), array_agg(used.parent) INTO rels, parents FROM used;
+    SELECT format('%s reads foreign table %s, whose server %s has no user mapping for role %s',
+                  CASE WHEN c.oid = tbl THEN 'a synopsis of ' || tbl::text ELSE tbl::text END, c.oid::regclass,
+                  quote_ident(s.srvname), quote_ident(current_user::text))
+    INTO why
+    FROM pg_class c JOIN pg_foreign_table f ON f.ftrelid = c.oid JOIN pg_foreign_server s ON s.oid = f.ftserver
+    WHERE c.oid = ANY (rels)
+      AND EXISTS (SELECT 1 FROM pg_user_mappings m WHERE m.srvid = s.oid)  -- (a wrapper that uses them)
+      AND NOT EXISTS (SELECT 1 FROM pg_user_mappings m WHERE m.srvid = s.oid AND (m.umuser = 0 OR m.usename = current_user))
+    ORDER BY c.oid LIMIT 1;
+    IF why IS NOT NULL THEN
+        RETURN why;
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl AND c.relkind = 'v') THEN
+        RETURN NULL;
+    END IF;
     SELECT format('row-level security hides rows of %s from role %s (row-level security is enabled on %s, which it reads)',
                   tbl, quote_ident(current_user::text), c.oid::regclass)
-    INTO why FROM pg_class c WHERE c.oid = ANY (rels) AND c.relrowsecurity ORDER BY c.oid LIMIT 1;
+    INTO why
+    FROM unnest(rels, parents) AS e(oid, parent) JOIN pg_class c ON c.oid = e.oid
+    WHERE e.parent IS NOT NULL AND c.relrowsecurity ORDER BY c.oid LIMIT 1;
     IF why IS NOT NULL THEN
         RETURN why;
     END IF;
@@ -55,26 +76,32 @@ BEGIN
     IF why IS NOT NULL THEN
         RETURN why;
     END IF;
-    -- (a stored rule's node tree names each function it calls by oid, and each SQL value function by its op:
-    -- 9 CURRENT_ROLE, 10 CURRENT_USER, 11 USER, 12 SESSION_USER, 14 CURRENT_SCHEMA in PostgreSQL 15)
-    SELECT format('view %s reads who or where its reader is (%s): its rows depend on the role reading it', tbl,
-                  string_agg(DISTINCT f.what, ', '))
+    -- What the views' definitions call, from their stored node trees (pg_rewrite.ev_action): a function,
+    -- operator's function or aggregate by its oid, a SQL value function by its op (PostgreSQL 15: 9
+    -- CURRENT_ROLE, 10 CURRENT_USER, 11 USER, 12 SESSION_USER).
+    SELECT format('view %s reads who its reader is (%s): its rows depend on the role reading it',
+                  tbl, string_agg(DISTINCT f.what, ', '))
     INTO why
-    FROM pg_rewrite r
-    CROSS JOIN LATERAL regexp_matches(r.ev_action::text, '(SQLVALUEFUNCTION :op|:funcid|:opfuncid|:aggfnoid|:winfnoid) ([0-9]+)', 'g') m
+    FROM (SELECT r.ev_action::text AS tree FROM pg_rewrite r JOIN pg_class v ON v.oid = r.ev_class AND v.relkind = 'v'
+          WHERE r.ev_class = ANY (rels)) d
     CROSS JOIN LATERAL (
-        SELECT CASE m[2] WHEN '9' THEN 'CURRENT_ROLE' WHEN '10' THEN 'CURRENT_USER' WHEN '11' THEN 'USER'
-                         WHEN '12' THEN 'SESSION_USER' WHEN '14' THEN 'CURRENT_SCHEMA' END AS what
-        WHERE m[1] = 'SQLVALUEFUNCTION :op'
+        SELECT (ARRAY['CURRENT_ROLE', 'CURRENT_USER', 'USER', 'SESSION_USER'])[m[1]::integer - 8] AS what
+        FROM regexp_matches(d.tree, 'SQLVALUEFUNCTION :op (9|10|11|12) ', 'g') m
         UNION ALL
         SELECT p.oid::regprocedure::text
-        FROM pg_proc p
-        WHERE m[1] <> 'SQLVALUEFUNCTION :op' AND p.oid = m[2]::oid
-          AND CASE WHEN p.pronamespace = 'pg_catalog'::regnamespace
-                   THEN p.proname ~ '^(current_setting|current_user|session_user|current_role|current_schemas?|pg_has_role|row_security_active|has_[a-z_]+_privilege|inet_client_(addr|port)|pg_backend_pid)$'
-                   ELSE p.provolatile <> 'i' END
+        FROM regexp_matches(d.tree, ':(?:funcid|opfuncid|aggfnoid|winfnoid) ([0-9]+)', 'g') m
+        JOIN pg_proc p ON p.oid = m[1]::oid
+        LEFT JOIN pg_aggregate g ON g.aggfnoid = p.oid
+        WHERE CASE WHEN p.pronamespace = 'pg_catalog'::regnamespace
+                   THEN p.proname ~ ('^(current_setting|set_config|current_user|session_user|current_role|getpgusername'
+                                     '|pg_has_role|has_[a-z_]+_privilege|row_security_active|pg_show_all_settings'
+                                     '|[a-z_]*_to_xml[a-z_]*|pg_stat_get_activity|pg_stat_get_backend_[a-z_]+'
+                                     '|inet_client_(addr|port)|pg_backend_pid|current_query)$')
+                   ELSE p.provolatile <> 'i' OR EXISTS (
+                       SELECT 1 FROM pg_proc s
+                       WHERE s.oid IN (g.aggtransfn, g.aggfinalfn, g.aggcombinefn, g.aggserialfn, g.aggdeserialfn,
+                                       g.aggmtransfn, g.aggminvtransfn, g.aggmfinalfn) AND s.provolatile <> 'i') END
     ) f
-    WHERE r.ev_class = ANY (rels) AND f.what IS NOT NULL
     HAVING count(*) > 0;
     RETURN why;
 END
@@ -88,6 +115,26 @@ AS $$
     SELECT @extschema@._kde_rows_depend(tbl) IS NOT NULL
 $$;
 COMMENT ON FUNCTION _kde_rows_hidden(regclass) IS 'pg_kde internal: may the rows of tbl depend on who reads them (_kde_rows_depend)';
+
+CREATE OR REPLACE FUNCTION _kde_can_read(tbl regclass, cols text[], attnums int2[], built_relid oid) RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    readable boolean;
+BEGIN
+    SELECT has_schema_privilege(c.relnamespace, 'USAGE') AND NOT row_security_active(tbl)
+           AND (c.relkind NOT IN ('v', 'f', 'p') AND NOT c.relhassubclass OR NOT @extschema@._kde_rows_hidden(tbl))
+           AND (SELECT coalesce(bool_and(a.attnum IS NOT NULL AND coalesce(has_column_privilege(tbl, a.attnum, 'SELECT'), false)
+                                         AND (built_relid <> tbl::oid OR a.attnum = u.n)), false)
+                FROM unnest(cols, attnums) AS u(name, n)
+                LEFT JOIN pg_attribute a ON a.attrelid = tbl AND a.attname = u.name AND a.attnum > 0 AND NOT a.attisdropped)
+    INTO readable
+    FROM pg_class c WHERE c.oid = tbl;
+    RETURN coalesce(readable, false);
+END
+$$;
+COMMENT ON FUNCTION _kde_can_read(regclass, text[], int2[], oid) IS 'pg_kde internal: may the current role read this synopsis';
 
 CREATE OR REPLACE FUNCTION _kde_columns(tbl regclass, cols text[], OUT attnums int2[], OUT coltypes text[])
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -104,7 +151,8 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
     SELECT n.nspname, has_schema_privilege(c.relnamespace, 'USAGE') AS usable,
-           @extschema@._kde_rows_depend(tbl) AS hidden INTO rel
+           CASE WHEN row_security_active(tbl) OR c.relkind IN ('v', 'f', 'p') OR c.relhassubclass
+                THEN @extschema@._kde_rows_depend(tbl) END AS hidden INTO rel
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'pg_kde: relation with oid % does not exist', tbl::oid USING ERRCODE = 'undefined_table';
@@ -153,13 +201,16 @@ BEGIN
     -- The relations whose rows tbl shows: itself, its partitions and inheritance children (a parent's scan
     -- reads them), and through a view the relations it reads (0.29.0: a red team grew an inheritance child and
     -- a view's table twentyfold, neither stale); those with storage, or foreign, count. A view's definitions
-    -- count too (CREATE OR REPLACE VIEW changes what it shows).
+    -- count too (CREATE OR REPLACE VIEW changes what it shows), less the parse positions they store (the same
+    -- definition written again is the same). A materialized view is read as a table: its rows change when it
+    -- is refreshed (new storage), not when its tables do.
     WITH RECURSIVE rel(relid) AS (
         SELECT tbl
         UNION
         SELECT x.relid FROM rel CROSS JOIN LATERAL (
             SELECT d.refobjid::regclass AS relid
             FROM pg_rewrite r
+            JOIN pg_class v ON v.oid = r.ev_class AND v.relkind = 'v'
             JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
                             AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> r.ev_class
             WHERE r.ev_class = rel.relid AND r.rulename = '_RETURN'
@@ -175,7 +226,9 @@ BEGIN
            string_agg(l.relid::oid::text || ':' || coalesce(pg_relation_filenode(l.relid)::text, 'none'), ','
                       ORDER BY l.relid::oid),
            coalesce(sum(pg_relation_size(l.relid) / current_setting('block_size')::bigint), 0)::bigint,
-           (SELECT md5(string_agg(r.ev_action::text, ',' ORDER BY r.ev_class)) FROM pg_rewrite r
+           (SELECT md5(string_agg(regexp_replace(r.ev_action::text, ' :location -?[0-9]+', '', 'g'), ','
+                                  ORDER BY r.ev_class))
+            FROM pg_rewrite r JOIN pg_class v ON v.oid = r.ev_class AND v.relkind = 'v'
             WHERE r.rulename = '_RETURN' AND r.ev_class IN (SELECT rel.relid FROM rel))
     INTO mod_count, storage_id, pages, defs
     FROM leaves l;
@@ -219,7 +272,8 @@ BEGIN
     -- _kde_columns in the same order (it raises the errors, so the messages are the same).
     SELECT has_schema_privilege(c.relnamespace, 'USAGE') AS usable, a.attnum,
            format_type(a.atttypid, a.atttypmod) AS type, has_column_privilege(tbl, a.attnum, 'SELECT') AS readable,
-           row_security_active(tbl) OR (c.relkind = 'v' AND @extschema@._kde_rows_hidden(tbl)) AS hidden INTO r
+           row_security_active(tbl) OR ((c.relkind IN ('v', 'f', 'p') OR c.relhassubclass)
+                                        AND @extschema@._kde_rows_hidden(tbl)) AS hidden INTO r
     FROM pg_class c
     LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = cols[1] AND a.attnum > 0 AND NOT a.attisdropped
     WHERE c.oid = tbl AND cardinality(cols) = 1;
@@ -566,12 +620,13 @@ CREATE FUNCTION _kde_track_intact(tbl regclass) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT count(*) = 4
+    SELECT count(*) = 4 AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl)
     FROM (VALUES ('kde_track_insert', 4, NULL, 'kde_new'), ('kde_track_update', 16, 'kde_old', 'kde_new'),
                  ('kde_track_delete', 8, 'kde_old', NULL), ('kde_track_truncate', 32, NULL, NULL)) AS w(name, type, old, new)
     JOIN pg_trigger t ON t.tgrelid = tbl AND t.tgname = w.name AND t.tgtype = w.type
                      AND t.tgoldtable IS NOT DISTINCT FROM w.old AND t.tgnewtable IS NOT DISTINCT FROM w.new
     WHERE t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure AND t.tgenabled IN ('O', 'A')
+      AND t.tgqual IS NULL AND t.tgnargs = 0 AND cardinality(t.tgattr::int2[]) = 0
 $$;
 COMMENT ON FUNCTION _kde_track_intact(regclass) IS 'pg_kde internal: are a table''s four tracking triggers in place and enabled';
 
@@ -718,6 +773,10 @@ BEGIN
     WITH RECURSIVE rels(oid) AS (
         SELECT c.objid FROM pg_event_trigger_ddl_commands() c WHERE c.classid = 'pg_class'::regclass
         UNION
+        -- (a trigger created, replaced or renamed: its table, for tracking's check below)
+        SELECT t.tgrelid FROM pg_event_trigger_ddl_commands() c JOIN pg_trigger t ON t.oid = c.objid
+        WHERE c.classid = 'pg_trigger'::regclass
+        UNION
         SELECT i.inhrelid FROM pg_inherits i JOIN rels ON i.inhparent = rels.oid
     )
     SELECT array_agg(oid) INTO touched FROM rels;
@@ -733,6 +792,14 @@ EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint
 END
 $$;
 COMMENT ON FUNCTION _kde_on_ddl_end() IS 'pg_kde internal: follow renamed columns, drop synopses of retyped ones';
+
+-- (the event trigger on DDL also watches CREATE TRIGGER and ALTER TRIGGER, 0.29.0)
+DROP EVENT TRIGGER kde_ddl_end;
+
+CREATE EVENT TRIGGER kde_ddl_end ON ddl_command_end
+    WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'ALTER MATERIALIZED VIEW', 'ALTER FOREIGN TABLE', 'CREATE VIEW',
+                 'CREATE TRIGGER', 'ALTER TRIGGER')
+    EXECUTE FUNCTION _kde_on_ddl_end();
 
 CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
                             grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',
@@ -812,9 +879,11 @@ $$;
 COMMENT ON FUNCTION kde_refresh_stale() IS
     'Refresh every stale synopsis the current role may read, each on its own (failures are warnings); returns how many were refreshed';
 
--- Tables kde_track tracked before 0.29.0 (its three triggers in place) stay tracked: they get the TRUNCATE
--- trigger and their row in kde_tracked. One whose trigger cannot be created here (the updating role may not
--- own it) is left untracked, with a warning: kde_track tracks it again.
+-- Tables kde_track tracked before 0.29.0 stay tracked: those whose three triggers are kde_track's (for every
+-- row: no WHEN condition, no UPDATE OF columns) and that are in no inheritance tree get the TRUNCATE trigger
+-- and their row in kde_tracked. Others (triggers made by hand as a red team did on
+-- 0.28.0, a WHEN condition, a parent joined later) are left untracked, and so is one whose trigger cannot be
+-- created here (the updating role may not own it), with a warning: kde_track tracks it again.
 DO $upgrade$
 DECLARE
     t regclass;
@@ -828,6 +897,10 @@ BEGIN
                                       'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@._kde_track_apply()', t);
             IF @extschema@._kde_track_intact(t) THEN
                 INSERT INTO @extschema@.kde_tracked (relid) VALUES (t);
+            ELSE
+                EXECUTE pg_catalog.format('DROP TRIGGER kde_track_truncate ON %s', t);
+                RAISE WARNING 'pg_kde: % is no longer tracked: its triggers are not those kde_track installs', t
+                    USING HINT = 'Track it again with kde_track.';
             END IF;
         EXCEPTION WHEN OTHERS THEN
             RAISE WARNING 'pg_kde: % is no longer tracked: %', t, SQLERRM

@@ -301,16 +301,28 @@ ALTER TABLE kde_synopsis_nd ADD CONSTRAINT kde_synopsis_nd_well_formed CHECK (
     AND @extschema@._kde_is_vector(categorical) AND @extschema@._kde_is_vector(labels)
     AND @extschema@._kde_labels_fit(knot_counts, complete, categorical, labels));
 
--- Why the rows of tbl may depend on who reads them (NULL where they do not), for the current role: row-level
--- security applies to the role (row_security_active); or tbl is a view over (views over) a relation with
--- row-level security enabled, whose policies filter by the role reading through the view; or a view of the
--- chain is security_invoker and reads a relation the role may not read (SQL would refuse the role); or a
--- view's definition reads who or where its reader is: CURRENT_USER, SESSION_USER, CURRENT_ROLE, USER,
--- CURRENT_SCHEMA, current_setting(), the has_*_privilege() and pg_has_role() tests, row_security_active(),
--- or a function outside pg_catalog that is not IMMUTABLE (it may read any of those). A synopsis built from
--- the rows one role sees would be served to every reader (0.29.0: a red team found the last two, a view that
--- filtered by current_user serving its builder's rows to every role it was granted to). A function declared
--- IMMUTABLE that reads the session is its author's error, which pg_kde cannot see.
+-- Why the rows of tbl may depend on who reads them (NULL where they do not), for the current role (0.29.0;
+-- before, only the first two). A synopsis built from the rows one role sees would be served to every reader:
+--   row-level security applies to the role (row_security_active), or tbl is a view over (views over) a
+--     relation with row-level security enabled, whose policies filter by the role reading through the view;
+--   a view of the chain is security_invoker and reads a relation the role may not read (SQL refuses it);
+--   a view's definition reads who its reader is: CURRENT_USER, SESSION_USER, CURRENT_ROLE, USER; a
+--     pg_catalog function that reads the role, its privileges or its settings, or runs SQL as the reader
+--     (current_setting, getpgusername, pg_has_role, has_*_privilege, row_security_active,
+--     pg_show_all_settings behind pg_settings, query_to_xml and the other *_to_xml*, the activity
+--     functions behind pg_stat_activity, inet_client_*, pg_backend_pid, current_query); a function outside
+--     pg_catalog that is not IMMUTABLE, or an aggregate outside it whose support functions are not (its
+--     author's code may read any of those: every aggregate is marked IMMUTABLE whatever they do);
+--   tbl, a partition of it or a relation a view reads is a foreign table whose server has user mappings,
+--     none for the role (SQL refuses it; a red team read a foreign table's synopsis as a role without one).
+--     Roles with different user mappings may see different remote rows: the synopsis holds the refreshing
+--     role's (the README says so).
+-- A red team on 0.28.0 found a security_invoker view and a view filtering by current_user served to every
+-- grantee; a second, on this release's first list, getpgusername(), pg_settings, query_to_xml() and an
+-- aggregate reading current_user. What a view shows by the reader's session settings (TimeZone, DateStyle,
+-- search_path, extra_float_digits) is not the reader's privilege: its synopsis describes the rows as the
+-- refreshing session showed them (the README says so). A function declared IMMUTABLE that reads the session
+-- is its author's error, which pg_kde cannot see.
 CREATE FUNCTION _kde_rows_depend(tbl regclass) RETURNS text
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -322,24 +334,43 @@ DECLARE
 BEGIN
     IF row_security_active(tbl) THEN
         RETURN format('row-level security hides rows of %s from role %s', tbl, quote_ident(current_user::text));
-    ELSIF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl AND c.relkind = 'v') THEN
-        RETURN NULL;
     END IF;
-    -- every relation the view reads, through views, each with the view that reads it
+    -- every relation tbl reads: through views (each with the view that reads it), and partitions and
+    -- inheritance children (parent NULL: read as tbl is)
     WITH RECURSIVE used(oid, parent) AS (
         SELECT tbl::oid, NULL::oid
         UNION
-        SELECT d.refobjid, used.oid
-        FROM used
-        JOIN pg_class v ON v.oid = used.oid AND v.relkind = 'v'
-        JOIN pg_rewrite r ON r.ev_class = v.oid
-        JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
-                        AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> v.oid
+        SELECT x.oid, x.parent FROM used CROSS JOIN LATERAL (
+            SELECT d.refobjid AS oid, used.oid AS parent
+            FROM pg_class v
+            JOIN pg_rewrite r ON r.ev_class = v.oid
+            JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                            AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> v.oid
+            WHERE v.oid = used.oid AND v.relkind = 'v'
+            UNION ALL
+            SELECT i.inhrelid, NULL::oid FROM pg_inherits i WHERE i.inhparent = used.oid
+        ) x
     )
     SELECT array_agg(used.oid), array_agg(used.parent) INTO rels, parents FROM used;
+    SELECT format('%s reads foreign table %s, whose server %s has no user mapping for role %s',
+                  CASE WHEN c.oid = tbl THEN 'a synopsis of ' || tbl::text ELSE tbl::text END, c.oid::regclass,
+                  quote_ident(s.srvname), quote_ident(current_user::text))
+    INTO why
+    FROM pg_class c JOIN pg_foreign_table f ON f.ftrelid = c.oid JOIN pg_foreign_server s ON s.oid = f.ftserver
+    WHERE c.oid = ANY (rels)
+      AND EXISTS (SELECT 1 FROM pg_user_mappings m WHERE m.srvid = s.oid)  -- (a wrapper that uses them)
+      AND NOT EXISTS (SELECT 1 FROM pg_user_mappings m WHERE m.srvid = s.oid AND (m.umuser = 0 OR m.usename = current_user))
+    ORDER BY c.oid LIMIT 1;
+    IF why IS NOT NULL THEN
+        RETURN why;
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl AND c.relkind = 'v') THEN
+        RETURN NULL;
+    END IF;
     SELECT format('row-level security hides rows of %s from role %s (row-level security is enabled on %s, which it reads)',
                   tbl, quote_ident(current_user::text), c.oid::regclass)
-    INTO why FROM pg_class c WHERE c.oid = ANY (rels) AND c.relrowsecurity ORDER BY c.oid LIMIT 1;
+    INTO why
+    FROM unnest(rels, parents) AS e(oid, parent) JOIN pg_class c ON c.oid = e.oid
+    WHERE e.parent IS NOT NULL AND c.relrowsecurity ORDER BY c.oid LIMIT 1;
     IF why IS NOT NULL THEN
         RETURN why;
     END IF;
@@ -355,26 +386,32 @@ BEGIN
     IF why IS NOT NULL THEN
         RETURN why;
     END IF;
-    -- (a stored rule's node tree names each function it calls by oid, and each SQL value function by its op:
-    -- 9 CURRENT_ROLE, 10 CURRENT_USER, 11 USER, 12 SESSION_USER, 14 CURRENT_SCHEMA in PostgreSQL 15)
-    SELECT format('view %s reads who or where its reader is (%s): its rows depend on the role reading it', tbl,
-                  string_agg(DISTINCT f.what, ', '))
+    -- What the views' definitions call, from their stored node trees (pg_rewrite.ev_action): a function,
+    -- operator's function or aggregate by its oid, a SQL value function by its op (PostgreSQL 15: 9
+    -- CURRENT_ROLE, 10 CURRENT_USER, 11 USER, 12 SESSION_USER).
+    SELECT format('view %s reads who its reader is (%s): its rows depend on the role reading it',
+                  tbl, string_agg(DISTINCT f.what, ', '))
     INTO why
-    FROM pg_rewrite r
-    CROSS JOIN LATERAL regexp_matches(r.ev_action::text, '(SQLVALUEFUNCTION :op|:funcid|:opfuncid|:aggfnoid|:winfnoid) ([0-9]+)', 'g') m
+    FROM (SELECT r.ev_action::text AS tree FROM pg_rewrite r JOIN pg_class v ON v.oid = r.ev_class AND v.relkind = 'v'
+          WHERE r.ev_class = ANY (rels)) d
     CROSS JOIN LATERAL (
-        SELECT CASE m[2] WHEN '9' THEN 'CURRENT_ROLE' WHEN '10' THEN 'CURRENT_USER' WHEN '11' THEN 'USER'
-                         WHEN '12' THEN 'SESSION_USER' WHEN '14' THEN 'CURRENT_SCHEMA' END AS what
-        WHERE m[1] = 'SQLVALUEFUNCTION :op'
+        SELECT (ARRAY['CURRENT_ROLE', 'CURRENT_USER', 'USER', 'SESSION_USER'])[m[1]::integer - 8] AS what
+        FROM regexp_matches(d.tree, 'SQLVALUEFUNCTION :op (9|10|11|12) ', 'g') m
         UNION ALL
         SELECT p.oid::regprocedure::text
-        FROM pg_proc p
-        WHERE m[1] <> 'SQLVALUEFUNCTION :op' AND p.oid = m[2]::oid
-          AND CASE WHEN p.pronamespace = 'pg_catalog'::regnamespace
-                   THEN p.proname ~ '^(current_setting|current_user|session_user|current_role|current_schemas?|pg_has_role|row_security_active|has_[a-z_]+_privilege|inet_client_(addr|port)|pg_backend_pid)$'
-                   ELSE p.provolatile <> 'i' END
+        FROM regexp_matches(d.tree, ':(?:funcid|opfuncid|aggfnoid|winfnoid) ([0-9]+)', 'g') m
+        JOIN pg_proc p ON p.oid = m[1]::oid
+        LEFT JOIN pg_aggregate g ON g.aggfnoid = p.oid
+        WHERE CASE WHEN p.pronamespace = 'pg_catalog'::regnamespace
+                   THEN p.proname ~ ('^(current_setting|set_config|current_user|session_user|current_role|getpgusername'
+                                     '|pg_has_role|has_[a-z_]+_privilege|row_security_active|pg_show_all_settings'
+                                     '|[a-z_]*_to_xml[a-z_]*|pg_stat_get_activity|pg_stat_get_backend_[a-z_]+'
+                                     '|inet_client_(addr|port)|pg_backend_pid|current_query)$')
+                   ELSE p.provolatile <> 'i' OR EXISTS (
+                       SELECT 1 FROM pg_proc s
+                       WHERE s.oid IN (g.aggtransfn, g.aggfinalfn, g.aggcombinefn, g.aggserialfn, g.aggdeserialfn,
+                                       g.aggmtransfn, g.aggminvtransfn, g.aggmfinalfn) AND s.provolatile <> 'i') END
     ) f
-    WHERE r.ev_class = ANY (rels) AND f.what IS NOT NULL
     HAVING count(*) > 0;
     RETURN why;
 END
@@ -399,7 +436,7 @@ DECLARE
     readable boolean;
 BEGIN
     SELECT has_schema_privilege(c.relnamespace, 'USAGE') AND NOT row_security_active(tbl)
-           AND (c.relkind <> 'v' OR NOT @extschema@._kde_rows_hidden(tbl))
+           AND (c.relkind NOT IN ('v', 'f', 'p') AND NOT c.relhassubclass OR NOT @extschema@._kde_rows_hidden(tbl))
            AND (SELECT coalesce(bool_and(a.attnum IS NOT NULL AND coalesce(has_column_privilege(tbl, a.attnum, 'SELECT'), false)
                                          AND (built_relid <> tbl::oid OR a.attnum = u.n)), false)
                 FROM unnest(cols, attnums) AS u(name, n)
@@ -480,7 +517,8 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
     SELECT n.nspname, has_schema_privilege(c.relnamespace, 'USAGE') AS usable,
-           @extschema@._kde_rows_depend(tbl) AS hidden INTO rel
+           CASE WHEN row_security_active(tbl) OR c.relkind IN ('v', 'f', 'p') OR c.relhassubclass
+                THEN @extschema@._kde_rows_depend(tbl) END AS hidden INTO rel
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'pg_kde: relation with oid % does not exist', tbl::oid USING ERRCODE = 'undefined_table';
@@ -606,13 +644,16 @@ BEGIN
     -- The relations whose rows tbl shows: itself, its partitions and inheritance children (a parent's scan
     -- reads them), and through a view the relations it reads (0.29.0: a red team grew an inheritance child and
     -- a view's table twentyfold, neither stale); those with storage, or foreign, count. A view's definitions
-    -- count too (CREATE OR REPLACE VIEW changes what it shows).
+    -- count too (CREATE OR REPLACE VIEW changes what it shows), less the parse positions they store (the same
+    -- definition written again is the same). A materialized view is read as a table: its rows change when it
+    -- is refreshed (new storage), not when its tables do.
     WITH RECURSIVE rel(relid) AS (
         SELECT tbl
         UNION
         SELECT x.relid FROM rel CROSS JOIN LATERAL (
             SELECT d.refobjid::regclass AS relid
             FROM pg_rewrite r
+            JOIN pg_class v ON v.oid = r.ev_class AND v.relkind = 'v'
             JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
                             AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> r.ev_class
             WHERE r.ev_class = rel.relid AND r.rulename = '_RETURN'
@@ -628,7 +669,9 @@ BEGIN
            string_agg(l.relid::oid::text || ':' || coalesce(pg_relation_filenode(l.relid)::text, 'none'), ','
                       ORDER BY l.relid::oid),
            coalesce(sum(pg_relation_size(l.relid) / current_setting('block_size')::bigint), 0)::bigint,
-           (SELECT md5(string_agg(r.ev_action::text, ',' ORDER BY r.ev_class)) FROM pg_rewrite r
+           (SELECT md5(string_agg(regexp_replace(r.ev_action::text, ' :location -?[0-9]+', '', 'g'), ','
+                                  ORDER BY r.ev_class))
+            FROM pg_rewrite r JOIN pg_class v ON v.oid = r.ev_class AND v.relkind = 'v'
             WHERE r.rulename = '_RETURN' AND r.ev_class IN (SELECT rel.relid FROM rel))
     INTO mod_count, storage_id, pages, defs
     FROM leaves l;

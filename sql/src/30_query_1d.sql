@@ -15,7 +15,8 @@ BEGIN
     -- _kde_columns in the same order (it raises the errors, so the messages are the same).
     SELECT has_schema_privilege(c.relnamespace, 'USAGE') AS usable, a.attnum,
            format_type(a.atttypid, a.atttypmod) AS type, has_column_privilege(tbl, a.attnum, 'SELECT') AS readable,
-           row_security_active(tbl) OR (c.relkind = 'v' AND @extschema@._kde_rows_hidden(tbl)) AS hidden INTO r
+           row_security_active(tbl) OR ((c.relkind IN ('v', 'f', 'p') OR c.relhassubclass)
+                                        AND @extschema@._kde_rows_hidden(tbl)) AS hidden INTO r
     FROM pg_class c
     LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = cols[1] AND a.attnum > 0 AND NOT a.attisdropped
     WHERE c.oid = tbl AND cardinality(cols) = 1;

@@ -168,17 +168,21 @@ $$;
 COMMENT ON FUNCTION _kde_track_apply() IS 'pg_kde internal: the tracking triggers'' function';
 
 -- Are tbl's four tracking triggers in place: kde_track's names, on _kde_track_apply, enabled (as origin or
--- always), AFTER ... FOR EACH STATEMENT (tgtype: the event's bit alone) with their transition tables.
+-- always), AFTER ... FOR EACH STATEMENT (tgtype: the event's bit alone) with their transition tables, for
+-- every row (no WHEN condition, no UPDATE OF columns, no arguments); and is tbl still outside any inheritance
+-- tree (a write through a parent it joined later does not fire them). A red team on 0.29.0's first build
+-- replaced the insert trigger by one WHEN a setting was off, and attached a tracked table to a parent.
 CREATE FUNCTION _kde_track_intact(tbl regclass) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT count(*) = 4
+    SELECT count(*) = 4 AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl)
     FROM (VALUES ('kde_track_insert', 4, NULL, 'kde_new'), ('kde_track_update', 16, 'kde_old', 'kde_new'),
                  ('kde_track_delete', 8, 'kde_old', NULL), ('kde_track_truncate', 32, NULL, NULL)) AS w(name, type, old, new)
     JOIN pg_trigger t ON t.tgrelid = tbl AND t.tgname = w.name AND t.tgtype = w.type
                      AND t.tgoldtable IS NOT DISTINCT FROM w.old AND t.tgnewtable IS NOT DISTINCT FROM w.new
     WHERE t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure AND t.tgenabled IN ('O', 'A')
+      AND t.tgqual IS NULL AND t.tgnargs = 0 AND cardinality(t.tgattr::int2[]) = 0
 $$;
 COMMENT ON FUNCTION _kde_track_intact(regclass) IS 'pg_kde internal: are a table''s four tracking triggers in place and enabled';
 

@@ -133,6 +133,10 @@ BEGIN
     WITH RECURSIVE rels(oid) AS (
         SELECT c.objid FROM pg_event_trigger_ddl_commands() c WHERE c.classid = 'pg_class'::regclass
         UNION
+        -- (a trigger created, replaced or renamed: its table, for tracking's check below)
+        SELECT t.tgrelid FROM pg_event_trigger_ddl_commands() c JOIN pg_trigger t ON t.oid = c.objid
+        WHERE c.classid = 'pg_trigger'::regclass
+        UNION
         SELECT i.inhrelid FROM pg_inherits i JOIN rels ON i.inhparent = rels.oid
     )
     SELECT array_agg(oid) INTO touched FROM rels;
@@ -151,5 +155,6 @@ COMMENT ON FUNCTION _kde_on_ddl_end() IS 'pg_kde internal: follow renamed column
 
 CREATE EVENT TRIGGER kde_sql_drop ON sql_drop EXECUTE FUNCTION _kde_on_sql_drop();
 CREATE EVENT TRIGGER kde_ddl_end ON ddl_command_end
-    WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'ALTER MATERIALIZED VIEW', 'ALTER FOREIGN TABLE', 'CREATE VIEW')
+    WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'ALTER MATERIALIZED VIEW', 'ALTER FOREIGN TABLE', 'CREATE VIEW',
+                 'CREATE TRIGGER', 'ALTER TRIGGER')
     EXECUTE FUNCTION _kde_on_ddl_end();

@@ -247,3 +247,34 @@ def test_truncate_of_a_tracked_table_leaves_its_synopses_stale_until_a_refresh(d
     assert state(db, table, "v")[:3] == (False, None, True)
     assert db.execute("SELECT * FROM approx_count_ci(%s, 'v', NULL, NULL)", (t,)).fetchone() == (3, 3, 3)
     check_exact(payload(db, table, "v"), values(db, table, "v"), rng)
+
+
+def test_a_conditional_trigger_or_a_parent_joined_later_ends_tracking(db, table, login_role):
+    """A second red team (0.29.0's first build): a tracked table's owner replaced the insert trigger by one
+    WHEN a setting was off (CREATE OR REPLACE TRIGGER), or made the table a child (ALTER TABLE ... INHERIT,
+    ATTACH PARTITION) and wrote through the parent: 900 rows unseen, [1000, 1000] for 1,900, tracked and
+    fresh. Such triggers are not kde_track's, and a table in an inheritance tree is not tracked."""
+    owner, owner_dsn = login_role()
+    t = sql.Identifier(table).as_string(db)
+    parent = sql.Identifier(table + "_p").as_string(db)
+    db.execute(f"CREATE TABLE {t} (v int)")
+    db.execute(f"INSERT INTO {t} SELECT g % 20 FROM generate_series(1, 20000) g")
+    db.execute(f"ALTER TABLE {t} OWNER TO {owner}")
+    db.execute(f"CREATE TABLE {parent} (v int)")
+    db.execute(f"ALTER TABLE {parent} OWNER TO {owner}")
+    broken = (True, "tracking could not apply a write: its tracking triggers were disabled, dropped or changed", False)
+    for tamper in (f"CREATE OR REPLACE TRIGGER kde_track_insert AFTER INSERT ON {t} REFERENCING NEW TABLE AS kde_new "
+                   "FOR EACH STATEMENT WHEN (current_setting('app.skip', true) IS DISTINCT FROM 'on') "
+                   "EXECUTE FUNCTION _kde_track_apply()",
+                   f"ALTER TABLE {t} INHERIT {parent}"):
+        refresh(db, table, "v")
+        db.execute("SELECT kde_track(%s::regclass)", (t,))
+        assert state(db, table, "v")[:3] == (False, None, True)
+        with psycopg.connect(owner_dsn, autocommit=True) as conn:
+            conn.execute(tamper)
+        assert state(db, table, "v")[:3] == broken, tamper
+        with psycopg.connect(owner_dsn, autocommit=True) as conn:
+            if "INHERIT" in tamper:
+                conn.execute(f"ALTER TABLE {t} NO INHERIT {parent}")
+            else:
+                conn.execute(f"DROP TRIGGER kde_track_insert ON {t}")

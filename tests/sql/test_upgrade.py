@@ -277,7 +277,8 @@ def test_an_update_carries_writers_grants_to_a_new_catalog_table(scratch_db, old
 @pytest.mark.parametrize("old", [v for v in RELEASED if v in since("0.14.0")])
 def test_tables_tracked_before_0_29_0_stay_tracked(scratch_db, old):
     """0.29.0 keeps which tables are tracked in kde_tracked and adds a TRUNCATE trigger: a table kde_track
-    tracked before the update gets both, and its writes keep reaching the synopsis."""
+    tracked before the update gets both, and its writes keep reaching the synopsis; a table with a trigger of
+    that name that is not kde_track's does not."""
     with scratch_db() as conn:
         if conn.execute("SELECT count(*) FROM pg_available_extension_versions WHERE name = 'pg_kde' "
                         "AND version = %s", (old,)).fetchone()[0] == 0:
@@ -287,8 +288,14 @@ def test_tables_tracked_before_0_29_0_stay_tracked(scratch_db, old):
             pytest.skip(f"{old} has no kde_track")
         conn.execute("CREATE TABLE tr (x int)")
         conn.execute("SELECT kde_track('tr')")
+        # a table whose insert trigger was made by hand, with a WHEN condition (a red team on 0.29.0's first
+        # build: the update took it for tracked, and inserts skipped by the condition went unseen)
+        conn.execute("CREATE TABLE hand (x int)")
+        conn.execute("CREATE TRIGGER kde_track_insert AFTER INSERT ON hand REFERENCING NEW TABLE AS kde_new "
+                     "FOR EACH STATEMENT WHEN (current_setting('app.skip', true) IS NULL) EXECUTE FUNCTION _kde_track_apply()")
         conn.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{pg_kde.__version__}'")
         assert conn.execute("SELECT relid::text FROM kde_tracked").fetchall() == [("tr",)]
+        assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'hand'::regclass").fetchone()[0] == 1
         assert conn.execute("SELECT _kde_track_intact('tr')").fetchone()[0] is True
         conn.execute("INSERT INTO tr SELECT g % 50 FROM generate_series(1, 2000) g")
         refresh(conn, "tr", "x")
