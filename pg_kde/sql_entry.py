@@ -78,8 +78,8 @@ def _check_version(plpy, GD, extversion: str) -> None:
 def _relation(plpy, relid, bandwidth_only: bool = False):
     """(quoted name, relkind, quoted extension schema) of a relation the caller may build a synopsis of: it exists, is a table,
     view or materialized view, is not temporary, and its rows do not depend on who reads them (row-level
-    security, a view reading its reader: _kde_rows_depend; a synopsis built from the rows one role sees would be
-    served to every reader). ``bandwidth_only``: for kde_bandwidth, which stores nothing, and says so."""
+    security, a view reading its reader: _kde_rows_depend, _kde_view_reads_reader; a synopsis built from the
+    rows one role sees would be served to every reader). ``bandwidth_only``: for kde_bandwidth, which stores nothing, and says so."""
     if relid is None:
         _fail("pg_kde: the table argument must not be NULL", sqlstate="22004")
     plan = plpy.prepare(
@@ -98,7 +98,8 @@ def _relation(plpy, relid, bandwidth_only: bool = False):
         _fail(f"pg_kde: {name} is a temporary table; synopses are for tables other sessions can read",
               sqlstate="42809")
     schema = _extension_schema(plpy)
-    why = plpy.execute(plpy.prepare(f"SELECT {schema}._kde_rows_depend($1) AS why", ["oid"]), [relid])[0]["why"]
+    why = plpy.execute(plpy.prepare(f"SELECT coalesce({schema}._kde_rows_depend($1), {schema}._kde_view_reads_reader($1)) "
+                                    "AS why", ["oid"]), [relid])[0]["why"]
     if why is not None:
         _fail(f"pg_kde: {why}; " + ("kde_bandwidth would choose a bandwidth for the rows this role sees as if they "
                                     "were the table's" if bandwidth_only else

@@ -76,6 +76,33 @@ BEGIN
     IF why IS NOT NULL THEN
         RETURN why;
     END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION _kde_rows_depend(regclass) IS 'pg_kde internal: why the rows of tbl may depend on who reads them (NULL: they do not)';
+
+CREATE FUNCTION _kde_view_reads_reader(tbl regclass) RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rels oid[];
+    why text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl AND c.relkind = 'v') THEN
+        RETURN NULL;
+    END IF;
+    WITH RECURSIVE used(oid) AS (
+        SELECT tbl::oid
+        UNION
+        SELECT d.refobjid
+        FROM used
+        JOIN pg_class v ON v.oid = used.oid AND v.relkind = 'v'
+        JOIN pg_rewrite r ON r.ev_class = v.oid
+        JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                        AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> v.oid
+    )
+    SELECT array_agg(used.oid) INTO rels FROM used;
     -- What the views' definitions call, from their stored node trees (pg_rewrite.ev_action): a function,
     -- operator's function or aggregate by its oid, a SQL value function by its op (PostgreSQL 15: 9
     -- CURRENT_ROLE, 10 CURRENT_USER, 11 USER, 12 SESSION_USER).
@@ -106,7 +133,7 @@ BEGIN
     RETURN why;
 END
 $$;
-COMMENT ON FUNCTION _kde_rows_depend(regclass) IS 'pg_kde internal: why the rows of tbl may depend on who reads them (NULL: they do not)';
+COMMENT ON FUNCTION _kde_view_reads_reader(regclass) IS 'pg_kde internal: why a view''s definition makes its rows depend on who reads it (NULL: it does not)';
 
 CREATE OR REPLACE FUNCTION _kde_rows_hidden(tbl regclass) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -906,6 +933,25 @@ BEGIN
             RAISE WARNING 'pg_kde: % is no longer tracked: %', t, SQLERRM
                 USING HINT = 'Track it again with kde_track.';
         END;
+    END LOOP;
+END
+$upgrade$;
+
+-- Synopses of views whose definitions read who their reader is (CURRENT_USER, current_setting(), ...) hold the
+-- rows of the role that refreshed them: 0.29.0 refuses to build them and removes those built before, with a
+-- warning each (their queries then say there is no synopsis).
+DO $upgrade$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT k.relid, k.cols, @extschema@._kde_view_reads_reader(k.relid) AS why
+             FROM @extschema@.kde_catalog k JOIN pg_catalog.pg_class c ON c.oid = k.relid AND c.relkind = 'v'
+             ORDER BY k.relid::oid, k.cols
+    LOOP
+        IF r.why IS NOT NULL THEN
+            DELETE FROM @extschema@.kde_catalog k WHERE k.relid = r.relid AND k.cols = r.cols;
+            RAISE WARNING 'pg_kde: removed the synopsis of % of %: %', pg_catalog.array_to_string(r.cols, ', '), r.relid, r.why;
+        END IF;
     END LOOP;
 END
 $upgrade$;

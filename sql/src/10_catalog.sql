@@ -306,13 +306,7 @@ ALTER TABLE kde_synopsis_nd ADD CONSTRAINT kde_synopsis_nd_well_formed CHECK (
 --   row-level security applies to the role (row_security_active), or tbl is a view over (views over) a
 --     relation with row-level security enabled, whose policies filter by the role reading through the view;
 --   a view of the chain is security_invoker and reads a relation the role may not read (SQL refuses it);
---   a view's definition reads who its reader is: CURRENT_USER, SESSION_USER, CURRENT_ROLE, USER; a
---     pg_catalog function that reads the role, its privileges or its settings, or runs SQL as the reader
---     (current_setting, getpgusername, pg_has_role, has_*_privilege, row_security_active,
---     pg_show_all_settings behind pg_settings, query_to_xml and the other *_to_xml*, the activity
---     functions behind pg_stat_activity, inet_client_*, pg_backend_pid, current_query); a function outside
---     pg_catalog that is not IMMUTABLE, or an aggregate outside it whose support functions are not (its
---     author's code may read any of those: every aggregate is marked IMMUTABLE whatever they do);
+--   (at refresh, _kde_view_reads_reader below: a view's definition reads who its reader is);
 --   tbl, a partition of it or a relation a view reads is a foreign table whose server has user mappings,
 --     none for the role (SQL refuses it; a red team read a foreign table's synopsis as a role without one).
 --     Roles with different user mappings may see different remote rows: the synopsis holds the refreshing
@@ -386,6 +380,44 @@ BEGIN
     IF why IS NOT NULL THEN
         RETURN why;
     END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION _kde_rows_depend(regclass) IS 'pg_kde internal: why the rows of tbl may depend on who reads them (NULL: they do not)';
+
+-- Why view tbl's rows depend on who reads it by its definition, or those of the views it reads (NULL where
+-- they do not): it reads CURRENT_USER, SESSION_USER, CURRENT_ROLE or USER; a pg_catalog function that reads
+-- the role, its privileges or its settings, or runs SQL as the reader (current_setting, getpgusername,
+-- pg_has_role, has_*_privilege, row_security_active, pg_show_all_settings behind pg_settings, query_to_xml and
+-- the other *_to_xml*, the activity functions behind pg_stat_activity, inet_client_*, pg_backend_pid,
+-- current_query); a function outside pg_catalog that is not IMMUTABLE, or an aggregate outside it whose
+-- support functions are not (its author's code may read any of those: every aggregate is marked IMMUTABLE
+-- whatever they do). Checked at refresh (a synopsis of such a view would hold its refreshing role's rows),
+-- not on each read (about 0.25 ms a call): a synopsis built while the definition did not read its reader
+-- holds rows every reader of that definition saw, and a redefinition makes it stale; the update to 0.29.0
+-- removes the synopses such views had.
+CREATE FUNCTION _kde_view_reads_reader(tbl regclass) RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rels oid[];
+    why text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl AND c.relkind = 'v') THEN
+        RETURN NULL;
+    END IF;
+    WITH RECURSIVE used(oid) AS (
+        SELECT tbl::oid
+        UNION
+        SELECT d.refobjid
+        FROM used
+        JOIN pg_class v ON v.oid = used.oid AND v.relkind = 'v'
+        JOIN pg_rewrite r ON r.ev_class = v.oid
+        JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                        AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> v.oid
+    )
+    SELECT array_agg(used.oid) INTO rels FROM used;
     -- What the views' definitions call, from their stored node trees (pg_rewrite.ev_action): a function,
     -- operator's function or aggregate by its oid, a SQL value function by its op (PostgreSQL 15: 9
     -- CURRENT_ROLE, 10 CURRENT_USER, 11 USER, 12 SESSION_USER).
@@ -416,7 +448,7 @@ BEGIN
     RETURN why;
 END
 $$;
-COMMENT ON FUNCTION _kde_rows_depend(regclass) IS 'pg_kde internal: why the rows of tbl may depend on who reads them (NULL: they do not)';
+COMMENT ON FUNCTION _kde_view_reads_reader(regclass) IS 'pg_kde internal: why a view''s definition makes its rows depend on who reads it (NULL: it does not)';
 
 CREATE FUNCTION _kde_rows_hidden(tbl regclass) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
