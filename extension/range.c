@@ -34,6 +34,7 @@
 #include "pg_kde.h"
 
 PG_FUNCTION_INFO_V1(kde_range);
+PG_FUNCTION_INFO_V1(kde_coarse_widen);
 
 /* The offsets a bound strictly inside a cell keeps from its ends (query.INSIDE_HIGH, INSIDE_LOW). */
 #define INSIDE_HIGH 0.9999999999999999
@@ -115,6 +116,25 @@ static double
 kde_add_up(double a, double b)
 {
 	return -kde_add_down(-a, -b);
+}
+
+/*
+ * _kde_coarse_widen(x, rows, biggest, up), query.coarse_widened: a sum's hard bound x moved out (up: above,
+ * else below) by what the values of `rows` rows may lie from their float8s on a column whose float8s may stand
+ * for several of its values (kde_synopsis.coarse, 0.30.0): half an ulp each, at most 2^-53 of `biggest`, the
+ * largest magnitude a row in the range may have (2^-1075 where that is subnormal); taken as 2^-52 of it (or
+ * 2^-1074) a row, which also covers the product's rounding, and added rounded outwards.
+ */
+Datum
+kde_coarse_widen(PG_FUNCTION_ARGS)
+{
+	double		x = PG_GETARG_FLOAT8(0),
+				rows = PG_GETARG_FLOAT8(1),
+				biggest = fabs(PG_GETARG_FLOAT8(2)),
+				each = biggest >= DBL_MIN ? ldexp(biggest, -52) : ldexp(1.0, -1074),
+				slack = biggest > 0 && rows > 0 ? rows * each : 0.0;
+
+	PG_RETURN_FLOAT8(PG_GETARG_BOOL(3) ? kde_add_up(x, slack) : kde_add_down(x, -slack));
 }
 
 /* query._widen: a range's hard bounds with whole cells' rows or sum added, off either side: a count's exactly,

@@ -487,7 +487,8 @@ def _stored_1d(plpy, schema: str, relid, cols):
         sum_quantum=None if r.get("sum_quantum") is None else float(r["sum_quantum"]),
         heavy_whole=r.get("heavy_whole"),
         doubt_weight=None if r.get("doubt_weight") is None else float(r["doubt_weight"]),
-        doubt_weights=None if r.get("doubt_weights") is None else tuple(float(w) for w in r["doubt_weights"]))
+        doubt_weights=None if r.get("doubt_weights") is None else tuple(float(w) for w in r["doubt_weights"]),
+        coarse=r.get("coarse"))
     return built, facts
 
 

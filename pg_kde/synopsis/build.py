@@ -879,7 +879,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         atom_cum_count=atom_count, atom_cum_sum=atom_sum, heavy_rows=heavy_rows, kde_rows=kde_rows, grid=grid,
         grid_size=len(grid), cell_cum_count=cell_count, cell_cum_sum=cell_sum, density=density, shape_var=float(tau2),
         budget=budget, seconds=0.0, period=used_period, profile=used_profile,
-        sum_slack=slack, sum_quantum=rounding, heavy_whole=True, pinned=pin,
+        sum_slack=slack, sum_quantum=rounding, heavy_whole=True, coarse=scan.coarse, pinned=pin,
     )
     weight, weights = None, None
     if len(fine) > len(plan.points) and scale == 1.0 and kde_rows > 0:

@@ -23,7 +23,7 @@ CATALOG_TYPES = {
     "grid1": "float8[]", "grid2": "float8[]", "lattice1": "float8[]", "lattice2": "float8[]", "sat_count": "float8[]",
     "sat_sum": "float8[]", "kde_sat": "float8[]", "attnums": "int2[]", "coltypes": "text[]", "built_relid": "oid",
     "storage_id": "text", "pages": "int8", "kind": "text", "atom_pack": "bytea", "heavy_whole": "bool",
-    "doubt_weight": "float8", "doubt_weights": "float4[]",
+    "doubt_weight": "float8", "doubt_weights": "float4[]", "coarse": "bool",
 }
 
 #: Columns of the header table, kde_catalog, in the order written; the rest of a row is its kind's payload
@@ -120,6 +120,11 @@ class Built1D:
     #: where they differ from one synopsis to the next part of the column (:func:`.calibration.group_weights`);
     #: None: every cell weighs ``doubt_weight`` (a synopsis stored before 0.21.0, a merge).
     doubt_weights: Optional[tuple] = None
+    #: Whether the column may hold values whose float8 also stands for other values of its type (a bigint from
+    #: 2^53, a numeric of more than 15 significant digits, a timestamp from 2^33 epoch seconds): rows on a
+    #: bound's float8 then count on both sides of it in the hard bounds (docs/math.md §7). None: not known (a
+    #: synopsis stored before 0.30.0, a merge with such a part), read as True.
+    coarse: Optional[bool] = None
     #: The plan of the build's last scan (:class:`.build.Pinned1D`; None for a merge or a stored synopsis):
     #: a Citus table's next refresh scans its shards with it (:mod:`.shards`). Not stored with the synopsis.
     pinned: Optional[object] = field(default=None, compare=False, repr=False)
@@ -139,7 +144,8 @@ class Built1D:
                 "shape_var": self.shape_var, "period": self.period, "profile": self.profile,
                 "sum_slack": self.sum_slack, "sum_quantum": self.sum_quantum, "heavy_whole": self.heavy_whole,
                 "doubt_weight": self.doubt_weight,
-                "doubt_weights": None if self.doubt_weights is None else list(self.doubt_weights)}
+                "doubt_weights": None if self.doubt_weights is None else list(self.doubt_weights),
+                "coarse": self.coarse}
 
     def catalog_row(self, relid, cols, identity: dict, requested: Requested) -> dict:
         """The row of this synopsis, header and payload columns together (column -> value); split it with

@@ -189,6 +189,8 @@ def merge_1d(parts: Sequence[Built1D], budget: int, seconds: float = 0.0) -> Bui
         sum_quantum=(None if any(p.sum_quantum is None for p in celled)
                      else max((p.sum_quantum for p in celled), default=0.0)) if grid else 0.0,
         heavy_whole=whole, doubt_weight=_merged_weight(celled),
+        # (one part's value float8 cannot tell apart is the merge's; a part that does not know, the merge neither)
+        coarse=None if any(p.coarse is None for p in parts) else any(p.coarse for p in parts),
     )
 
 

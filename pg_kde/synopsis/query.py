@@ -11,7 +11,7 @@ import bisect
 import math
 from fractions import Fraction
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from .cells import (MEAN_KNOWN, c_ceil, cell_slots, c_floor, cell_ends, cubic_shape, fit_holes, heavy_slots,  # noqa: F401
                     linear_shape, mean_known, own_holes, profile_cut, cell_moments, profile_shape,
@@ -651,8 +651,13 @@ def interval(r: Range, confidence: float, order: int = 0, point: bool = False) -
     """(estimate, low, high) at the given confidence: estimate ± z √variance, within the hard bounds; a point
     query's count (order 0, lo = hi: ``point``; :func:`interval_1d` gives a lattice's its own) has half a row
     more each side (:data:`COUNT_CONTINUITY`, docs/math.md §7)."""
-    half = z_of(confidence) * math.sqrt(r.variance) + (COUNT_CONTINUITY if order == 0 and point else 0.0)
+    half = half_width(r, confidence, order, point)
     return within_bounds(r, r.estimate - half, r.estimate + half)
+
+
+def half_width(r: Range, confidence: float, order: int = 0, point: bool = False) -> float:
+    """z √variance, and for a point query's count half a row more (:func:`interval`)."""
+    return z_of(confidence) * math.sqrt(r.variance) + (COUNT_CONTINUITY if order == 0 and point else 0.0)
 
 
 def within_bounds(r: Range, low: float, high: float) -> tuple:
@@ -724,7 +729,60 @@ def held_interval(expected: float, rows: float, confidence: float) -> tuple:
     return a + 0.5, b + 1.5
 
 
-def interval_1d(s: dict, lo: Optional[float], hi: Optional[float], confidence: float, order: int = 0) -> tuple:
+def loose_bounds(s: dict, r: Range, lo: Optional[float], hi: Optional[float], order: int,
+                 loose: Tuple[bool, bool] = (False, False)) -> Range:
+    """``r`` (:func:`range_1d` of lo..hi) with hard bounds that hold the answer also where rows on a bound's
+    float8 may lie on either side of the bound (docs/math.md §7, "Values float8 cannot tell apart", 0.30.0): on
+    a column whose float8s may stand for more than one value of its type (the payload's ``coarse``; None, not
+    known, as True) every finite bound, and the bounds ``loose`` names (given with more digits than float8
+    holds). Each such bound is also moved to the next float8 inwards, leaving its float8's rows out; the hard
+    bounds are the widest of the ranges so made (for a count the narrowest range's low and the widest's high;
+    a sum's rows on the two bounds may be of either sign, so each of the four). _kde_interval in SQL; its
+    interval widens by what the hard bounds widened (:func:`widened`)."""
+    coarse = s.get("coarse") is not False
+    lo_loose = (coarse or loose[0]) and lo is not None and lo > -math.inf
+    hi_loose = (coarse or loose[1]) and hi is not None and hi < math.inf
+    if not (lo_loose or hi_loose or (coarse and order == 1)):
+        return r
+    low, high = r.low, r.high
+    for a in ((lo, math.nextafter(lo, math.inf)) if lo_loose else (lo,)):
+        for b in ((hi, math.nextafter(hi, -math.inf)) if hi_loose else (hi,)):
+            if a == lo and b == hi:
+                continue
+            c = range_1d(s, a, b, order)
+            low, high = min(low, c.low), max(high, c.high)
+    if coarse and order == 1:
+        # each row's value lies up to half an ulp from the float8 the sums hold (a red team on 0.30.0's first
+        # build: 1,000 rows of 2^62 + 511 beside 1,000 of -2^62 summed to [0, 0], exact 511,000)
+        values = heavy_values(s)[0]
+        biggest = max((abs(v) for v in list(s["grid"]) + list(values)), default=0.0)
+        if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
+            biggest = min(biggest, max(abs(lo), abs(hi)))
+        rows = range_1d(s, lo, hi, 0).high
+        low, high = coarse_widened(low, rows, biggest, False), coarse_widened(high, rows, biggest, True)
+    return Range(r.estimate, r.variance, low, high, r.disagreement, r.profiled)
+
+
+def coarse_widened(x: float, rows: float, biggest: float, up: bool) -> float:
+    """A sum's hard bound x moved out (``up``: above, else below) by what the values of ``rows`` rows may lie
+    from their float8s on a coarse column: half an ulp each, at most 2^-53 of ``biggest``, the largest magnitude
+    a row may have (2^-1075 where that is subnormal), taken as 2^-52 of it (or 2^-1074) a row, which also covers
+    the product's rounding; added rounded outwards. _kde_coarse_widen in extension/range.c."""
+    biggest = abs(biggest)
+    each = math.ldexp(biggest, -52) if biggest >= 2.2250738585072014e-308 else math.ldexp(1.0, -1074)
+    slack = rows * each if biggest > 0 and rows > 0 else 0.0
+    return add_up(x, slack) if up else add_down(x, -slack)
+
+
+def widened(r: Range, hard: Range, low: float, high: float) -> tuple:
+    """An interval [low, high] made for ``r`` within ``hard`` (:func:`loose_bounds`): the rows on a loose
+    bound's float8 are not modelled, so it widens by as much as the hard bounds did, then
+    :func:`within_bounds`."""
+    return within_bounds(hard, low - (r.low - hard.low), high + (hard.high - r.high))
+
+
+def interval_1d(s: dict, lo: Optional[float], hi: Optional[float], confidence: float, order: int = 0,
+                loose: Tuple[bool, bool] = (False, False)) -> tuple:
     """approx_count_ci / approx_sum_ci of a 1-D payload, as _kde_interval in SQL: :func:`range_1d`'s estimate
     and :func:`interval`. A point's count on a lattice (lo = hi) whose hard bounds are not exact estimates the
     rows of a value the column holds (:func:`held_rows`); its slot's cells expect λ rows there (the same slot
@@ -737,17 +795,19 @@ def interval_1d(s: dict, lo: Optional[float], hi: Optional[float], confidence: f
     (docs/math.md §7, "Points")."""
     r = range_1d(s, lo, hi, order)
     point = lo is not None and lo == hi
+    hard = loose_bounds(s, r, lo, hi, order, loose)
     if order == 0 and point and s["step"] > 0 and r.low < r.high:
         expected = range_1d(s, lo, lo + s["step"] / 4, 0).estimate
         grid, counts = s["grid"], s["cell_cum_count"]
         c = cell_of(grid, lo)
         rows = counts[c + 1] - counts[c]
         if expected < HELD_MEDIAN_BELOW:
-            return within_bounds(r, *held_interval(expected, rows, confidence))
+            return widened(r, hard, *held_interval(expected, rows, confidence))
         half = z_of(confidence) * math.sqrt(r.variance)
         centre = expected + 1 - expected / rows
-        return within_bounds(r, centre - half, centre + half)
-    return interval(r, confidence, order, point)
+        return widened(r, hard, centre - half, centre + half)
+    half = half_width(r, confidence, order, point)
+    return widened(r, hard, r.estimate - half, r.estimate + half)
 
 
 # ---------------------------------------------------------------------------------------------------- 2-D

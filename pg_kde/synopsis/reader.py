@@ -66,6 +66,10 @@ class Scan1D:
     high: np.ndarray
     sample: Optional[np.ndarray] = None
     phases: Optional[np.ndarray] = None
+    #: Whether some value's float8 may also stand for another value of the column's type (docs/math.md §7,
+    #: "Values float8 cannot tell apart"): a bigint from 2^53, a numeric of more than 15 significant digits, a
+    #: timestamp from 2^33 epoch seconds. Never for float8 values themselves (an array's).
+    coarse: bool = False
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,12 @@ ALTER TABLE kde_synopsis ADD COLUMN doubt_weight float8
 ALTER TABLE kde_synopsis ADD COLUMN doubt_weights float4[]
     CHECK (doubt_weights IS NULL OR (array_ndims(doubt_weights) = 1 AND array_position(doubt_weights, NULL) IS NULL
                                      AND 0 <= ALL (doubt_weights) AND 'Infinity' > ALL (doubt_weights)));
+-- coarse (0.30.0): whether the column may hold values whose float8 also stands for other values of its type
+-- (bigint from 2^53, numeric of more than 15 significant digits, timestamps from 2^33 epoch seconds: the year
+-- 2242), so that rows on a bound's float8 may lie on either side of the bound: the hard bounds then count them
+-- on both (docs/math.md §7, "Values float8 cannot tell apart"). NULL: not known (a numeric column's synopsis
+-- built before, a merge with such a part): read as true.
+ALTER TABLE kde_synopsis ADD COLUMN coarse boolean;
 SELECT pg_catalog.pg_extension_config_dump('kde_synopsis', '');
 
 -- 2-D payload, a pair of columns on an equal-depth grid: grid1, grid2 hold each axis's grid points (at the

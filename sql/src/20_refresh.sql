@@ -71,6 +71,12 @@ REVOKE EXECUTE ON FUNCTION _kde_sample_step(bytea, float8, tid, oid, float8, int
 CREATE FUNCTION _kde_float8(numeric) RETURNS float8
 AS 'MODULE_PATHNAME', 'kde_float8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_float8(numeric) IS 'pg_kde internal: numeric to float8, as the cast, faster';
+-- Whether the float8 of a numeric may stand for another numeric too (more than 15 significant digits, or a
+-- magnitude float8 holds only as a subnormal or near its largest): the refresh's scan counts such rows, and a
+-- synopsis that holds one treats rows on a bound's float8 as on either side of it (0.30.0, docs/math.md §7).
+CREATE FUNCTION _kde_numeric_coarse(numeric) RETURNS boolean
+AS 'MODULE_PATHNAME', 'kde_numeric_coarse_sql' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_numeric_coarse(numeric) IS 'pg_kde internal: whether float8 may not tell this numeric from another';
 CREATE FUNCTION _kde_cells_step(bytea, float8, float8[], float8[], float8) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_step_float8' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
 CREATE FUNCTION _kde_cells_step(bytea, numeric, float8[], float8[], float8) RETURNS bytea

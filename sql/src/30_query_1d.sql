@@ -297,7 +297,14 @@ COMMENT ON FUNCTION _kde_held_interval(float8, float8, float8) IS 'pg_kde intern
 -- its slot's cells expecting lambda rows of its cut cell's n; below 10 its likeliest whole counts
 -- (_kde_held_interval, 0.19.0), from there z standard deviations about its mean (0.24.0). Widened to hold
 -- the estimate. docs/math.md §7.
+--
+-- Rows on a bound's float8 that may lie on either side of the bound (0.30.0, query.loose_bounds; docs/math.md §7,
+-- "Values float8 cannot tell apart"): on a column whose float8s may stand for more than one value of its type
+-- (kde_synopsis.coarse; NULL, not known, as true) every finite bound, and a bound given with more digits than
+-- float8 holds (lo_loose, hi_loose: the text forms' numeric bounds). The hard bounds are then the widest of the
+-- ranges with each such bound also moved to the next float8 inwards (its float8's rows left out).
 CREATE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
+                              lo_loose boolean DEFAULT false, hi_loose boolean DEFAULT false,
                               OUT estimate float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -312,9 +319,44 @@ DECLARE
     half float8;
     cell integer;
     rows float8;  -- the rows of the point's cut cell
+    hard_low float8;
+    hard_high float8;
+    a float8;
+    b float8;
+    corner record;
+    biggest float8;  -- a coarse column's sum: the largest magnitude a row in the range may have
+    most float8;  -- ... and the most rows it may hold
 BEGIN
     s := @extschema@._kde_synopsis_for(tbl, ARRAY[col]);
     r := @extschema@._kde_range(s, lo, hi, moment);
+    hard_low := r.low;
+    hard_high := r.high;
+    lo_loose := coalesce((lo_loose OR coalesce(s.coarse, true)) AND lo > '-Infinity', false);
+    hi_loose := coalesce((hi_loose OR coalesce(s.coarse, true)) AND hi < 'Infinity', false);
+    IF lo_loose OR hi_loose THEN
+        FOREACH a IN ARRAY CASE WHEN lo_loose THEN ARRAY[lo, @extschema@._kde_next_float8(lo, true)] ELSE ARRAY[lo] END
+        LOOP
+            FOREACH b IN ARRAY CASE WHEN hi_loose THEN ARRAY[hi, @extschema@._kde_next_float8(hi, false)] ELSE ARRAY[hi] END
+            LOOP
+                CONTINUE WHEN a IS NOT DISTINCT FROM lo AND b IS NOT DISTINCT FROM hi;
+                corner := @extschema@._kde_range(s, a, b, moment);
+                hard_low := least(hard_low, corner.low);
+                hard_high := greatest(hard_high, corner.high);
+            END LOOP;
+        END LOOP;
+    END IF;
+    IF moment = 1 AND coalesce(s.coarse, true) THEN
+        -- each row's value lies up to half an ulp from the float8 the sums hold (query.coarse_widened; a red team
+        -- on 0.30.0's first build: 1,000 rows of 2^62 + 511 beside 1,000 of -2^62 summed to [0, 0], exact 511,000):
+        -- as many rows as the range may hold, at the largest magnitude one of them may have
+        biggest := (SELECT max(abs(v)) FROM unnest(s.grid || (@extschema@._kde_atoms(s)).atom_values) v);
+        IF lo > '-Infinity' AND hi < 'Infinity' THEN
+            biggest := least(biggest, greatest(abs(lo), abs(hi)));
+        END IF;
+        most := (@extschema@._kde_range(s, lo, hi, 0)).high;
+        hard_low := @extschema@._kde_coarse_widen(hard_low, most, coalesce(biggest, 0), false);
+        hard_high := @extschema@._kde_coarse_widen(hard_high, most, coalesce(biggest, 0), true);
+    END IF;
     slot := coalesce(moment = 0 AND lo = hi AND s.step > 0 AND r.low < r.high, false);
     centre := r.estimate;
     IF slot THEN
@@ -345,16 +387,29 @@ BEGIN
     -- within the hard bounds, widened to hold the estimate (query.within_bounds); zero width only where the
     -- hard bounds are (0.27.0: a sum over whole cells has no variance, but its stored sums' rounding leaves
     -- it within its hard bounds, not on its estimate)
+    -- (rows on a loose bound's float8 are not modelled: the interval widens by all of them)
+    low := low - (r.low - hard_low);
+    high := high + (hard_high - r.high);
     estimate := r.estimate;
-    low := least(greatest(r.low, low), r.estimate);
-    high := greatest(least(r.high, high), r.estimate);
-    IF low = high AND r.low < r.high THEN
-        low := r.low;
-        high := r.high;
+    low := least(greatest(hard_low, low), r.estimate);
+    high := greatest(least(hard_high, high), r.estimate);
+    IF low = high AND hard_low < hard_high THEN
+        low := hard_low;
+        high := hard_high;
     END IF;
 END
 $$;
-COMMENT ON FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer) IS 'pg_kde internal: an interval';
+COMMENT ON FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer, boolean, boolean) IS 'pg_kde internal: an interval';
+
+-- A sum's hard bound moved out by what rows' values may lie from their float8s on a coarse column (0.30.0).
+CREATE FUNCTION _kde_coarse_widen(x float8, rows float8, biggest float8, up boolean) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_coarse_widen' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_coarse_widen(float8, float8, float8, boolean) IS 'pg_kde internal: a coarse column''s sum bound, widened';
+
+-- The float8 next to x, above it where up, below it otherwise (C's nextafter).
+CREATE FUNCTION _kde_next_float8(x float8, up boolean) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_next_float8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_next_float8(float8, boolean) IS 'pg_kde internal: the next float8';
 
 CREATE FUNCTION approx_count(tbl regclass, col text, lo float8, hi float8) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -435,26 +490,75 @@ END
 $$;
 COMMENT ON FUNCTION _kde_time_bounds(regclass, text, timestamptz, timestamptz) IS 'pg_kde internal: time bounds as the synopsis reads them';
 
-CREATE FUNCTION _kde_text_bound(tbl regclass, col text, x text) RETURNS float8
+-- A column's type, a domain's base type's (NULL: no such column).
+CREATE FUNCTION _kde_base_type(tbl regclass, col text) RETURNS regtype
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH RECURSIVE b(t) AS (SELECT a.atttypid FROM pg_attribute a
+                            WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped
+                            UNION ALL SELECT t.typbasetype FROM b JOIN pg_type t ON t.oid = b.t WHERE t.typtype = 'd')
+    SELECT b.t::regtype FROM b JOIN pg_type t ON t.oid = b.t WHERE t.typtype <> 'd'
+$$;
+COMMENT ON FUNCTION _kde_base_type(regclass, text) IS 'pg_kde internal: a column''s type, a domain''s base type''s';
+
+-- A text bound read as a column of (base) type t reads it, as the synopsis holds it: a time's epoch seconds, a
+-- real's float8 (0.30.0: '0.1' is the real 0.100000001490116, which SQL compares a real column with; read as a
+-- float8 before, a red team's approx_count_ci of a real column's rows of 0.1 read [0, 0] for 1,000), other
+-- numbers' float8.
+CREATE FUNCTION _kde_text_value(t regtype, x text) RETURNS float8
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    t text := @extschema@._kde_coltype(tbl, col);
 BEGIN
     IF x IS NULL THEN
         RETURN NULL;
-    ELSIF t = 'date' THEN
+    ELSIF t = 'date'::regtype THEN
         RETURN extract(epoch FROM x::date)::float8;
-    ELSIF t LIKE 'timestamp%with time zone' THEN
+    ELSIF t = 'timestamptz'::regtype THEN
         RETURN extract(epoch FROM x::timestamptz)::float8;
-    ELSIF t LIKE 'timestamp%' THEN
+    ELSIF t = 'timestamp'::regtype THEN
         RETURN extract(epoch FROM x::timestamp)::float8;
+    ELSIF t = 'real'::regtype THEN
+        RETURN x::real::float8;
     END IF;
     RETURN x::float8;
 END
 $$;
+COMMENT ON FUNCTION _kde_text_value(regtype, text) IS 'pg_kde internal: a text bound read as a type';
+
+CREATE FUNCTION _kde_text_bound(tbl regclass, col text, x text) RETURNS float8
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@._kde_text_value(@extschema@._kde_base_type(tbl, col), x) $$;
 COMMENT ON FUNCTION _kde_text_bound(regclass, text, text) IS 'pg_kde internal: a text bound read as the column''s type';
+
+-- Whether a time bound's epoch seconds may have lost microseconds to float8 (0.30.0): from 2^33 seconds (the
+-- year 2242, and before 1697), where float8's spacing passes a microsecond. A date column's rows (midnights,
+-- exact) may then share the bound's float8: a red team's count of a date column's day 2600-01-01 up to
+-- 23:59:59.999999 read [1010, 1010] for its 10 rows, the bound rounded to the next midnight.
+CREATE FUNCTION _kde_time_loose(x float8) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce(abs(x) >= 8589934592, false) $$;
+COMMENT ON FUNCTION _kde_time_loose(float8) IS 'pg_kde internal: whether a time bound''s float8 may have lost microseconds';
+
+-- Whether a text bound read as type t (_kde_text_value) holds more than its float8 keeps (0.30.0): a numeric's
+-- of more than 15 significant digits, whose float8 may be that of rows on either side of it; a timestamp's
+-- from 2^33 epoch seconds (_kde_time_loose). _kde_interval's lo_loose and hi_loose. Other types' text bounds
+-- are their float8s, or those of a column whose float8s tell its values apart (or whose synopsis counts every
+-- bound so: kde_synopsis.coarse).
+CREATE FUNCTION _kde_text_loose(t regtype, x text) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN x IS NULL THEN false
+                WHEN t = 'numeric'::regtype THEN @extschema@._kde_numeric_coarse(x::numeric)
+                WHEN t IN ('timestamp'::regtype, 'timestamptz'::regtype)
+                    THEN @extschema@._kde_time_loose(@extschema@._kde_text_value(t, x))
+                ELSE false END
+$$;
+COMMENT ON FUNCTION _kde_text_loose(regtype, text) IS 'pg_kde internal: whether a text bound has more digits than float8 keeps';
 
 -- Timestamp bounds (0.13.0): passed to the timestamptz forms, a timestamp bound was cast to timestamptz in the
 -- session's TimeZone and back, which moves a wall-clock time in a daylight-saving gap by an hour. Here they are
@@ -528,7 +632,8 @@ COMMENT ON FUNCTION approx_count(regclass, text, timestamp, timestamp) IS
 CREATE FUNCTION approx_count(tbl regclass, col text, lo text, hi text) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT @extschema@.approx_count(tbl, col, @extschema@._kde_text_bound(tbl, col, lo), @extschema@._kde_text_bound(tbl, col, hi)) $$;
+AS $$ SELECT @extschema@.approx_count(tbl, col, @extschema@._kde_text_value(b.t, lo), @extschema@._kde_text_value(b.t, hi))
+      FROM (SELECT @extschema@._kde_base_type(tbl, col) AS t) b $$;
 COMMENT ON FUNCTION approx_count(regclass, text, text, text) IS
     'approx_count with bounds given as text (untyped literals), read as the column''s own type';
 
@@ -537,7 +642,8 @@ CREATE FUNCTION approx_count_ci(tbl regclass, col text, lo timestamptz, hi times
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT i.* FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t,
-                     @extschema@._kde_interval(tbl, col, t.a, t.b, confidence, 0) i $$;
+                     @extschema@._kde_interval(tbl, col, t.a, t.b, confidence, 0, @extschema@._kde_time_loose(t.a),
+                                               @extschema@._kde_time_loose(t.b)) i $$;
 COMMENT ON FUNCTION approx_count_ci(regclass, text, timestamptz, timestamptz, float8) IS
     'approx_count_ci for a date, timestamp or timestamptz column';
 
@@ -546,7 +652,8 @@ CREATE FUNCTION approx_count_ci(tbl regclass, col text, lo timestamp, hi timesta
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT i.* FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t,
-                     @extschema@._kde_interval(tbl, col, t.a, t.b, confidence, 0) i $$;
+                     @extschema@._kde_interval(tbl, col, t.a, t.b, confidence, 0, @extschema@._kde_time_loose(t.a),
+                                               @extschema@._kde_time_loose(t.b)) i $$;
 COMMENT ON FUNCTION approx_count_ci(regclass, text, timestamp, timestamp, float8) IS
     'approx_count_ci for a date, timestamp or timestamptz column, timestamp bounds';
 
@@ -557,8 +664,11 @@ CREATE FUNCTION approx_count_ci(tbl regclass, col text, lo text, hi text, confid
                                 OUT estimate float8, OUT low float8, OUT high float8)
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT i.* FROM @extschema@.approx_count_ci(tbl, col, @extschema@._kde_text_bound(tbl, col, lo),
-                                                  @extschema@._kde_text_bound(tbl, col, hi), confidence) i $$;
+AS $$ SELECT i.* FROM (SELECT @extschema@._kde_base_type(tbl, col) AS t) b,
+                     @extschema@._kde_interval(tbl, col, @extschema@._kde_text_value(b.t, lo),
+                                               @extschema@._kde_text_value(b.t, hi), confidence, 0,
+                                               @extschema@._kde_text_loose(b.t, lo),
+                                               @extschema@._kde_text_loose(b.t, hi)) i $$;
 COMMENT ON FUNCTION approx_count_ci(regclass, text, text, text, float8) IS
     'approx_count_ci with bounds given as text (untyped literals), read as the column''s own type';
 

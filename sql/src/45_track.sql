@@ -61,6 +61,9 @@ DECLARE
     size_now bigint;
     expr text;
     added float8[];
+    added_coarse boolean;  -- a written value whose float8 may stand for others of its type too (0.30.0)
+    coarse_expr text;
+    base regtype;
     removed float8[];
     delta record;
     problem text;
@@ -101,10 +104,22 @@ BEGIN
         expr := CASE WHEN r.typname = 'numeric' THEN format('@extschema@._kde_float8(%I)', r.attname)
                      WHEN r.typcategory = 'N' THEN format('(%I)::float8', r.attname)
                      ELSE format('extract(epoch FROM %I)::float8', r.attname) END;
+        -- Whether the written rows hold a value whose float8 may also stand for another of its type, as the
+        -- refresh's scan tells (kde_synopsis.coarse, docs/math.md §7): bigint from 2^53, timestamps from 2^33
+        -- epoch seconds, numeric of more than 15 significant digits.
+        base := @extschema@._kde_base_type(TG_RELID::regclass, r.attname);
+        coarse_expr := CASE WHEN base = 'numeric'::regtype
+                                THEN format('@extschema@._kde_numeric_coarse((%I)::numeric)', r.attname)
+                            WHEN base = 'bigint'::regtype THEN format('abs(%s) >= 9007199254740992', expr)
+                            WHEN base IN ('timestamp'::regtype, 'timestamptz'::regtype)
+                                THEN format('abs(%s) >= 8589934592', expr)
+                            ELSE 'false' END;
         added := NULL;
+        added_coarse := false;
         removed := NULL;
         IF TG_OP IN ('INSERT', 'UPDATE') THEN
-            EXECUTE format('SELECT array_agg(%s) FROM kde_new', expr) INTO added;
+            EXECUTE format('SELECT array_agg(%s), coalesce(bool_or(%s), false) FROM kde_new', expr, coarse_expr)
+                INTO added, added_coarse;
         END IF;
         IF TG_OP IN ('DELETE', 'UPDATE') THEN
             EXECUTE format('SELECT array_agg(%s) FROM kde_old', expr) INTO removed;
@@ -142,6 +157,7 @@ BEGIN
             atom_pack = coalesce(delta.pack, ''),
             cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
             density = delta.new_density, kde_rows = p.kde_rows + delta.kde_rows,
+            coarse = CASE WHEN added_coarse THEN true ELSE p.coarse END,
             -- each written value's addition, each prefix's and each cell's, rounds within one ulp of the
             -- largest magnitude added (2^-51 of it: twice that); a removed row takes its exact value out of
             -- a sum that holds it rounded to the build's quantum (half of it, twice)

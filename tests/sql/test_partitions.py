@@ -287,3 +287,23 @@ def test_a_partition_of_one_value_off_any_lattice_merges(db, table, constant):
         assert got[6] <= rows <= got[7], (relation, got)
     x = column(db, table, "v")
     check_exact_and_bounded(payload(db, table, "v"), x, np.random.default_rng(9), queries=60)
+
+
+def test_a_parent_is_coarse_where_a_partition_is(db, table):
+    """A merge's kde_synopsis.coarse is any part's (0.30.0): one partition's bigint values from 2^53 share
+    float8s, and the parent's hard bounds count the rows on a bound's float8 on both sides, as that partition's
+    do; its approx_count_ci holds SQL's count."""
+    db.execute(f'CREATE TABLE "{table}" (v bigint) PARTITION BY RANGE (v)')
+    db.execute(f'CREATE TABLE "{table}_a" PARTITION OF "{table}" FOR VALUES FROM (MINVALUE) TO (1000000)')
+    db.execute(f'CREATE TABLE "{table}_b" PARTITION OF "{table}" FOR VALUES FROM (1000000) TO (MAXVALUE)')
+    db.execute(f'INSERT INTO "{table}" SELECT g FROM generate_series(1, 5000) g')
+    db.execute(f'INSERT INTO "{table}" SELECT 9007199254740992 + g % 2 FROM generate_series(1, 600) g')
+    refresh(db, table, "v")
+    coarse = dict(db.execute("SELECT relid::text, coarse FROM kde_synopsis WHERE relid::text LIKE %s",
+                             (f'%{table}%',)).fetchall())
+    assert coarse == {f'"{table}"': True, f'"{table}_a"': False, f'"{table}_b"': True} or \
+        coarse == {table: True, f"{table}_a": False, f"{table}_b": True}, coarse
+    for relation in (table, f"{table}_b"):
+        got = db.execute("SELECT * FROM approx_count_ci(%s, 'v', '9007199254740993', '9007199254740993')",
+                         (f'"{relation}"',)).fetchone()
+        assert got[1] <= 300 <= got[2] and got[1] < got[2], (relation, got)

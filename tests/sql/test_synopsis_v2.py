@@ -16,8 +16,8 @@ from psycopg import sql  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
 from pg_kde.synopsis.cells import make_profile, period_counts  # noqa: E402
-from pg_kde.synopsis.query import (heavy_values, held_interval, held_rows, interval_1d, range_1d, smooth_1d,  # noqa: E402
-                                   snap)
+from pg_kde.synopsis.query import (heavy_values, held_interval, held_rows, interval_1d, loose_bounds, range_1d,  # noqa: E402
+                                   smooth_1d, snap)
 from pg_kde.synopsis.calibration import WEIGHTS  # noqa: E402
 from sqlhelpers import load, refresh  # noqa: E402
 
@@ -351,6 +351,168 @@ def test_values_near_2_53_are_not_read_onto_a_coarser_lattice(db, table):
             assert hard.low <= exact <= hard.high, (budget, lo, hi, hard, exact)
             assert high > low or est == exact, (budget, lo, hi, est, low, high, exact)  # zero width: exact
             assert budget == 1024 or est == low == high == exact, (budget, lo, hi, est, low, high, exact)
+
+
+def _count_ci_holds(db, table, col, bounds, cast, kind="float8"):
+    """approx_count_ci over each (lo, hi) of ``bounds`` (SQL literals given as text, NULL open), its bounds
+    passed as ``kind`` (float8: the literal's number; text: the literal itself, read as the column's type),
+    equals the reference's interval (query.interval_1d) on the stored row, whose hard bounds
+    (query.loose_bounds) hold SQL's own count with the bounds cast to the column's type ``cast``; zero width
+    only where the estimate is that count. Returns (estimate, low, high, count, hard bounds) each."""
+    s = payload(db, table, col)
+    out = []
+    for lo, hi in bounds:
+        exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE {} >= coalesce(%s::{}, {}) AND {} <= coalesce(%s::{}, {})")
+                           .format(ident(table), ident(col), sql.SQL(cast), ident(col), ident(col), sql.SQL(cast),
+                                   ident(col)), (lo, hi)).fetchone()[0]
+        if kind == "float8":
+            (a, b), loose = (None if v is None else float(v) for v in (lo, hi)), (False, False)
+        else:
+            a, b, *loose = db.execute("SELECT _kde_text_value(t, %(lo)s), _kde_text_value(t, %(hi)s), "
+                                      "_kde_text_loose(t, %(lo)s), _kde_text_loose(t, %(hi)s) "
+                                      "FROM _kde_base_type(%(t)s, %(c)s) t",
+                                      {"t": table, "c": col, "lo": lo, "hi": hi}).fetchone()
+        form = "%s::float8" if kind == "float8" else "%s::text"
+        est, low, high = db.execute(f"SELECT * FROM approx_count_ci(%s, %s, {form}, {form})",
+                                    (table, col, lo, hi)).fetchone()
+        ref = interval_1d(s, a, b, 0.95, loose=tuple(loose))
+        assert (est, low, high) == pytest.approx(ref, abs=1e-6 * max(1.0, ref[2] - ref[1])), (col, kind, lo, hi)
+        hard = loose_bounds(s, range_1d(s, a, b, 0), a, b, 0, tuple(loose))
+        assert hard.low <= low <= high <= hard.high, (col, kind, lo, hi, hard, low, high)
+        assert hard.low <= exact <= hard.high, (col, kind, lo, hi, hard, exact)
+        assert high > low or est == exact, (col, kind, lo, hi, est, low, high, exact)
+        out.append((est, low, high, exact, hard))
+    return out
+
+
+def test_values_float8_cannot_tell_apart(db, table):
+    """A red team on 0.28.0: bigint values 2^53 and 2^53 + 1 share a float8, and approx_count_ci of 2^53 + 1
+    read [1000, 1000] for 500 rows. Since 0.30.0 a synopsis knows whether its column may hold such values
+    (kde_synopsis.coarse: bigint from 2^53, numeric of more than 15 significant digits, timestamps from 2^33
+    epoch seconds), and rows on a bound's float8 then count on both sides of it; so do a numeric column's text
+    bounds with more digits than float8 holds. The intervals equal the reference's (query.loose_bounds)."""
+    db.execute(sql.SQL("""CREATE TABLE {} AS
+        SELECT CASE WHEN g <= 500 THEN 9007199254740992 WHEN g <= 1000 THEN 9007199254740993
+                    WHEN g <= 1100 THEN 9007199254740995 ELSE g END::bigint AS big,
+               CASE WHEN g <= 300 THEN 0.1 WHEN g <= 500 THEN 0.10000000000000000001
+                    WHEN g <= 520 THEN 0.09999999999999999999 ELSE round((g % 997) / 7.0, 2) END AS num,
+               round((g % 997) / 7.0, 2) AS cents,
+               CASE WHEN g <= 400 THEN '2300-01-01 00:00:00.000001' WHEN g <= 700 THEN '2300-01-01 00:00:00.000002'
+                    ELSE '2024-01-01'::timestamp + g * interval '1 minute' END::timestamp AS ts,
+               ('2024-01-01'::timestamp + g * interval '1 second') AS ts_now
+        FROM generate_series(1, 6000) g""").format(ident(table)))
+    for col in ("big", "num", "cents", "ts", "ts_now"):
+        refresh(db, table, col)
+    coarse = dict(db.execute("SELECT cols[1], coarse FROM kde_synopsis WHERE relid = %s::regclass",
+                             (table,)).fetchall())
+    assert coarse == {"big": True, "num": True, "cents": False, "ts": True, "ts_now": False}
+    big = ["9007199254740992", "9007199254740993", "9007199254740994", "9007199254740995"]
+    pairs = [(a, b) for a in big for b in big if int(a) <= int(b)] + [(None, big[1]), (big[1], None), ("1", "600")]
+    for kind in ("float8", "text"):
+        got = _count_ci_holds(db, table, "big", pairs, "bigint", kind)
+        assert got[pairs.index((big[1], big[1]))][:4] == (1000, 0, 1000, 500)  # 2^53 + 1 alone: [1000, 1000] before
+    nums = ["0.1", "0.10000000000000000001", "0.09999999999999999999", "0.1000000000000000000100"]
+    pairs = [(a, b) for a in nums for b in nums] + [(nums[1], "100"), ("0.05", nums[2])]
+    _count_ci_holds(db, table, "num", pairs, "numeric", "text")
+    _count_ci_holds(db, table, "num", [("0.1", "0.1"), ("0.1", "0.2")], "float8")  # (SQL compares as float8)
+    # a column float8 tells apart: its points stay exact, and only a text bound of more digits widens
+    est, low, high, exact, _ = _count_ci_holds(db, table, "cents", [("12.71", "12.71")], "numeric")[0]
+    assert est == low == high == exact > 0
+    (est, low, high, exact, hard), = _count_ci_holds(db, table, "cents", [("12.710000000000000001", "20")], "numeric",
+                                                     "text")
+    assert hard.low == exact < hard.high == est  # (the float8 form reads the value 12.71 itself)
+    stamps = ["2300-01-01 00:00:00.000001", "2300-01-01 00:00:00.000002", "2300-01-01 00:00:00"]
+    pairs = [(a, b) for a in stamps for b in stamps if a <= b] + [(None, stamps[0])]
+    for (lo, hi), (est, low, high, exact, _) in zip(pairs, _count_ci_holds(db, table, "ts", pairs, "timestamp", "text")):
+        for form in ("timestamp", "timestamptz"):  # (UTC: the same float8s as the text form's)
+            assert db.execute(f"SELECT * FROM approx_count_ci(%s, 'ts', %s::{form}, %s::{form})",
+                              (table, lo, hi)).fetchone() == (est, low, high), (form, lo, hi)
+    _count_ci_holds(db, table, "ts_now", [("2024-01-01 00:10:00", "2024-01-01 00:10:00")], "timestamp", "text")
+
+
+def test_sums_real_text_bounds_and_far_time_bounds_hold(db, table):
+    """A red team on 0.30.0's first build: a coarse column's sums held its rows' float8s, not their values
+    (1,000 rows of 2^62 + 511 beside 1,000 of -2^62 summed to [0, 0], exact 511,000; 1,000 rows of
+    1.0000000000000001 to [1000, 1000]); a real column's text bound '0.1' was read as the float8 0.1, where SQL
+    reads the real 0.100000001490116 ([0, 0] for 1,000 rows); a timestamp bound of 2600 lost its microseconds to
+    float8, and a date column's next midnight counted ([1010, 1010] for 10 rows). Sums now allow each row's
+    rounding, text bounds are read as the column's type, and time bounds from 2^33 seconds are loose."""
+    from decimal import Decimal
+
+    db.execute(sql.SQL("""CREATE TABLE {} AS
+        SELECT CASE WHEN g <= 1000 THEN 4611686018427388415 ELSE -4611686018427387904 END::bigint AS big,
+               CASE WHEN g <= 1000 THEN 1.0000000000000001 ELSE -1 END::numeric AS num,
+               CASE WHEN g <= 1000 THEN 0.1 ELSE 0.7 END::real AS r,
+               CASE WHEN g <= 1000 THEN date '2600-01-02' WHEN g <= 1010 THEN date '2600-01-01'
+                    ELSE date '1000-01-01' END AS d
+        FROM generate_series(1, 2000) g""").format(ident(table)))
+    for col in ("big", "num", "r", "d"):
+        refresh(db, table, col)
+    for col, lo, hi in (("big", None, None), ("num", None, None), ("num", None, 1.0), ("big", 0.0, None)):
+        est, low, high = db.execute("SELECT * FROM approx_sum_ci(%s, %s, %s::float8, %s::float8)",
+                                    (table, col, lo, hi)).fetchone()
+        exact = db.execute(sql.SQL("SELECT coalesce(sum({c}), 0)::text FROM {t} WHERE {c}::float8 >= coalesce(%s, {c}::float8) "
+                                   "AND {c}::float8 <= coalesce(%s, {c}::float8)").format(c=ident(col), t=ident(table)),
+                           (lo, hi)).fetchone()[0]
+        assert Decimal(low) <= Decimal(exact) <= Decimal(high) and low < high, (col, lo, hi, est, low, high, exact)
+        s = payload(db, table, col)
+        assert (est, low, high) == pytest.approx(interval_1d(s, lo, hi, 0.95, 1), rel=1e-12), (col, lo, hi)
+    for lo, hi, exact in (("0.1", "0.1", 1000), ("0.7", "1", 1000)):
+        assert db.execute("SELECT * FROM approx_count_ci(%s, 'r', %s::text, %s::text)", (table, lo, hi)).fetchone() \
+            == (exact, exact, exact), (lo, hi)
+        assert db.execute(sql.SQL("SELECT count(*) FROM {} WHERE r >= %s AND r <= %s").format(ident(table)),
+                          (lo, hi)).fetchone()[0] == exact
+    db.execute("SET TimeZone = 'UTC'")
+    for lo, hi in (("2600-01-01", "2600-01-01 23:59:59.999999"), ("0999-12-31 12:00", "0999-12-31 23:59:59.999999"),
+                   ("1000-01-01 00:00:00.000001", None)):
+        exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE d >= coalesce(%s::timestamp, d) "
+                                   "AND d <= coalesce(%s::timestamp, d)").format(ident(table)), (lo, hi)).fetchone()[0]
+        for form in ("timestamp", "timestamptz"):
+            est, low, high = db.execute(f"SELECT * FROM approx_count_ci(%s, 'd', %s::{form}, %s::{form})",
+                                        (table, lo, hi)).fetchone()
+            assert low <= exact <= high and (low < high or est == exact), (form, lo, hi, est, low, high, exact)
+
+
+def test_a_tracked_write_of_such_a_value_marks_the_synopsis(db, table):
+    """The tracking triggers mark a synopsis coarse when a written value is (0.30.0)."""
+    # (bigint values past 2^40 steps of any lattice: a continuous column, whose tracked writes of any value apply)
+    db.execute(sql.SQL("CREATE TABLE {} AS SELECT (g::bigint * 1099511627) AS big, "
+                       "(g / 100.0)::numeric(20, 2)::numeric AS num FROM generate_series(1, 3000) g").format(ident(table)))
+    refresh(db, table, "big")
+    refresh(db, table, "num")
+    db.execute("SELECT kde_track(%s)", (table,))
+    coarse = lambda: dict(db.execute("SELECT cols[1], coarse FROM kde_synopsis WHERE relid = %s::regclass",  # noqa: E731
+                                     (table,)).fetchall())
+    assert coarse() == {"big": False, "num": False}
+    db.execute(sql.SQL("INSERT INTO {} VALUES (5, 1.25), (6, 1.5)").format(ident(table)))
+    assert coarse() == {"big": False, "num": False}
+    db.execute(sql.SQL("INSERT INTO {} VALUES (9007199254740993, 0.1000000000000000000001)").format(ident(table)))
+    assert coarse() == {"big": True, "num": True}
+    for col, cast, lo in (("big", "bigint", "9007199254740993"), ("num", "numeric", "0.1")):
+        _count_ci_holds(db, table, col, [(lo, lo), (lo, None)], cast, "text")
+
+
+def test_numeric_coarse_counts_significant_digits(db):
+    """_kde_numeric_coarse against Python's decimal digits: more than 15 significant digits, or a magnitude
+    from 1e308 or below 1e-307."""
+    from decimal import Decimal
+
+    rng = np.random.default_rng(5)
+    texts = ["0", "1", "-1", "0.1", "123456789012345", "1234567890123456", "12345678901234.50",
+             "100000000000000000000", "1000000000000000000001", "0.000000000000000000001", "9007199254740993",
+             "1e307", "1e308", "1e-307", "1e-308", "-2.5e-310", "NaN", "Infinity", "-Infinity", "12.780000000000000001"]
+    for _ in range(400):
+        digits = "".join(rng.choice(list("0123456789"), int(rng.integers(1, 25))))
+        texts.append(f"{'-' if rng.random() < 0.5 else ''}{digits}e{int(rng.integers(-40, 40))}")
+    got = dict(db.execute("SELECT t, _kde_numeric_coarse(t::numeric) FROM unnest(%s::text[]) t", (texts,)).fetchall())
+    for t in texts:
+        d = Decimal(t)
+        if not d.is_finite() or d == 0:
+            assert got[t] is False, t
+            continue
+        sign, digits, exponent = d.normalize().as_tuple()
+        leading = len(digits) - 1 + exponent  # 10^leading <= |d| < 10^(leading + 1)
+        assert got[t] == (len(digits) > 15 or leading <= -308 or leading >= 308), (t, got[t])
 
 
 def test_the_server_packs_as_the_reference(db):
@@ -858,7 +1020,7 @@ PAYLOAD_ROW = ("ROW('pg_class'::regclass, '{x}'::text[], %(atom_values)s::float8
                "%(cell_cum_count)s::float8[], %(cell_cum_sum)s::float8[], %(step)s, %(density)s::float4[], "
                "%(shape_var)s, %(period)s, %(profile)s::float4[], %(atom_pack)s::bytea, %(sum_slack)s::float8, "
                "%(sum_quantum)s::float8, %(heavy_whole)s::boolean, %(doubt_weight)s::float8, "
-               "%(doubt_weights)s::float4[])::kde_synopsis")
+               "%(doubt_weights)s::float4[], NULL::boolean)::kde_synopsis")  # (coarse: _kde_range does not read it)
 
 
 def test_a_bound_inside_a_very_wide_cell_on_the_server(db):

@@ -15,11 +15,11 @@ from pg_kde import admin  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 from pg_kde.synopsis.catalog import format1  # noqa: E402
-from pg_kde.synopsis.query import heavy_values  # noqa: E402
+from pg_kde.synopsis.query import heavy_values, interval_1d, loose_bounds, range_1d  # noqa: E402
 from sqlhelpers import approx, load, refresh  # noqa: E402
 
 #: Every released version, oldest first; each ships an update script to the next.
-RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0", "0.27.0", "0.28.0"]
+RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0", "0.27.0", "0.28.0", "0.29.0"]
 
 # Each object of the extension, described so that two installs can be compared.
 SCHEMA_QUERIES = {
@@ -239,6 +239,48 @@ def test_synopses_survive_the_update(scratch_db, old):
         assert approx(legacy, "approx_count", "sales", "amount", 1.0, 7.5) == approx(current, "approx_count", "sales", "x", 1.0, 7.5)
         assert refresh(legacy, "sales", "k")["rows"] == 20000
         assert legacy.execute(sql.SQL("SELECT count(*) FROM kde_synopses WHERE NOT stale")).fetchone()[0] >= 1
+
+
+def test_the_update_to_0_30_0_says_which_synopses_may_be_coarse(scratch_db):
+    """0.30.0's kde_synopsis.coarse for the synopses built before: false for a column whose values are their
+    float8s, a bigint column whose stored values stay below 2^53, a timestamp column below 2^33 epoch seconds and
+    a numeric column declared with at most 15 digits; true for a bigint column reaching 2^53; NULL (read as
+    true) for any other numeric column, until its next refresh scans it."""
+    make = ("CREATE TABLE t AS SELECT g::bigint AS small, g::bigint + 9007199254740000 AS big, "
+            "(g / 100.0)::numeric(12, 2) AS cents, (g / 100.0) AS num, "
+            "'2024-01-01'::timestamp + g * interval '1 s' AS ts, g * 0.5::float8 AS f FROM generate_series(1, 3000) g")
+    cols = ("small", "big", "cents", "num", "ts", "f")
+    with scratch_db() as current, scratch_db() as legacy:
+        current.execute(f"CREATE EXTENSION pg_kde VERSION '{pg_kde.__version__}' CASCADE")
+        legacy.execute("CREATE EXTENSION pg_kde VERSION '0.29.0' CASCADE")
+        for conn in (current, legacy):
+            conn.execute(make)
+        for col in cols:
+            refresh(current, "t", col)
+        built = dict(current.execute("SELECT cols[1], coarse FROM kde_synopsis").fetchall())
+        assert built == {"small": False, "big": True, "cents": False, "num": False, "ts": False, "f": False}
+        for row in old_format(current, format2=True, packed=True)["kde_synopsis"]:
+            insert(legacy, "kde_catalog", HEADER_0_3_0, row)
+            insert(legacy, "kde_synopsis", payload_1d("0.29.0"), row)
+        legacy.execute("UPDATE kde_catalog SET built_relid = relid::oid")
+        legacy.execute(f"ALTER EXTENSION pg_kde UPDATE TO '{pg_kde.__version__}'")
+        updated = dict(legacy.execute("SELECT cols[1], coarse FROM kde_synopsis").fetchall())
+        assert updated == dict(built, num=None)
+        # (not known: rows on a bound's float8 count on both sides until a refresh, as the reference reads it)
+        with legacy.cursor(row_factory=dict_row) as cur:
+            s = cur.execute("SELECT * FROM kde_synopsis WHERE cols = '{num}'").fetchone()
+        s["density"] = np.asarray(s["density"], dtype=np.float32).astype(np.float64).tolist()
+        widened = 0
+        for k in range(100, 400, 3):
+            lo, hi = k / 100, 25.0
+            got = legacy.execute("SELECT * FROM approx_count_ci('t', 'num', %s::float8, %s::float8)", (lo, hi)).fetchone()
+            assert got == pytest.approx(interval_1d(s, lo, hi, 0.95), abs=1e-6)
+            hard, r = loose_bounds(s, range_1d(s, lo, hi, 0), lo, hi, 0), range_1d(dict(s, coarse=False), lo, hi, 0)
+            assert hard.low <= r.low <= r.high <= hard.high
+            widened += hard.low < r.low  # (the row of lo on either side, where the range met a cell's start)
+        assert widened > 0
+        refresh(legacy, "t", "num")
+        assert legacy.execute("SELECT coarse FROM kde_synopsis WHERE cols = '{num}'").fetchone()[0] is False
 
 
 @pytest.mark.parametrize("old, writes, deletes, target", [

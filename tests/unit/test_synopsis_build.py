@@ -30,7 +30,7 @@ from pg_kde.synopsis import (
 
 ROWS_1D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "step", "atom_values",
            "atom_cum_count", "atom_cum_sum", "atom_pack", "kde_rows", "grid", "cell_cum_count", "cell_cum_sum", "density",
-           "shape_var", "period", "profile", "sum_slack", "sum_quantum", "heavy_whole", "doubt_weight", "doubt_weights", "grid_size", "build_seconds", "backend", "attnums", "coltypes", "built_relid", "mod_count",
+           "shape_var", "period", "profile", "sum_slack", "sum_quantum", "heavy_whole", "doubt_weight", "doubt_weights", "coarse", "grid_size", "build_seconds", "backend", "attnums", "coltypes", "built_relid", "mod_count",
            "storage_id", "pages", "requested", "kind"]
 ROWS_2D = ["relid", "cols", "method", "bandwidth", "sample_size", "n_rows", "n_null", "integer_valued", "grid1",
            "grid2", "lattice1", "lattice2", "grid_size", "sat_count", "sat_sum", "kde_sat", "pair_pack", "build_seconds",

@@ -39,8 +39,8 @@ from pg_kde.synopsis.cells import (
     profile_tilt,
     shape_of,
 )
-from pg_kde.synopsis.query import (cell_weight, heavy_values, held_interval, held_rows, interval, interval_1d, lattice_value, mean_bounds, own_slots,
-                                   range_1d, snap)
+from pg_kde.synopsis.query import (cell_weight, heavy_values, held_interval, held_rows, interval, interval_1d, lattice_value,
+                                   loose_bounds, mean_bounds, own_slots, range_1d, snap)
 
 
 def quiet(sample, method, backend, required=True, scale=None):
@@ -1143,3 +1143,41 @@ def test_an_interval_has_zero_width_only_where_its_hard_bounds_do():
     assert within_bounds(Range(10.0, 0.0, 9.5, 10.5), 10.0, 10.0) == (10.0, 9.5, 10.5)
     assert within_bounds(Range(10.0, 0.0, 10.0, 10.0), 10.0, 10.0) == (10.0, 10.0, 10.0)
     assert within_bounds(Range(10.0, 1.0, 0.0, 20.0), 8.0, 12.0) == (10.0, 8.0, 12.0)
+
+
+@pytest.mark.parametrize("budget", [1024, 8192])
+def test_rows_on_a_loose_bound_s_float8_count_on_both_sides(budget):
+    """Where a column's float8s may stand for several values of its type (coarse: a bigint past 2^53, a long
+    numeric), the rows on a bound's float8 may lie on either side of the bound: the hard bounds of
+    loose_bounds hold every answer that takes all, some or none of them, for counts and sums, on heavy
+    values, lattice slots and cells alike; a column float8 tells apart keeps range_1d's (0.30.0)."""
+    rng = np.random.default_rng(30)
+    columns = {"cents": np.round(rng.lognormal(2.0, 1.0, 20000), 2),
+               "ties": np.where(rng.random(20000) < 0.3, 7.25, rng.gamma(2.0, 3.0, 20000)),
+               "mixed": np.round(rng.normal(0.0, 40.0, 20000))}
+    for name, x in columns.items():
+        s = synopsis(x, budget)
+        assert s["coarse"] is False
+        coarse = dict(s, coarse=True)
+        xs = np.sort(x)
+        for _ in range(150):
+            lo, hi = np.sort(rng.choice(xs, 2))
+            if rng.random() < 0.2:
+                hi = lo
+            lo, hi = float(lo), float(hi)
+            for order in (0, 1):
+                r = range_1d(s, lo, hi, order)
+                assert loose_bounds(s, r, lo, hi, order) == r
+                hard = loose_bounds(coarse, r, lo, hi, order)
+                inner = xs[(xs > lo) & (xs < hi)]
+                at_lo, at_hi = xs[xs == lo], xs[(xs == hi) & (hi != lo)]
+                measure = (lambda v: float(len(v))) if order == 0 else (lambda v: float(np.sum(v)))
+                for take_lo in (0.0, 0.5, 1.0):
+                    for take_hi in (0.0, 0.5, 1.0):
+                        part = measure(inner) + take_lo * measure(at_lo) + take_hi * measure(at_hi)
+                        slack = 1e-9 * max(1.0, abs(part)) if order else 0.0
+                        assert hard.low - slack <= part <= hard.high + slack, (name, lo, hi, order, hard, part)
+                est, low, high = interval_1d(coarse, lo, hi, 0.95, order)
+                assert hard.low <= low <= est <= high <= hard.high
+                if (len(at_lo) or len(at_hi)) and measure(np.concatenate([at_lo, at_hi])) != 0:
+                    assert high > low  # rows on a loose bound: never of zero width
