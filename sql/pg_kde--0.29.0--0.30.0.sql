@@ -18,13 +18,22 @@ COMMENT ON FUNCTION _kde_numeric_coarse(numeric) IS 'pg_kde internal: whether fl
 ALTER TABLE kde_synopsis ADD COLUMN coarse boolean;
 
 CREATE FUNCTION _kde_base_type(tbl regclass, col text) RETURNS regtype
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH RECURSIVE b(t) AS (SELECT a.atttypid FROM pg_attribute a
-                            WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped
-                            UNION ALL SELECT t.typbasetype FROM b JOIN pg_type t ON t.oid = b.t WHERE t.typtype = 'd')
-    SELECT b.t::regtype FROM b JOIN pg_type t ON t.oid = b.t WHERE t.typtype <> 'd'
+DECLARE
+    t oid;
+    base oid;
+BEGIN
+    SELECT a.atttypid INTO t FROM pg_attribute a
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    LOOP
+        SELECT y.typbasetype INTO base FROM pg_type y WHERE y.oid = t AND y.typtype = 'd';
+        EXIT WHEN NOT FOUND;
+        t := base;
+    END LOOP;
+    RETURN t::regtype;
+END
 $$;
 COMMENT ON FUNCTION _kde_base_type(regclass, text) IS 'pg_kde internal: a column''s type, a domain''s base type''s';
 
@@ -50,9 +59,9 @@ $$;
 COMMENT ON FUNCTION _kde_text_value(regtype, text) IS 'pg_kde internal: a text bound read as a type';
 
 CREATE OR REPLACE FUNCTION _kde_text_bound(tbl regclass, col text, x text) RETURNS float8
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT @extschema@._kde_text_value(@extschema@._kde_base_type(tbl, col), x) $$;
+AS $$ BEGIN RETURN @extschema@._kde_text_value(@extschema@._kde_base_type(tbl, col), x); END $$;
 COMMENT ON FUNCTION _kde_text_bound(regclass, text, text) IS 'pg_kde internal: a text bound read as the column''s type';
 
 CREATE FUNCTION _kde_time_loose(x float8) RETURNS boolean
@@ -62,14 +71,19 @@ AS $$ SELECT coalesce(abs(x) >= 8589934592, false) $$;
 COMMENT ON FUNCTION _kde_time_loose(float8) IS 'pg_kde internal: whether a time bound''s float8 may have lost microseconds';
 
 CREATE FUNCTION _kde_text_loose(t regtype, x text) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT CASE WHEN x IS NULL THEN false
-                WHEN t = 'numeric'::regtype THEN @extschema@._kde_numeric_coarse(x::numeric)
-                WHEN t IN ('timestamp'::regtype, 'timestamptz'::regtype)
-                    THEN @extschema@._kde_time_loose(@extschema@._kde_text_value(t, x))
-                ELSE false END
+BEGIN
+    IF x IS NULL THEN
+        RETURN false;
+    ELSIF t = 'numeric'::regtype THEN
+        RETURN @extschema@._kde_numeric_coarse(x::numeric);
+    ELSIF t IN ('timestamp'::regtype, 'timestamptz'::regtype) THEN
+        RETURN @extschema@._kde_time_loose(@extschema@._kde_text_value(t, x));
+    END IF;
+    RETURN false;
+END
 $$;
 COMMENT ON FUNCTION _kde_text_loose(regtype, text) IS 'pg_kde internal: whether a text bound has more digits than float8 keeps';
 

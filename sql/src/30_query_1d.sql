@@ -490,15 +490,25 @@ END
 $$;
 COMMENT ON FUNCTION _kde_time_bounds(regclass, text, timestamptz, timestamptz) IS 'pg_kde internal: time bounds as the synopsis reads them';
 
--- A column's type, a domain's base type's (NULL: no such column).
+-- A column's type, a domain's base type's (NULL: no such column). (PL/pgSQL, as the others the text forms call
+-- on each read: their plans are kept for the session, where a SQL function's are made again on each call.)
 CREATE FUNCTION _kde_base_type(tbl regclass, col text) RETURNS regtype
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH RECURSIVE b(t) AS (SELECT a.atttypid FROM pg_attribute a
-                            WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped
-                            UNION ALL SELECT t.typbasetype FROM b JOIN pg_type t ON t.oid = b.t WHERE t.typtype = 'd')
-    SELECT b.t::regtype FROM b JOIN pg_type t ON t.oid = b.t WHERE t.typtype <> 'd'
+DECLARE
+    t oid;
+    base oid;
+BEGIN
+    SELECT a.atttypid INTO t FROM pg_attribute a
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    LOOP
+        SELECT y.typbasetype INTO base FROM pg_type y WHERE y.oid = t AND y.typtype = 'd';
+        EXIT WHEN NOT FOUND;
+        t := base;
+    END LOOP;
+    RETURN t::regtype;
+END
 $$;
 COMMENT ON FUNCTION _kde_base_type(regclass, text) IS 'pg_kde internal: a column''s type, a domain''s base type''s';
 
@@ -528,9 +538,9 @@ $$;
 COMMENT ON FUNCTION _kde_text_value(regtype, text) IS 'pg_kde internal: a text bound read as a type';
 
 CREATE FUNCTION _kde_text_bound(tbl regclass, col text, x text) RETURNS float8
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT @extschema@._kde_text_value(@extschema@._kde_base_type(tbl, col), x) $$;
+AS $$ BEGIN RETURN @extschema@._kde_text_value(@extschema@._kde_base_type(tbl, col), x); END $$;
 COMMENT ON FUNCTION _kde_text_bound(regclass, text, text) IS 'pg_kde internal: a text bound read as the column''s type';
 
 -- Whether a time bound's epoch seconds may have lost microseconds to float8 (0.30.0): from 2^33 seconds (the
@@ -549,14 +559,19 @@ COMMENT ON FUNCTION _kde_time_loose(float8) IS 'pg_kde internal: whether a time 
 -- are their float8s, or those of a column whose float8s tell its values apart (or whose synopsis counts every
 -- bound so: kde_synopsis.coarse).
 CREATE FUNCTION _kde_text_loose(t regtype, x text) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT CASE WHEN x IS NULL THEN false
-                WHEN t = 'numeric'::regtype THEN @extschema@._kde_numeric_coarse(x::numeric)
-                WHEN t IN ('timestamp'::regtype, 'timestamptz'::regtype)
-                    THEN @extschema@._kde_time_loose(@extschema@._kde_text_value(t, x))
-                ELSE false END
+BEGIN
+    IF x IS NULL THEN
+        RETURN false;
+    ELSIF t = 'numeric'::regtype THEN
+        RETURN @extschema@._kde_numeric_coarse(x::numeric);
+    ELSIF t IN ('timestamp'::regtype, 'timestamptz'::regtype) THEN
+        RETURN @extschema@._kde_time_loose(@extschema@._kde_text_value(t, x));
+    END IF;
+    RETURN false;
+END
 $$;
 COMMENT ON FUNCTION _kde_text_loose(regtype, text) IS 'pg_kde internal: whether a text bound has more digits than float8 keeps';
 
