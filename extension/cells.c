@@ -93,6 +93,7 @@ typedef struct CellsState
 PG_FUNCTION_INFO_V1(kde_float8);
 PG_FUNCTION_INFO_V1(kde_numeric_coarse_sql);
 PG_FUNCTION_INFO_V1(kde_next_float8);
+PG_FUNCTION_INFO_V1(kde_numeric_bound);
 PG_FUNCTION_INFO_V1(kde_float8_timestamp);
 PG_FUNCTION_INFO_V1(kde_float8_date);
 PG_FUNCTION_INFO_V1(kde_cells_step_float8);
@@ -434,6 +435,27 @@ digit_at(const NumericDigits *d, int i)
 	return v;
 }
 
+static int	decimal_digits(int v);
+
+/* numeric's own cast (its decimal text read as float8 input reads it), with an error that says what is wrong
+ * where the value is beyond float8's range (the cast's own message prints every digit: 1e400's 401). */
+static double
+numeric_cast(Datum datum, const NumericDigits *d)
+{
+	char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out, datum));
+	bool		bad = false;
+	double		v = float8in_internal_opt_error(text, NULL, "double precision", text, &bad);
+
+	if (bad)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("pg_kde: a numeric value of magnitude about 1e%d is beyond float8's range",
+						4 * d->weight + decimal_digits(digit_at(d, 0)) - 1),
+				 errdetail("Synopses keep values as float8s: from about 4.9e-324 to 1.8e308 in magnitude."),
+				 errhint("Leave such rows out, e.g. refresh a view that filters them, or scale the column.")));
+	return v;
+}
+
 double
 kde_numeric_to_double(Datum datum)
 {
@@ -450,12 +472,12 @@ kde_numeric_to_double(Datum datum)
 	for (int i = 0; i < d.ndigits; i++)
 	{
 		if (n >= (EXACT_INTEGER_LIMIT - 9999) / 10000)
-			return DatumGetFloat8(DirectFunctionCall1(numeric_float8, datum));
+			return numeric_cast(datum, &d);
 		n = n * 10000 + digit_at(&d, i);
 	}
 	e = 4 * (d.weight - d.ndigits + 1);
 	if (e > 22 || e < -22)
-		return DatumGetFloat8(DirectFunctionCall1(numeric_float8, datum));
+		return numeric_cast(datum, &d);
 	v = e >= 0 ? (double) n * powers_of_ten[e] : (double) n / powers_of_ten[-e];
 	return d.negative ? -v : v;
 }
@@ -500,6 +522,30 @@ Datum
 kde_numeric_coarse_sql(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_BOOL(kde_numeric_coarse(PG_GETARG_DATUM(0)));
+}
+
+/*
+ * _kde_numeric_bound(numeric): a numeric bound as a synopsis reads it (0.30.0): its float8 (as the cast), and
+ * where float8 input refuses it, beyond its range (from float8's largest plus half an ulp, which rounds past
+ * it), +-Infinity, or below half its smallest subnormal, +-0: past every value a synopsis holds (its refresh
+ * refuses such values), or on the zero side of every nonzero one.
+ */
+Datum
+kde_numeric_bound(PG_FUNCTION_ARGS)
+{
+	Datum		datum = PG_GETARG_DATUM(0);
+	NumericDigits d = numeric_digits(datum);
+	char	   *text;
+	bool		bad = false;
+	double		v;
+
+	if (d.special || d.ndigits == 0)
+		PG_RETURN_FLOAT8(kde_numeric_to_double(datum));
+	text = DatumGetCString(DirectFunctionCall1(numeric_out, datum));
+	v = float8in_internal_opt_error(text, NULL, "double precision", text, &bad);
+	if (bad)
+		v = 4 * d.weight + decimal_digits(digit_at(&d, 0)) - 1 > 0 ? get_float8_infinity() : 0.0;
+	PG_RETURN_FLOAT8(bad && d.negative ? -v : v);
 }
 
 /* _kde_next_float8(x, up): the float8 next to x, above it where up, below it otherwise (C's nextafter). */

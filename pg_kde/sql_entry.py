@@ -54,9 +54,12 @@ def _returning_errors(plpy, entry, *args) -> str:
     except UserError as exc:
         return json.dumps({"error": exc.error})
     except plpy.SPIError as exc:  # the query's own error, rolled back to before it by PL/Python
+        # (PL/Python keeps its detail and hint in spidata: (code, detail, hint, query, position, ...))
+        spidata = getattr(exc, "spidata", None) or ()
+        detail, hint = (tuple(spidata[1:3]) + (None, None))[:2]
         return json.dumps({"error": {"message": str(exc.args[0]) if exc.args else str(exc),
                                      "sqlstate": getattr(exc, "sqlstate", None) or "XX000",
-                                     "hint": getattr(exc, "hint", None), "detail": getattr(exc, "detail", None)}})
+                                     "hint": hint, "detail": detail}})
 
 
 _RELKINDS = {"r": "table", "p": "partitioned table", "m": "materialized view", "v": "view", "f": "foreign table"}
@@ -137,7 +140,8 @@ def _columns(plpy, schema: str, relid: int, rel: str, cols, with_categories: boo
         [relid, ident["attnums"]],
     )
     allowed = with_categories
-    kinds = {int(r["attnum"]): ("number" if r["category"] == "N" else "time" if r["name"] in TIME_TYPES
+    # (money is of the numeric category, but has no cast to float8)
+    kinds = {int(r["attnum"]): ("number" if r["category"] == "N" and r["name"] != "money" else "time" if r["name"] in TIME_TYPES
                                 else "category" if allowed and r["category"] in ("S", "E", "B") else None)
              for r in categories}
     typnames = {int(r["attnum"]): r["name"] for r in categories}

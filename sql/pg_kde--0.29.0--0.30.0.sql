@@ -4,11 +4,12 @@
 -- float8 may then lie on either side of the bound. kde_synopsis.coarse (new) says whether a column may hold
 -- such values (the refresh's scan counts them; _kde_numeric_coarse, new); approx_count_ci and approx_sum_ci
 -- count rows on such a bound's float8 on both sides in their hard bounds, and a coarse column's sums allow for
--- each row's rounding (_kde_interval gains lo_loose and hi_loose for bounds that lose digits to float8: a
--- numeric column's text bound of more than 15 significant digits, a time bound from 2^33 seconds; new:
--- _kde_text_loose, _kde_time_loose, _kde_base_type, _kde_text_value, _kde_next_float8, _kde_coarse_widen). A
--- real column's text bounds are read as reals. The tracking triggers mark a synopsis coarse when a written
--- value is. Every function that names the version is replaced.
+-- each row's rounding (_kde_interval gains lo_loose, hi_loose for bounds that lose digits to float8 and
+-- lo_fuzz, hi_fuzz for timestamptz bounds of date and timestamp columns about a change of the UTC offset;
+-- new: _kde_text_loose, _kde_time_loose, _kde_time_fuzz, _kde_base_type, _kde_text_value, _kde_numeric_bound,
+-- _kde_next_float8, _kde_coarse_widen). Text bounds are read as the column's type; approx_sum_ci gets a text
+-- form. The tracking triggers mark a synopsis coarse when a written value is. Every function that names the
+-- version is replaced.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.30.0'" to load this file. \quit
 
 CREATE FUNCTION _kde_numeric_coarse(numeric) RETURNS boolean
@@ -37,6 +38,10 @@ END
 $$;
 COMMENT ON FUNCTION _kde_base_type(regclass, text) IS 'pg_kde internal: a column''s type, a domain''s base type''s';
 
+CREATE FUNCTION _kde_numeric_bound(numeric) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_numeric_bound' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_numeric_bound(numeric) IS 'pg_kde internal: a numeric bound as a synopsis reads it';
+
 CREATE FUNCTION _kde_text_value(t regtype, x text) RETURNS float8
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -52,6 +57,16 @@ BEGIN
         RETURN extract(epoch FROM x::timestamp)::float8;
     ELSIF t = 'real'::regtype THEN
         RETURN x::real::float8;
+    ELSIF t = 'numeric'::regtype THEN
+        -- past float8's range: beyond every value a synopsis holds, or on the zero side of every one (and loose:
+        -- _kde_text_loose), where the cast raised "out of range"
+        RETURN @extschema@._kde_numeric_bound(x::numeric);
+    ELSIF t = 'smallint'::regtype THEN  -- (integers as SQL reads them: '5.5' and ' 1e3 ' are errors)
+        RETURN x::int2::float8;
+    ELSIF t = 'integer'::regtype THEN
+        RETURN x::int4::float8;
+    ELSIF t = 'bigint'::regtype THEN
+        RETURN x::int8::float8;
     END IF;
     RETURN x::float8;
 END
@@ -87,6 +102,20 @@ END
 $$;
 COMMENT ON FUNCTION _kde_text_loose(regtype, text) IS 'pg_kde internal: whether a text bound has more digits than float8 keeps';
 
+CREATE FUNCTION _kde_time_fuzz(tbl regclass, col text, x timestamptz) RETURNS float8
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF x IS NULL OR NOT isfinite(x)
+       OR @extschema@._kde_base_type(tbl, col) NOT IN ('date'::regtype, 'timestamp'::regtype) THEN
+        RETURN 0;
+    END IF;
+    RETURN abs(extract(timezone FROM x - interval '26 hours') - extract(timezone FROM x + interval '26 hours'))::float8;
+END
+$$;
+COMMENT ON FUNCTION _kde_time_fuzz(regclass, text, timestamptz) IS 'pg_kde internal: how far a timestamptz bound is uncertain on a date or timestamp column';
+
 CREATE FUNCTION _kde_next_float8(x float8, up boolean) RETURNS float8
 AS 'MODULE_PATHNAME', 'kde_next_float8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_next_float8(float8, boolean) IS 'pg_kde internal: the next float8';
@@ -99,6 +128,7 @@ DROP FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer);
 
 CREATE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
                               lo_loose boolean DEFAULT false, hi_loose boolean DEFAULT false,
+                              lo_fuzz float8 DEFAULT 0, hi_fuzz float8 DEFAULT 0,
                               OUT estimate float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -127,10 +157,14 @@ BEGIN
     hard_high := r.high;
     lo_loose := coalesce((lo_loose OR coalesce(s.coarse, true)) AND lo > '-Infinity', false);
     hi_loose := coalesce((hi_loose OR coalesce(s.coarse, true)) AND hi < 'Infinity', false);
-    IF lo_loose OR hi_loose THEN
-        FOREACH a IN ARRAY CASE WHEN lo_loose THEN ARRAY[lo, @extschema@._kde_next_float8(lo, true)] ELSE ARRAY[lo] END
+    lo_fuzz := CASE WHEN lo > '-Infinity' AND lo < 'Infinity' AND lo_fuzz > 0 THEN lo_fuzz ELSE 0 END;
+    hi_fuzz := CASE WHEN hi > '-Infinity' AND hi < 'Infinity' AND hi_fuzz > 0 THEN hi_fuzz ELSE 0 END;
+    IF lo_loose OR hi_loose OR lo_fuzz > 0 OR hi_fuzz > 0 THEN
+        FOREACH a IN ARRAY ARRAY[lo] || CASE WHEN lo_loose THEN ARRAY[@extschema@._kde_next_float8(lo, true)] END
+                           || CASE WHEN lo_fuzz > 0 THEN ARRAY[lo - lo_fuzz, @extschema@._kde_next_float8(lo + lo_fuzz, true)] END
         LOOP
-            FOREACH b IN ARRAY CASE WHEN hi_loose THEN ARRAY[hi, @extschema@._kde_next_float8(hi, false)] ELSE ARRAY[hi] END
+            FOREACH b IN ARRAY ARRAY[hi] || CASE WHEN hi_loose THEN ARRAY[@extschema@._kde_next_float8(hi, false)] END
+                               || CASE WHEN hi_fuzz > 0 THEN ARRAY[@extschema@._kde_next_float8(hi - hi_fuzz, false), hi + hi_fuzz] END
             LOOP
                 CONTINUE WHEN a IS NOT DISTINCT FROM lo AND b IS NOT DISTINCT FROM hi;
                 corner := @extschema@._kde_range(s, a, b, moment);
@@ -193,7 +227,7 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer, boolean, boolean) IS 'pg_kde internal: an interval';
+COMMENT ON FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer, boolean, boolean, float8, float8) IS 'pg_kde internal: an interval';
 
 CREATE OR REPLACE FUNCTION approx_count(tbl regclass, col text, lo text, hi text) RETURNS float8
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -215,13 +249,26 @@ AS $$ SELECT i.* FROM (SELECT @extschema@._kde_base_type(tbl, col) AS t) b,
 COMMENT ON FUNCTION approx_count_ci(regclass, text, text, text, float8) IS
     'approx_count_ci with bounds given as text (untyped literals), read as the column''s own type';
 
+CREATE FUNCTION approx_sum_ci(tbl regclass, col text, lo text, hi text, confidence float8 DEFAULT 0.95,
+                              OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT i.* FROM (SELECT @extschema@._kde_base_type(tbl, col) AS t) b,
+                     @extschema@._kde_interval(tbl, col, @extschema@._kde_text_value(b.t, lo),
+                                               @extschema@._kde_text_value(b.t, hi), confidence, 1,
+                                               @extschema@._kde_text_loose(b.t, lo),
+                                               @extschema@._kde_text_loose(b.t, hi)) i $$;
+COMMENT ON FUNCTION approx_sum_ci(regclass, text, text, text, float8) IS
+    'approx_sum_ci with bounds given as text (untyped literals), read as the column''s own type (0.30.0)';
+
 CREATE OR REPLACE FUNCTION approx_count_ci(tbl regclass, col text, lo timestamptz, hi timestamptz, confidence float8 DEFAULT 0.95,
                                 OUT estimate float8, OUT low float8, OUT high float8)
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT i.* FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t,
                      @extschema@._kde_interval(tbl, col, t.a, t.b, confidence, 0, @extschema@._kde_time_loose(t.a),
-                                               @extschema@._kde_time_loose(t.b)) i $$;
+                                               @extschema@._kde_time_loose(t.b), @extschema@._kde_time_fuzz(tbl, col, lo),
+                                               @extschema@._kde_time_fuzz(tbl, col, hi)) i $$;
 COMMENT ON FUNCTION approx_count_ci(regclass, text, timestamptz, timestamptz, float8) IS
     'approx_count_ci for a date, timestamp or timestamptz column';
 
@@ -446,13 +493,15 @@ COMMENT ON FUNCTION kde_refresh_stale() IS
 
 -- The synopses built before: a column of a type whose values are their float8s is not coarse; a bigint or
 -- timestamp column is where its stored values reach 2^53 or 2^33 epoch seconds (the grid's ends and the heavy
--- values hold its extremes); a numeric column declared with at most 15 digits of precision is not; any other
+-- values hold its extremes); a numeric column declared with at most 15 digits of precision (and a scale of at
+-- most 307: a larger one holds subnormals) is not; any other
 -- numeric column is not known (NULL, read as coarse) until its next refresh scans it.
 UPDATE @extschema@.kde_synopsis p
 SET coarse = CASE
         WHEN c.base IS NULL THEN NULL
         WHEN c.base = 'numeric'::regtype THEN
-            CASE WHEN c.typid = 'numeric'::regtype AND c.typmod >= 4 AND ((c.typmod - 4) >> 16) <= 15 THEN false END
+            CASE WHEN c.typid = 'numeric'::regtype AND c.typmod >= 4 AND ((c.typmod - 4) >> 16) <= 15
+                      AND ((((c.typmod - 4) & 2047) # 1024) - 1024) <= 307 THEN false END
         WHEN c.base IN ('bigint'::regtype, 'timestamp'::regtype, 'timestamptz'::regtype) THEN
             coalesce((SELECT max(abs(v)) FROM unnest(p.grid || (@extschema@._kde_atoms(p)).atom_values) v)
                      >= CASE WHEN c.base = 'bigint'::regtype THEN 9007199254740992 ELSE 8589934592 END, false)

@@ -730,23 +730,32 @@ def held_interval(expected: float, rows: float, confidence: float) -> tuple:
 
 
 def loose_bounds(s: dict, r: Range, lo: Optional[float], hi: Optional[float], order: int,
-                 loose: Tuple[bool, bool] = (False, False)) -> Range:
+                 loose: Tuple[bool, bool] = (False, False), fuzz: Tuple[float, float] = (0.0, 0.0)) -> Range:
     """``r`` (:func:`range_1d` of lo..hi) with hard bounds that hold the answer also where rows on a bound's
     float8 may lie on either side of the bound (docs/math.md §7, "Values float8 cannot tell apart", 0.30.0): on
     a column whose float8s may stand for more than one value of its type (the payload's ``coarse``; None, not
     known, as True) every finite bound, and the bounds ``loose`` names (given with more digits than float8
     holds). Each such bound is also moved to the next float8 inwards, leaving its float8's rows out; the hard
     bounds are the widest of the ranges so made (for a count the narrowest range's low and the widest's high;
-    a sum's rows on the two bounds may be of either sign, so each of the four). _kde_interval in SQL; its
-    interval widens by what the hard bounds widened (:func:`widened`)."""
+    a sum's rows on the two bounds may be of either sign, so each of the four). ``fuzz``: how far (in the
+    column's units) the rows may lie on either side of each bound (a timestamptz bound of a date or timestamp
+    column about a change of the UTC offset): the ranges with that bound moved that much each way too.
+    _kde_interval in SQL; its interval widens by what the hard bounds widened (:func:`widened`)."""
     coarse = s.get("coarse") is not False
     lo_loose = (coarse or loose[0]) and lo is not None and lo > -math.inf
     hi_loose = (coarse or loose[1]) and hi is not None and hi < math.inf
-    if not (lo_loose or hi_loose or (coarse and order == 1)):
+    lo_fuzz = fuzz[0] if lo is not None and math.isfinite(lo) and fuzz[0] > 0 else 0.0
+    hi_fuzz = fuzz[1] if hi is not None and math.isfinite(hi) and fuzz[1] > 0 else 0.0
+    if not (lo_loose or hi_loose or lo_fuzz or hi_fuzz or (coarse and order == 1)):
         return r
     low, high = r.low, r.high
-    for a in ((lo, math.nextafter(lo, math.inf)) if lo_loose else (lo,)):
-        for b in ((hi, math.nextafter(hi, -math.inf)) if hi_loose else (hi,)):
+    # (inwards, past the fuzz: a row that far may still be on the other side)
+    los = (lo,) + ((math.nextafter(lo, math.inf),) if lo_loose else ()) + (
+        (lo - lo_fuzz, math.nextafter(lo + lo_fuzz, math.inf)) if lo_fuzz else ())
+    his = (hi,) + ((math.nextafter(hi, -math.inf),) if hi_loose else ()) + (
+        (math.nextafter(hi - hi_fuzz, -math.inf), hi + hi_fuzz) if hi_fuzz else ())
+    for a in los:
+        for b in his:
             if a == lo and b == hi:
                 continue
             c = range_1d(s, a, b, order)
@@ -782,7 +791,7 @@ def widened(r: Range, hard: Range, low: float, high: float) -> tuple:
 
 
 def interval_1d(s: dict, lo: Optional[float], hi: Optional[float], confidence: float, order: int = 0,
-                loose: Tuple[bool, bool] = (False, False)) -> tuple:
+                loose: Tuple[bool, bool] = (False, False), fuzz: Tuple[float, float] = (0.0, 0.0)) -> tuple:
     """approx_count_ci / approx_sum_ci of a 1-D payload, as _kde_interval in SQL: :func:`range_1d`'s estimate
     and :func:`interval`. A point's count on a lattice (lo = hi) whose hard bounds are not exact estimates the
     rows of a value the column holds (:func:`held_rows`); its slot's cells expect λ rows there (the same slot
@@ -795,7 +804,7 @@ def interval_1d(s: dict, lo: Optional[float], hi: Optional[float], confidence: f
     (docs/math.md §7, "Points")."""
     r = range_1d(s, lo, hi, order)
     point = lo is not None and lo == hi
-    hard = loose_bounds(s, r, lo, hi, order, loose)
+    hard = loose_bounds(s, r, lo, hi, order, loose, fuzz)
     if order == 0 and point and s["step"] > 0 and r.low < r.high:
         expected = range_1d(s, lo, lo + s["step"] / 4, 0).estimate
         grid, counts = s["grid"], s["cell_cum_count"]

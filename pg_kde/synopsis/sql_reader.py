@@ -355,14 +355,16 @@ class SqlTableReader:
 
     def _base_type(self) -> Optional[str]:
         """The type name of the single column, a domain's base type's (None for a column not found); a numeric
-        column declared with at most 15 digits of precision (numeric(12, 2)), whose values float8 tells
-        apart, is "numeric(15)"."""
+        column declared with at most 15 digits of precision and a scale of at most 307 (numeric(12, 2)), whose
+        values float8 tells apart (a larger scale holds subnormals: numeric(1, 324)'s 3e-324 and 6e-324 share a
+        float8), is "numeric(15)"."""
         rows = self.plpy.execute(self.plpy.prepare(
             "WITH RECURSIVE b(t, m) AS (SELECT a.atttypid, a.atttypmod FROM pg_catalog.pg_attribute a "
             "WHERE a.attrelid = $1::regclass AND pg_catalog.quote_ident(a.attname) = $2 AND a.attnum > 0 "
             "AND NOT a.attisdropped UNION ALL SELECT t.typbasetype, t.typtypmod FROM b "
             "JOIN pg_catalog.pg_type t ON t.oid = b.t WHERE t.typtype = 'd') "
-            "SELECT CASE WHEN t.typname = 'numeric' AND b.m >= 4 AND (b.m - 4) >> 16 <= 15 THEN 'numeric(15)' "
+            "SELECT CASE WHEN t.typname = 'numeric' AND b.m >= 4 AND (b.m - 4) >> 16 <= 15 "
+            "AND (((b.m - 4) & 2047) # 1024) - 1024 <= 307 THEN 'numeric(15)' "
             "ELSE t.typname::text END AS name FROM b JOIN pg_catalog.pg_type t ON t.oid = b.t WHERE t.typtype <> 'd'",
             ["text", "text"]), [self.relation, self.columns[0]])
         return rows[0]["name"] if rows else None

@@ -302,9 +302,13 @@ COMMENT ON FUNCTION _kde_held_interval(float8, float8, float8) IS 'pg_kde intern
 -- "Values float8 cannot tell apart"): on a column whose float8s may stand for more than one value of its type
 -- (kde_synopsis.coarse; NULL, not known, as true) every finite bound, and a bound given with more digits than
 -- float8 holds (lo_loose, hi_loose: the text forms' numeric bounds). The hard bounds are then the widest of the
--- ranges with each such bound also moved to the next float8 inwards (its float8's rows left out).
+-- ranges with each such bound also moved to the next float8 inwards (its float8's rows left out). lo_fuzz,
+-- hi_fuzz (seconds): a bound the column's values may lie on either side of within that much (a timestamptz bound
+-- of a date or timestamp column by a change of the UTC offset, _kde_time_fuzz): the ranges with it moved that
+-- much each way too (inwards, past that: a row that far may still be on the other side).
 CREATE FUNCTION _kde_interval(tbl regclass, col text, lo float8, hi float8, confidence float8, moment integer,
                               lo_loose boolean DEFAULT false, hi_loose boolean DEFAULT false,
+                              lo_fuzz float8 DEFAULT 0, hi_fuzz float8 DEFAULT 0,
                               OUT estimate float8, OUT low float8, OUT high float8)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -333,10 +337,14 @@ BEGIN
     hard_high := r.high;
     lo_loose := coalesce((lo_loose OR coalesce(s.coarse, true)) AND lo > '-Infinity', false);
     hi_loose := coalesce((hi_loose OR coalesce(s.coarse, true)) AND hi < 'Infinity', false);
-    IF lo_loose OR hi_loose THEN
-        FOREACH a IN ARRAY CASE WHEN lo_loose THEN ARRAY[lo, @extschema@._kde_next_float8(lo, true)] ELSE ARRAY[lo] END
+    lo_fuzz := CASE WHEN lo > '-Infinity' AND lo < 'Infinity' AND lo_fuzz > 0 THEN lo_fuzz ELSE 0 END;
+    hi_fuzz := CASE WHEN hi > '-Infinity' AND hi < 'Infinity' AND hi_fuzz > 0 THEN hi_fuzz ELSE 0 END;
+    IF lo_loose OR hi_loose OR lo_fuzz > 0 OR hi_fuzz > 0 THEN
+        FOREACH a IN ARRAY ARRAY[lo] || CASE WHEN lo_loose THEN ARRAY[@extschema@._kde_next_float8(lo, true)] END
+                           || CASE WHEN lo_fuzz > 0 THEN ARRAY[lo - lo_fuzz, @extschema@._kde_next_float8(lo + lo_fuzz, true)] END
         LOOP
-            FOREACH b IN ARRAY CASE WHEN hi_loose THEN ARRAY[hi, @extschema@._kde_next_float8(hi, false)] ELSE ARRAY[hi] END
+            FOREACH b IN ARRAY ARRAY[hi] || CASE WHEN hi_loose THEN ARRAY[@extschema@._kde_next_float8(hi, false)] END
+                               || CASE WHEN hi_fuzz > 0 THEN ARRAY[@extschema@._kde_next_float8(hi - hi_fuzz, false), hi + hi_fuzz] END
             LOOP
                 CONTINUE WHEN a IS NOT DISTINCT FROM lo AND b IS NOT DISTINCT FROM hi;
                 corner := @extschema@._kde_range(s, a, b, moment);
@@ -399,12 +407,17 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer, boolean, boolean) IS 'pg_kde internal: an interval';
+COMMENT ON FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer, boolean, boolean, float8, float8) IS 'pg_kde internal: an interval';
 
 -- A sum's hard bound moved out by what rows' values may lie from their float8s on a coarse column (0.30.0).
 CREATE FUNCTION _kde_coarse_widen(x float8, rows float8, biggest float8, up boolean) RETURNS float8
 AS 'MODULE_PATHNAME', 'kde_coarse_widen' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_coarse_widen(float8, float8, float8, boolean) IS 'pg_kde internal: a coarse column''s sum bound, widened';
+
+-- A numeric bound's float8, +-Infinity or +-0 beyond float8's range (_kde_text_value).
+CREATE FUNCTION _kde_numeric_bound(numeric) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_numeric_bound' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_numeric_bound(numeric) IS 'pg_kde internal: a numeric bound as a synopsis reads it';
 
 -- The float8 next to x, above it where up, below it otherwise (C's nextafter).
 CREATE FUNCTION _kde_next_float8(x float8, up boolean) RETURNS float8
@@ -531,6 +544,16 @@ BEGIN
         RETURN extract(epoch FROM x::timestamp)::float8;
     ELSIF t = 'real'::regtype THEN
         RETURN x::real::float8;
+    ELSIF t = 'numeric'::regtype THEN
+        -- past float8's range: beyond every value a synopsis holds, or on the zero side of every one (and loose:
+        -- _kde_text_loose), where the cast raised "out of range"
+        RETURN @extschema@._kde_numeric_bound(x::numeric);
+    ELSIF t = 'smallint'::regtype THEN  -- (integers as SQL reads them: '5.5' and ' 1e3 ' are errors)
+        RETURN x::int2::float8;
+    ELSIF t = 'integer'::regtype THEN
+        RETURN x::int4::float8;
+    ELSIF t = 'bigint'::regtype THEN
+        RETURN x::int8::float8;
     END IF;
     RETURN x::float8;
 END
@@ -552,6 +575,27 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT coalesce(abs(x) >= 8589934592, false) $$;
 COMMENT ON FUNCTION _kde_time_loose(float8) IS 'pg_kde internal: whether a time bound''s float8 may have lost microseconds';
+
+-- How far (in seconds) a date or timestamp column's values may lie on either side of a timestamptz bound
+-- (0.30.0): SQL compares them as the column's values cast to timestamptz in the session's TimeZone, the
+-- synopsis as the bound's wall-clock time there, and the two disagree only about a change of the UTC offset: a
+-- wall-clock time a spring-forward skips is read an hour on, one a fall-back repeats as either (a red team: in
+-- America/Sao_Paulo, a date column's rows of 2018-11-04, whose midnight is 01:00, read [0, 0] from
+-- '2018-11-04 01:00-02' up to itself, for 1,010 rows). Where the offset 26 hours before and after the bound
+-- differ, their difference; else 0.
+CREATE FUNCTION _kde_time_fuzz(tbl regclass, col text, x timestamptz) RETURNS float8
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF x IS NULL OR NOT isfinite(x)
+       OR @extschema@._kde_base_type(tbl, col) NOT IN ('date'::regtype, 'timestamp'::regtype) THEN
+        RETURN 0;
+    END IF;
+    RETURN abs(extract(timezone FROM x - interval '26 hours') - extract(timezone FROM x + interval '26 hours'))::float8;
+END
+$$;
+COMMENT ON FUNCTION _kde_time_fuzz(regclass, text, timestamptz) IS 'pg_kde internal: how far a timestamptz bound is uncertain on a date or timestamp column';
 
 -- Whether a text bound read as type t (_kde_text_value) holds more than its float8 keeps (0.30.0): a numeric's
 -- of more than 15 significant digits, whose float8 may be that of rows on either side of it; a timestamp's
@@ -658,7 +702,8 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT i.* FROM @extschema@._kde_time_bounds(tbl, col, lo, hi) t,
                      @extschema@._kde_interval(tbl, col, t.a, t.b, confidence, 0, @extschema@._kde_time_loose(t.a),
-                                               @extschema@._kde_time_loose(t.b)) i $$;
+                                               @extschema@._kde_time_loose(t.b), @extschema@._kde_time_fuzz(tbl, col, lo),
+                                               @extschema@._kde_time_fuzz(tbl, col, hi)) i $$;
 COMMENT ON FUNCTION approx_count_ci(regclass, text, timestamptz, timestamptz, float8) IS
     'approx_count_ci for a date, timestamp or timestamptz column';
 
@@ -686,6 +731,18 @@ AS $$ SELECT i.* FROM (SELECT @extschema@._kde_base_type(tbl, col) AS t) b,
                                                @extschema@._kde_text_loose(b.t, hi)) i $$;
 COMMENT ON FUNCTION approx_count_ci(regclass, text, text, text, float8) IS
     'approx_count_ci with bounds given as text (untyped literals), read as the column''s own type';
+
+CREATE FUNCTION approx_sum_ci(tbl regclass, col text, lo text, hi text, confidence float8 DEFAULT 0.95,
+                              OUT estimate float8, OUT low float8, OUT high float8)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT i.* FROM (SELECT @extschema@._kde_base_type(tbl, col) AS t) b,
+                     @extschema@._kde_interval(tbl, col, @extschema@._kde_text_value(b.t, lo),
+                                               @extschema@._kde_text_value(b.t, hi), confidence, 1,
+                                               @extschema@._kde_text_loose(b.t, lo),
+                                               @extschema@._kde_text_loose(b.t, hi)) i $$;
+COMMENT ON FUNCTION approx_sum_ci(regclass, text, text, text, float8) IS
+    'approx_sum_ci with bounds given as text (untyped literals), read as the column''s own type (0.30.0)';
 
 -- The average of a time column over a time range, as a timestamptz (a date or timestamp column's average is
 -- its wall-clock time in the session's TimeZone: cast it back to the column's type).

@@ -371,8 +371,9 @@ def test_categories_group_by_and_equality(db, table, enum_cleanup):
     ("SELECT approx_count(%(t)s::regclass, ARRAY['carrier'], ARRAY[1.0], ARRAY[2.0])", "is a category"),
     ("SELECT approx_sum(%(t)s::regclass, 'carrier', ARRAY['a'], ARRAY[1.0], ARRAY[2.0])", "has no sum"),
     ("SELECT * FROM approx_count_by(%(t)s::regclass, 'c', ARRAY['a'], ARRAY[1.0], ARRAY[2.0])", "too many values"),
+    # (an equality's value is read as its column's type since 0.30.0, as SQL's b = 'x' reads it: b is an integer)
     ("SELECT approx_count(%(t)s::regclass, ARRAY['a'], ARRAY[1.0], ARRAY[2.0], ARRAY['b'], ARRAY['x'])",
-     "invalid input syntax for type double precision"),
+     "invalid input syntax for type integer"),
     ("SELECT approx_count(%(t)s::regclass, ARRAY['a'], ARRAY[1.0], ARRAY[2.0], ARRAY['b'], '[0:0]={2}'::text[])",
      "one-dimensional arrays from 1"),
     ("SELECT approx_count(%(t)s::regclass, ARRAY['carrier'], ARRAY['AA'], ARRAY['UA'])", "is a category"),

@@ -473,6 +473,86 @@ def test_sums_real_text_bounds_and_far_time_bounds_hold(db, table):
             assert low <= exact <= high and (low < high or est == exact), (form, lo, hi, est, low, high, exact)
 
 
+def test_numeric_values_and_bounds_past_float8_s_range(db, table):
+    """A numeric value beyond float8's range is refused at refresh with an error that says so, its detail and
+    hint kept (the cast's own message printed all 401 digits of 1e400, and the entry point dropped hints of
+    errors raised inside its queries); a numeric column's text bound beyond it reads as SQL compares it (the
+    cast raised "out of range"): past every value, or on the zero side of every nonzero one (0.30.0)."""
+    db.execute(sql.SQL("CREATE TABLE {} AS SELECT g::numeric AS v FROM generate_series(-5, 100) g").format(ident(table)))
+    db.execute(sql.SQL("INSERT INTO {} VALUES (1e400)").format(ident(table)))
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange) as caught:
+        refresh(db, table, "v")
+    diag = caught.value.diag
+    assert diag.message_primary == "pg_kde: a numeric value of magnitude about 1e400 is beyond float8's range"
+    assert "1.8e308" in diag.message_detail and diag.message_hint.startswith("Leave such rows out")
+    db.execute(sql.SQL("UPDATE {} SET v = 0 WHERE v > 1e300").format(ident(table)))
+    refresh(db, table, "v")
+    for lo, hi in (("1e400", None), (None, "1e400"), ("1e-400", None), ("-1e-400", "1e-400"), (None, "-1e400"),
+                   ("-1e400", "0")):
+        exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE v >= coalesce(%s::numeric, v) "
+                                   "AND v <= coalesce(%s::numeric, v)").format(ident(table)), (lo, hi)).fetchone()[0]
+        est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'v', %s::text, %s::text)",
+                                    (table, lo, hi)).fetchone()
+        assert low <= exact <= high and (low < high or est == exact), (lo, hi, est, low, high, exact)
+
+
+def test_the_second_red_team_s_cases(db, table):
+    """A second red team on 0.30.0's first build: numeric(1, 324) holds subnormals that share float8s, yet its
+    typmod skipped the scan's count (a sum read [7.41e-321, 7.41e-321], exact 6.0e-321); a text bound just
+    past float8's largest read as +Infinity dropped rows the synopsis holds at float8's largest; a timestamptz
+    bound of a date or timestamp column about a change of the UTC offset compared as its wall-clock time, where
+    SQL casts the column ([0, 0] for 1,010 rows); approx_sum_ci had no text form (a real column's '0.1' read
+    as a float8: [0, 0]); integer columns' text bounds took what SQL refuses ('5.5'); money columns failed
+    inside the refresh."""
+    from decimal import Decimal
+
+    db.execute(sql.SQL("""CREATE TABLE {} AS
+        SELECT CASE WHEN g <= 1000 THEN 3e-324 ELSE 6e-324 END::numeric(1, 324) AS sub,
+               CASE WHEN g <= 10 THEN 1.7976931348623158e308 WHEN g <= 17 THEN -1.7976931348623158e308
+                    ELSE g END::numeric AS huge,
+               CASE WHEN g <= 1000 THEN 0.1 ELSE g / 7.0 END::real AS r,
+               (g % 40)::int2 AS small,
+               CASE WHEN g <= 1000 THEN date '2018-11-04' ELSE date '2018-01-01' + g % 700 END AS d,
+               CASE WHEN g <= 1000 THEN timestamp '2018-11-04 00:30' ELSE timestamp '2018-01-01' + g % 700 * interval '1 day'
+                    END AS t
+        FROM generate_series(1, 1500) g""").format(ident(table)))
+    db.execute("SET TimeZone = 'America/Sao_Paulo'")
+    for col in ("sub", "huge", "r", "small", "d", "t"):
+        refresh(db, table, col)
+    assert db.execute("SELECT coarse FROM kde_synopsis WHERE relid = %s::regclass AND cols = '{sub}'",
+                      (table,)).fetchone()[0] is True
+    est, low, high = db.execute("SELECT * FROM approx_sum_ci(%s, 'sub', NULL::float8, NULL::float8)", (table,)).fetchone()
+    assert Decimal(low) <= Decimal("6.0e-321") <= Decimal(high) and low < high, (est, low, high)
+    for lo, hi, exact in (("1.7976931348623158e308", None, 10), (None, "-1.7976931348623158e308", 7),
+                          ("1.79769313486231581e308", None, 0)):
+        assert db.execute(sql.SQL("SELECT count(*) FROM {} WHERE huge >= coalesce(%s::numeric, huge) "
+                                  "AND huge <= coalesce(%s::numeric, huge)").format(ident(table)), (lo, hi)).fetchone()[0] == exact
+        est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, 'huge', %s::text, %s::text)", (table, lo, hi)).fetchone()
+        assert low <= exact <= high and (low < high or est == exact), (lo, hi, est, low, high, exact)
+    for col in ("d", "t"):
+        for lo, hi in (("2018-11-04 01:00-02", "2018-11-04 01:00-02"), ("2018-11-04 01:00-02", "2018-11-05"),
+                       ("2018-11-03 23:30-03", "2018-11-04 00:59-02"), ("2018-10-01", "2018-11-04 01:00-02")):
+            exact = db.execute(sql.SQL("SELECT count(*) FROM {t} WHERE {c} >= %s::timestamptz AND {c} <= %s::timestamptz")
+                               .format(t=ident(table), c=ident(col)), (lo, hi)).fetchone()[0]
+            est, low, high = db.execute("SELECT * FROM approx_count_ci(%s, %s, %s::timestamptz, %s::timestamptz)",
+                                        (table, col, lo, hi)).fetchone()
+            assert low <= exact <= high and (low < high or est == exact), (col, lo, hi, est, low, high, exact)
+    # far from a change of the offset a timestamptz bound is exact as before
+    day = "2018-12-17 00:00-02"  # (day 350: one row)
+    exact = db.execute(sql.SQL("SELECT count(*) FROM {} WHERE d = %s::timestamptz").format(ident(table)), (day,)).fetchone()[0]
+    assert exact == 1 and db.execute("SELECT * FROM approx_count_ci(%s, 'd', %s::timestamptz, %s::timestamptz)",
+                                     (table, day, day)).fetchone() == (1, 1, 1)
+    est, low, high = db.execute("SELECT * FROM approx_sum_ci(%s, 'r', '0.1', '0.1')", (table,)).fetchone()
+    assert low <= 1000 * float(np.float32(0.1)) <= high and est > 0, (est, low, high)
+    with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+        db.execute("SELECT approx_count_ci(%s, 'small', '5.5', '7')", (table,))
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+        db.execute("SELECT approx_count_ci(%s, 'small', '5', '40000')", (table,))
+    db.execute(sql.SQL("ALTER TABLE {} ADD COLUMN m money DEFAULT 1.5").format(ident(table)))
+    with pytest.raises(psycopg.errors.DatatypeMismatch, match="has type money; synopses need a numeric"):
+        refresh(db, table, "m")
+
+
 def test_a_tracked_write_of_such_a_value_marks_the_synopsis(db, table):
     """The tracking triggers mark a synopsis coarse when a written value is (0.30.0)."""
     # (bigint values past 2^40 steps of any lattice: a continuous column, whose tracked writes of any value apply)

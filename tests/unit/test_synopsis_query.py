@@ -1181,3 +1181,24 @@ def test_rows_on_a_loose_bound_s_float8_count_on_both_sides(budget):
                 assert hard.low <= low <= est <= high <= hard.high
                 if (len(at_lo) or len(at_hi)) and measure(np.concatenate([at_lo, at_hi])) != 0:
                     assert high > low  # rows on a loose bound: never of zero width
+
+
+def test_rows_within_a_bound_s_fuzz_count_on_both_sides():
+    """loose_bounds' fuzz (a timestamptz bound of a date or timestamp column about a change of the UTC offset,
+    0.30.0): the rows within that much of a bound may lie on either side of it, and the hard bounds hold every
+    answer that takes any of them; with no fuzz, range_1d's."""
+    rng = np.random.default_rng(31)
+    days = np.floor(rng.uniform(0, 400, 30000)) * 86400.0  # a date column's midnights, as epoch seconds
+    s = synopsis(days, 2048)
+    xs = np.sort(days)
+    for _ in range(200):
+        lo, hi = np.sort(rng.choice(xs, 2)) + rng.choice([-3600.0, 0.0, 3600.0], 2)
+        lo, hi = float(lo), float(hi)
+        r = range_1d(s, lo, hi, 0)
+        assert loose_bounds(s, r, lo, hi, 0, fuzz=(0.0, 0.0)) == r
+        hard = loose_bounds(s, r, lo, hi, 0, fuzz=(3600.0, 3600.0))
+        inner = np.count_nonzero((xs > lo + 3600) & (xs < hi - 3600))
+        outer = np.count_nonzero((xs >= lo - 3600) & (xs <= hi + 3600))
+        assert hard.low <= inner and outer <= hard.high, (lo, hi, hard, inner, outer)
+        est, low, high = interval_1d(s, lo, hi, 0.95, fuzz=(3600.0, 3600.0))
+        assert hard.low <= low <= est <= high <= hard.high
