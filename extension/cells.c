@@ -93,6 +93,7 @@ typedef struct CellsState
 PG_FUNCTION_INFO_V1(kde_float8);
 PG_FUNCTION_INFO_V1(kde_numeric_coarse_sql);
 PG_FUNCTION_INFO_V1(kde_next_float8);
+PG_FUNCTION_INFO_V1(kde_ieee_add);
 PG_FUNCTION_INFO_V1(kde_numeric_bound);
 PG_FUNCTION_INFO_V1(kde_float8_timestamp);
 PG_FUNCTION_INFO_V1(kde_float8_date);
@@ -546,6 +547,13 @@ kde_numeric_bound(PG_FUNCTION_ARGS)
 	if (bad)
 		v = 4 * d.weight + decimal_digits(digit_at(&d, 0)) - 1 > 0 ? get_float8_infinity() : 0.0;
 	PG_RETURN_FLOAT8(bad && d.negative ? -v : v);
+}
+
+/* _kde_ieee_add(x, y): x + y as IEEE 754 adds them (PostgreSQL's float8 + raises an error on overflow). */
+Datum
+kde_ieee_add(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_FLOAT8(PG_GETARG_FLOAT8(0) + PG_GETARG_FLOAT8(1));
 }
 
 /* _kde_next_float8(x, up): the float8 next to x, above it where up, below it otherwise (C's nextafter). */

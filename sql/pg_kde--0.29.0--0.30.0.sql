@@ -107,7 +107,9 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF x IS NULL OR NOT isfinite(x)
+    -- (within 26 hours of timestamptz's ends, where the probes would leave its range, no offset changes)
+    IF x IS NULL OR NOT isfinite(x) OR x < '4714-11-26 00:00:00+00 BC'::timestamptz
+       OR x > '294276-12-29 00:00:00+00'::timestamptz
        OR @extschema@._kde_base_type(tbl, col) NOT IN ('date'::regtype, 'timestamp'::regtype) THEN
         RETURN 0;
     END IF;
@@ -123,6 +125,10 @@ COMMENT ON FUNCTION _kde_next_float8(float8, boolean) IS 'pg_kde internal: the n
 CREATE FUNCTION _kde_coarse_widen(x float8, rows float8, biggest float8, up boolean) RETURNS float8
 AS 'MODULE_PATHNAME', 'kde_coarse_widen' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_coarse_widen(float8, float8, float8, boolean) IS 'pg_kde internal: a coarse column''s sum bound, widened';
+
+CREATE FUNCTION _kde_ieee_add(x float8, y float8) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_ieee_add' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_ieee_add(float8, float8) IS 'pg_kde internal: a float8 sum, infinite where it overflows';
 
 DROP FUNCTION _kde_interval(regclass, text, float8, float8, float8, integer);
 
@@ -215,9 +221,14 @@ BEGIN
     -- within the hard bounds, widened to hold the estimate (query.within_bounds); zero width only where the
     -- hard bounds are (0.27.0: a sum over whole cells has no variance, but its stored sums' rounding leaves
     -- it within its hard bounds, not on its estimate)
-    -- (rows on a loose bound's float8 are not modelled: the interval widens by all of them)
-    low := low - (r.low - hard_low);
-    high := high + (hard_high - r.high);
+    -- (rows on a loose bound's float8 are not modelled: the interval widens by all of them; in IEEE arithmetic,
+    -- where PostgreSQL's raised "value out of range: overflow" on a coarse sum near float8's largest)
+    IF hard_low < r.low THEN
+        low := @extschema@._kde_ieee_add(low, @extschema@._kde_ieee_add(hard_low, -r.low));
+    END IF;
+    IF hard_high > r.high THEN
+        high := @extschema@._kde_ieee_add(high, @extschema@._kde_ieee_add(hard_high, -r.high));
+    END IF;
     estimate := r.estimate;
     low := least(greatest(hard_low, low), r.estimate);
     high := greatest(least(hard_high, high), r.estimate);

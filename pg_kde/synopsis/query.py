@@ -787,7 +787,11 @@ def widened(r: Range, hard: Range, low: float, high: float) -> tuple:
     """An interval [low, high] made for ``r`` within ``hard`` (:func:`loose_bounds`): the rows on a loose
     bound's float8 are not modelled, so it widens by as much as the hard bounds did, then
     :func:`within_bounds`."""
-    return within_bounds(hard, low - (r.low - hard.low), high + (hard.high - r.high))
+    if hard.low < r.low:
+        low += hard.low - r.low
+    if hard.high > r.high:
+        high += hard.high - r.high
+    return within_bounds(hard, low, high)
 
 
 def interval_1d(s: dict, lo: Optional[float], hi: Optional[float], confidence: float, order: int = 0,

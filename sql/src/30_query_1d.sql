@@ -395,9 +395,14 @@ BEGIN
     -- within the hard bounds, widened to hold the estimate (query.within_bounds); zero width only where the
     -- hard bounds are (0.27.0: a sum over whole cells has no variance, but its stored sums' rounding leaves
     -- it within its hard bounds, not on its estimate)
-    -- (rows on a loose bound's float8 are not modelled: the interval widens by all of them)
-    low := low - (r.low - hard_low);
-    high := high + (hard_high - r.high);
+    -- (rows on a loose bound's float8 are not modelled: the interval widens by all of them; in IEEE arithmetic,
+    -- where PostgreSQL's raised "value out of range: overflow" on a coarse sum near float8's largest)
+    IF hard_low < r.low THEN
+        low := @extschema@._kde_ieee_add(low, @extschema@._kde_ieee_add(hard_low, -r.low));
+    END IF;
+    IF hard_high > r.high THEN
+        high := @extschema@._kde_ieee_add(high, @extschema@._kde_ieee_add(hard_high, -r.high));
+    END IF;
     estimate := r.estimate;
     low := least(greatest(hard_low, low), r.estimate);
     high := greatest(least(hard_high, high), r.estimate);
@@ -418,6 +423,11 @@ COMMENT ON FUNCTION _kde_coarse_widen(float8, float8, float8, boolean) IS 'pg_kd
 CREATE FUNCTION _kde_numeric_bound(numeric) RETURNS float8
 AS 'MODULE_PATHNAME', 'kde_numeric_bound' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_numeric_bound(numeric) IS 'pg_kde internal: a numeric bound as a synopsis reads it';
+
+-- x + y as IEEE 754 adds them (an overflow is infinite, not an error).
+CREATE FUNCTION _kde_ieee_add(x float8, y float8) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_ieee_add' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_ieee_add(float8, float8) IS 'pg_kde internal: a float8 sum, infinite where it overflows';
 
 -- The float8 next to x, above it where up, below it otherwise (C's nextafter).
 CREATE FUNCTION _kde_next_float8(x float8, up boolean) RETURNS float8
@@ -588,7 +598,9 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF x IS NULL OR NOT isfinite(x)
+    -- (within 26 hours of timestamptz's ends, where the probes would leave its range, no offset changes)
+    IF x IS NULL OR NOT isfinite(x) OR x < '4714-11-26 00:00:00+00 BC'::timestamptz
+       OR x > '294276-12-29 00:00:00+00'::timestamptz
        OR @extschema@._kde_base_type(tbl, col) NOT IN ('date'::regtype, 'timestamp'::regtype) THEN
         RETURN 0;
     END IF;

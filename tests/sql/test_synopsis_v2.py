@@ -553,6 +553,28 @@ def test_the_second_red_team_s_cases(db, table):
         refresh(db, table, "m")
 
 
+def test_the_third_red_team_s_cases(db, table):
+    """A third red team on 0.30.0: a coarse numeric column's sum past float8's largest raised "value out of
+    range: overflow" where the interval widened by the hard bounds' change (PostgreSQL's float8 arithmetic);
+    a timestamptz bound within 26 hours of timestamptz's ends raised "timestamp out of range" in the offset
+    probes of a date column's bound. Both answer now, within hard bounds that hold SQL's answer."""
+    from decimal import Decimal
+
+    db.execute(sql.SQL("CREATE TABLE {} (v numeric, d date)").format(ident(table)))
+    db.execute(sql.SQL("INSERT INTO {} VALUES (1e308, '2020-01-02'), (1e308, '2020-01-03'), "
+                       "(0.1000000000000000001, '2020-01-04')").format(ident(table)))
+    refresh(db, table, "v")
+    refresh(db, table, "d")
+    for lo, hi in (("1e308", "1e308"), (None, None)):
+        est, low, high = db.execute("SELECT * FROM approx_sum_ci(%s, 'v', %s::text, %s::text)", (table, lo, hi)).fetchone()
+        exact = db.execute(sql.SQL("SELECT sum(v) FROM {} WHERE v >= coalesce(%s::numeric, v) AND v <= coalesce(%s::numeric, v)")
+                           .format(ident(table)), (lo, hi)).fetchone()[0]
+        assert low <= exact and (high == math.inf or Decimal(high) >= exact), (lo, hi, est, low, high, exact)
+    for lo, hi in ((None, "294276-12-31 00:00:00+00"), ("4714-11-24 12:00:00+00 BC", None)):
+        assert db.execute("SELECT * FROM approx_count_ci(%s, 'd', %s::timestamptz, %s::timestamptz)",
+                          (table, lo, hi)).fetchone() == (3, 3, 3)
+
+
 def test_a_tracked_write_of_such_a_value_marks_the_synopsis(db, table):
     """The tracking triggers mark a synopsis coarse when a written value is (0.30.0)."""
     # (bigint values past 2^40 steps of any lattice: a continuous column, whose tracked writes of any value apply)
