@@ -438,49 +438,61 @@ digit_at(const NumericDigits *d, int i)
 
 static int	decimal_digits(int v);
 
-/* numeric's own cast (its decimal text read as float8 input reads it), with an error that says what is wrong
- * where the value is beyond float8's range (the cast's own message prints every digit: 1e400's 401). */
-static double
-numeric_cast(Datum datum, const NumericDigits *d)
+/* The decimal exponent of a numeric's leading digit: 10^e <= |value| < 10^(e + 1) (not for zero). */
+static int
+leading_exponent(const NumericDigits *d)
 {
-	char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out, datum));
-	bool		bad = false;
-	double		v = float8in_internal_opt_error(text, NULL, "double precision", text, &bad);
-
-	if (bad)
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("pg_kde: a numeric value of magnitude about 1e%d is beyond float8's range",
-						4 * d->weight + decimal_digits(digit_at(d, 0)) - 1),
-				 errdetail("Synopses keep values as float8s: from about 4.9e-324 to 1.8e308 in magnitude."),
-				 errhint("Leave such rows out, e.g. refresh a view that filters them, or scale the column.")));
-	return v;
+	return 4 * d->weight + decimal_digits(digit_at(d, 0)) - 1;
 }
 
-double
-kde_numeric_to_double(Datum datum)
+/*
+ * numeric -> float8 as numeric's own cast: the value is N * 10^e with N the base-10000 digits as an integer;
+ * where N < 2^53 and |e| <= 22 both are exact float8s and one multiplication or division rounds correctly;
+ * otherwise the decimal text as float8 input reads it. Beyond float8's range: with out_of_range, that is set
+ * (and the result is 0); without, an error that says so (the cast's own message prints every digit: 1e400's 401).
+ */
+static double
+numeric_to_double(Datum datum, bool *out_of_range)
 {
 	NumericDigits d = numeric_digits(datum);
 	int64		n = 0;
-	int			e;
+	int			i,
+				e;
 	double		v;
+	char	   *text;
+	bool		bad = false;
 
 	if (d.special)
 		return d.header == NUMERIC_PINF ? get_float8_infinity() :
 			d.header == NUMERIC_NINF ? -get_float8_infinity() : get_float8_nan();
 	if (d.ndigits == 0)
 		return 0.0;
-	for (int i = 0; i < d.ndigits; i++)
-	{
-		if (n >= (EXACT_INTEGER_LIMIT - 9999) / 10000)
-			return numeric_cast(datum, &d);
+	for (i = 0; i < d.ndigits && n < (EXACT_INTEGER_LIMIT - 9999) / 10000; i++)
 		n = n * 10000 + digit_at(&d, i);
-	}
 	e = 4 * (d.weight - d.ndigits + 1);
-	if (e > 22 || e < -22)
-		return numeric_cast(datum, &d);
-	v = e >= 0 ? (double) n * powers_of_ten[e] : (double) n / powers_of_ten[-e];
-	return d.negative ? -v : v;
+	if (i == d.ndigits && e <= 22 && e >= -22)
+	{
+		v = e >= 0 ? (double) n * powers_of_ten[e] : (double) n / powers_of_ten[-e];
+		return d.negative ? -v : v;
+	}
+	text = DatumGetCString(DirectFunctionCall1(numeric_out, datum));
+	v = float8in_internal_opt_error(text, NULL, "double precision", text, &bad);
+	if (bad && out_of_range != NULL)
+		*out_of_range = true;
+	else if (bad)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("pg_kde: a numeric value of magnitude about 1e%d is beyond float8's range",
+						leading_exponent(&d)),
+				 errdetail("Synopses keep values as float8s: from about 4.9e-324 to 1.8e308 in magnitude."),
+				 errhint("Leave such rows out, e.g. refresh a view that filters them, or scale the column.")));
+	return bad ? 0.0 : v;
+}
+
+double
+kde_numeric_to_double(Datum datum)
+{
+	return numeric_to_double(datum, NULL);
 }
 
 /*
@@ -515,7 +527,7 @@ kde_numeric_coarse(Datum datum)
 	digits = decimal_digits(first) + 4 * (d.ndigits - 1);
 	for (int v = last; v % 10 == 0 && v > 0; v /= 10)
 		digits--;				/* trailing zeros of the last group */
-	exponent = 4 * d.weight + decimal_digits(first) - 1;	/* 10^exponent <= |value| < 10^(exponent + 1) */
+	exponent = leading_exponent(&d);
 	return digits > FAITHFUL_DIGITS || exponent <= -308 || exponent >= 308;
 }
 
@@ -535,18 +547,15 @@ Datum
 kde_numeric_bound(PG_FUNCTION_ARGS)
 {
 	Datum		datum = PG_GETARG_DATUM(0);
-	NumericDigits d = numeric_digits(datum);
-	char	   *text;
-	bool		bad = false;
-	double		v;
+	bool		out_of_range = false;
+	double		v = numeric_to_double(datum, &out_of_range);
+	NumericDigits d;
 
-	if (d.special || d.ndigits == 0)
-		PG_RETURN_FLOAT8(kde_numeric_to_double(datum));
-	text = DatumGetCString(DirectFunctionCall1(numeric_out, datum));
-	v = float8in_internal_opt_error(text, NULL, "double precision", text, &bad);
-	if (bad)
-		v = 4 * d.weight + decimal_digits(digit_at(&d, 0)) - 1 > 0 ? get_float8_infinity() : 0.0;
-	PG_RETURN_FLOAT8(bad && d.negative ? -v : v);
+	if (!out_of_range)
+		PG_RETURN_FLOAT8(v);
+	d = numeric_digits(datum);
+	v = leading_exponent(&d) > 0 ? get_float8_infinity() : 0.0;
+	PG_RETURN_FLOAT8(d.negative ? -v : v);
 }
 
 /* _kde_ieee_add(x, y): x + y as IEEE 754 adds them (PostgreSQL's float8 + raises an error on overflow). */
