@@ -42,6 +42,28 @@ CREATE FUNCTION _kde_numeric_bound(numeric) RETURNS float8
 AS 'MODULE_PATHNAME', 'kde_numeric_bound' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_numeric_bound(numeric) IS 'pg_kde internal: a numeric bound as a synopsis reads it';
 
+CREATE FUNCTION _kde_coarse_rule(tbl regclass, col text, OUT digits boolean, OUT magnitude float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t regtype := @extschema@._kde_base_type(tbl, col);
+    m integer;
+BEGIN
+    digits := false;
+    IF t = 'numeric'::regtype THEN
+        SELECT a.atttypmod INTO m FROM pg_attribute a
+        WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND a.atttypid = 'numeric'::regtype;
+        digits := NOT coalesce(m >= 4 AND (m - 4) >> 16 <= 15 AND (((m - 4) & 2047) # 1024) - 1024 <= 307, false);
+    ELSIF t = 'bigint'::regtype THEN
+        magnitude := 9007199254740992;
+    ELSIF t IN ('timestamp'::regtype, 'timestamptz'::regtype) THEN
+        magnitude := 8589934592;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION _kde_coarse_rule(regclass, text) IS 'pg_kde internal: where a column''s float8s may stand for more than one of its values';
+
 CREATE FUNCTION _kde_text_value(t regtype, x text) RETURNS float8
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -304,7 +326,7 @@ DECLARE
     added float8[];
     added_coarse boolean;  -- a written value whose float8 may stand for others of its type too (0.30.0)
     coarse_expr text;
-    base regtype;
+    rule record;
     removed float8[];
     delta record;
     problem text;
@@ -346,14 +368,10 @@ BEGIN
                      WHEN r.typcategory = 'N' THEN format('(%I)::float8', r.attname)
                      ELSE format('extract(epoch FROM %I)::float8', r.attname) END;
         -- Whether the written rows hold a value whose float8 may also stand for another of its type, as the
-        -- refresh's scan tells (kde_synopsis.coarse, docs/math.md §7): bigint from 2^53, timestamps from 2^33
-        -- epoch seconds, numeric of more than 15 significant digits.
-        base := @extschema@._kde_base_type(TG_RELID::regclass, r.attname);
-        coarse_expr := CASE WHEN base = 'numeric'::regtype
-                                THEN format('@extschema@._kde_numeric_coarse((%I)::numeric)', r.attname)
-                            WHEN base = 'bigint'::regtype THEN format('abs(%s) >= 9007199254740992', expr)
-                            WHEN base IN ('timestamp'::regtype, 'timestamptz'::regtype)
-                                THEN format('abs(%s) >= 8589934592', expr)
+        -- refresh's scan tells (kde_synopsis.coarse, _kde_coarse_rule).
+        rule := @extschema@._kde_coarse_rule(TG_RELID::regclass, r.attname);
+        coarse_expr := CASE WHEN rule.digits THEN format('@extschema@._kde_numeric_coarse((%I)::numeric)', r.attname)
+                            WHEN rule.magnitude IS NOT NULL THEN format('abs(%s) >= %s', expr, rule.magnitude)
                             ELSE 'false' END;
         added := NULL;
         added_coarse := false;
@@ -502,24 +520,19 @@ $$;
 COMMENT ON FUNCTION kde_refresh_stale() IS
     'Refresh every stale synopsis the current role may read, each on its own (failures are warnings); returns how many were refreshed';
 
--- The synopses built before: a column of a type whose values are their float8s is not coarse; a bigint or
--- timestamp column is where its stored values reach 2^53 or 2^33 epoch seconds (the grid's ends and the heavy
--- values hold its extremes); a numeric column declared with at most 15 digits of precision (and a scale of at
--- most 307: a larger one holds subnormals) is not; any other
--- numeric column is not known (NULL, read as coarse) until its next refresh scans it.
+-- The synopses built before, by _kde_coarse_rule: a column of a type whose values are their float8s (or a
+-- numeric(p <= 15, s <= 307)) is not coarse; a bigint or timestamp column is where its stored values reach the
+-- rule's magnitude (the grid's ends and the heavy values hold its extremes); any other numeric column is not
+-- known (NULL, read as coarse) until its next refresh counts its digits.
 UPDATE @extschema@.kde_synopsis p
 SET coarse = CASE
-        WHEN c.base IS NULL THEN NULL
-        WHEN c.base = 'numeric'::regtype THEN
-            CASE WHEN c.typid = 'numeric'::regtype AND c.typmod >= 4 AND ((c.typmod - 4) >> 16) <= 15
-                      AND ((((c.typmod - 4) & 2047) # 1024) - 1024) <= 307 THEN false END
-        WHEN c.base IN ('bigint'::regtype, 'timestamp'::regtype, 'timestamptz'::regtype) THEN
+        WHEN (c.rule).digits THEN NULL
+        WHEN (c.rule).magnitude IS NOT NULL THEN
             coalesce((SELECT max(abs(v)) FROM unnest(p.grid || (@extschema@._kde_atoms(p)).atom_values) v)
-                     >= CASE WHEN c.base = 'bigint'::regtype THEN 9007199254740992 ELSE 8589934592 END, false)
+                     >= (c.rule).magnitude, false)
         ELSE false END
 FROM @extschema@.kde_catalog k
-CROSS JOIN LATERAL (SELECT a.atttypid::regtype AS typid, a.atttypmod AS typmod,
-                           @extschema@._kde_base_type(k.relid, a.attname) AS base
+CROSS JOIN LATERAL (SELECT @extschema@._kde_coarse_rule(k.relid, a.attname) AS rule
                     FROM pg_catalog.pg_attribute a
                     WHERE a.attrelid = k.relid AND a.attnum = k.attnums[1] AND NOT a.attisdropped) c
 WHERE k.relid = p.relid AND k.cols = p.cols;

@@ -21,11 +21,6 @@ from .reader import SAMPLE_SEED, TAIL_VALUES, Cells2D, Sample1D, Scan1D, TableSt
 #: Relation kinds TABLESAMPLE can read (tables, partitioned tables, materialized views).
 _SAMPLEABLE = {"r", "p", "m"}
 _FETCH_ROWS = 10000
-#: Where float8 stops telling a type's values apart (docs/math.md §7, "Values float8 cannot tell apart"): a
-#: bigint's from 2^53 in magnitude, a timestamp's microseconds from 2^33 epoch seconds (about the year 2242),
-#: read off the scan's extremes. A numeric's digits are checked row by row in the scan (_kde_numeric_coarse);
-#: the other types' values are their float8s (smallint, integer, real, double precision, date).
-COARSE_FROM = {"int8": 2.0**53, "timestamp": 2.0**33, "timestamptz": 2.0**33}
 
 
 def _scaled(expr: str, scale: float, schema: str) -> str:
@@ -353,21 +348,15 @@ class SqlTableReader:
         values = self.sample(size, rows)[:, 0]
         return replace(first, values=values[np.isfinite(values)])
 
-    def _base_type(self) -> Optional[str]:
-        """The type name of the single column, a domain's base type's (None for a column not found); a numeric
-        column declared with at most 15 digits of precision and a scale of at most 307 (numeric(12, 2)), whose
-        values float8 tells apart (a larger scale holds subnormals: numeric(1, 324)'s 3e-324 and 6e-324 share a
-        float8), is "numeric(15)"."""
+    def _coarse_rule(self) -> Tuple[bool, Optional[float]]:
+        """Where the single column's float8s may stand for more than one of its values (``_kde_coarse_rule``,
+        docs/math.md §7): (digits, magnitude), its values' digits to count row by row, or the magnitude from which
+        they may (None: never)."""
         rows = self.plpy.execute(self.plpy.prepare(
-            "WITH RECURSIVE b(t, m) AS (SELECT a.atttypid, a.atttypmod FROM pg_catalog.pg_attribute a "
-            "WHERE a.attrelid = $1::regclass AND pg_catalog.quote_ident(a.attname) = $2 AND a.attnum > 0 "
-            "AND NOT a.attisdropped UNION ALL SELECT t.typbasetype, t.typtypmod FROM b "
-            "JOIN pg_catalog.pg_type t ON t.oid = b.t WHERE t.typtype = 'd') "
-            "SELECT CASE WHEN t.typname = 'numeric' AND b.m >= 4 AND (b.m - 4) >> 16 <= 15 "
-            "AND (((b.m - 4) & 2047) # 1024) - 1024 <= 307 THEN 'numeric(15)' "
-            "ELSE t.typname::text END AS name FROM b JOIN pg_catalog.pg_type t ON t.oid = b.t WHERE t.typtype <> 'd'",
-            ["text", "text"]), [self.relation, self.columns[0]])
-        return rows[0]["name"] if rows else None
+            f"SELECT r.digits, r.magnitude FROM pg_catalog.pg_attribute a, {self.schema}._kde_coarse_rule(a.attrelid, "
+            "a.attname::text) r WHERE a.attrelid = $1::regclass AND pg_catalog.quote_ident(a.attname) = $2 "
+            "AND a.attnum > 0 AND NOT a.attisdropped", ["text", "text"]), [self.relation, self.columns[0]])
+        return (bool(rows[0]["digits"]), rows[0]["magnitude"]) if rows else (False, None)
 
     def _row_id(self) -> Optional[str]:
         """What ``_kde_sample`` hashes to keep a row: its ctid and table, or None where the role may not read
@@ -387,11 +376,11 @@ class SqlTableReader:
         grid = float8_array(points)
         heavy = float8_array(candidates)
         row_id = self._row_id() if sample else None
-        base = self._base_type()
+        digits, magnitude = self._coarse_rule()
         select = {"n": ("count(*)", "sum"),
                   "s": (f"{self.schema}._kde_cells({self._scan_value()}, {grid}, {heavy}, {float(quantum)!r}::float8)",
                         f"{self.schema}._kde_cells_union")}
-        if base == "numeric":  # (a count: a Citus shard's answer is a number or a state)
+        if digits:  # (a count: a Citus shard's answer is a number or a state)
             select["c"] = (f"count(*) FILTER (WHERE {self.schema}._kde_numeric_coarse(({self.columns[0]})::numeric))", "sum")
         if row_id:
             select["r"] = (f"{self.schema}._kde_sample({self._scan_value()}, {row_id}, {sample[1]!r}::float8, "
@@ -402,11 +391,10 @@ class SqlTableReader:
                            f"{int(bins)}, {float(step) / 2!r}::float8)", f"{self.schema}._kde_phases_union")
         row = self._aggregate(select)
         scan = decode_cells(int(row["n"]), row["s"], len(points), len(candidates), quantum)
-        if base == "numeric":
+        if digits:
             scan = replace(scan, coarse=int(row["c"] or 0) > 0)
-        elif base in COARSE_FROM:
-            scale = self.scales[0]
-            scan = replace(scan, coarse=any(v is not None and abs(v) / scale >= COARSE_FROM[base]
+        elif magnitude is not None:
+            scan = replace(scan, coarse=any(v is not None and abs(v) / self.scales[0] >= magnitude
                                             for v in (scan.all_lo, scan.all_hi)))
         if phases:
             scan = replace(scan, phases=decode_phases(row["p"], phases))

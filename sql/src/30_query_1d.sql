@@ -535,6 +535,36 @@ END
 $$;
 COMMENT ON FUNCTION _kde_base_type(regclass, text) IS 'pg_kde internal: a column''s type, a domain''s base type''s';
 
+-- Where a column's float8s may stand for more than one value of its type (0.30.0, docs/math.md §7, "Values
+-- float8 cannot tell apart"; kde_synopsis.coarse): digits, a numeric column whose values' significant digits
+-- are counted row by row (_kde_numeric_coarse), but for numeric(p, s) with p <= 15 and s <= 307, whose values
+-- float8 tells apart (a larger scale holds subnormals: numeric(1, 324)'s 3e-324 and 6e-324 share a float8);
+-- magnitude, the magnitude from which it may (a bigint's 2^53; a timestamp's 2^33 epoch seconds, about the
+-- year 2242, where microseconds apart may share a float8); neither for the other types, whose values are their
+-- float8s (smallint, integer, real, double precision, date). The refresh's scan, the tracking triggers and the
+-- update to 0.30.0 read it.
+CREATE FUNCTION _kde_coarse_rule(tbl regclass, col text, OUT digits boolean, OUT magnitude float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t regtype := @extschema@._kde_base_type(tbl, col);
+    m integer;
+BEGIN
+    digits := false;
+    IF t = 'numeric'::regtype THEN
+        SELECT a.atttypmod INTO m FROM pg_attribute a
+        WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND a.atttypid = 'numeric'::regtype;
+        digits := NOT coalesce(m >= 4 AND (m - 4) >> 16 <= 15 AND (((m - 4) & 2047) # 1024) - 1024 <= 307, false);
+    ELSIF t = 'bigint'::regtype THEN
+        magnitude := 9007199254740992;
+    ELSIF t IN ('timestamp'::regtype, 'timestamptz'::regtype) THEN
+        magnitude := 8589934592;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION _kde_coarse_rule(regclass, text) IS 'pg_kde internal: where a column''s float8s may stand for more than one of its values';
+
 -- A text bound read as a column of (base) type t reads it, as the synopsis holds it: a time's epoch seconds, a
 -- real's float8 (0.30.0: '0.1' is the real 0.100000001490116, which SQL compares a real column with; read as a
 -- float8 before, a red team's approx_count_ci of a real column's rows of 0.1 read [0, 0] for 1,000), other

@@ -63,7 +63,7 @@ DECLARE
     added float8[];
     added_coarse boolean;  -- a written value whose float8 may stand for others of its type too (0.30.0)
     coarse_expr text;
-    base regtype;
+    rule record;
     removed float8[];
     delta record;
     problem text;
@@ -105,14 +105,10 @@ BEGIN
                      WHEN r.typcategory = 'N' THEN format('(%I)::float8', r.attname)
                      ELSE format('extract(epoch FROM %I)::float8', r.attname) END;
         -- Whether the written rows hold a value whose float8 may also stand for another of its type, as the
-        -- refresh's scan tells (kde_synopsis.coarse, docs/math.md §7): bigint from 2^53, timestamps from 2^33
-        -- epoch seconds, numeric of more than 15 significant digits.
-        base := @extschema@._kde_base_type(TG_RELID::regclass, r.attname);
-        coarse_expr := CASE WHEN base = 'numeric'::regtype
-                                THEN format('@extschema@._kde_numeric_coarse((%I)::numeric)', r.attname)
-                            WHEN base = 'bigint'::regtype THEN format('abs(%s) >= 9007199254740992', expr)
-                            WHEN base IN ('timestamp'::regtype, 'timestamptz'::regtype)
-                                THEN format('abs(%s) >= 8589934592', expr)
+        -- refresh's scan tells (kde_synopsis.coarse, _kde_coarse_rule).
+        rule := @extschema@._kde_coarse_rule(TG_RELID::regclass, r.attname);
+        coarse_expr := CASE WHEN rule.digits THEN format('@extschema@._kde_numeric_coarse((%I)::numeric)', r.attname)
+                            WHEN rule.magnitude IS NOT NULL THEN format('abs(%s) >= %s', expr, rule.magnitude)
                             ELSE 'false' END;
         added := NULL;
         added_coarse := false;
