@@ -2,7 +2,8 @@
 several data sets drawn from the same generator, per column, budget and workload, with its spread.
 
     python benchmarks/coverage.py [--rows 10000000] [--realisations 8] [--queries 400] [--budgets 2048,8192,65536]
-                                  [--draws 10] [--columns amount,qty,created_at]
+                                  [--draws 10] [--columns amount,qty,created_at] [--doubt-weight W]
+                                  [--boundary-bytes B | --boundary-bytes amount=B,qty=B,created_at=B]
 
 A synopsis' errors are shared by every query that cuts the same cells: at 2 KB a column has about 70 cells, so
 1,000 ranges of one data set are not 1,000 independent trials of its intervals, and their coverage moves from
@@ -36,12 +37,25 @@ Each synopsis' shape's doubt is weighed as its build calibrated it (pg_kde.synop
 between the cuts of its scan), and the report gives the weights the builds chose. What if: ``--doubt-weight
 W`` answers with every synopsis' doubt weighted W instead (docs/math.md §7, "The shape's doubt"), to see what
 another weight would do to each data set's coverage. The report says so in its title and command.
+
+Bytes: a data set's coverage spreads with its few cut cells' realised errors, so more cells within the same
+budget narrow that spread. The catalog stores a cell boundary in four arrays, 28 bytes (three float8s and a
+float4); on a lattice the same cells take far fewer packed as the heavy values are, a varint each for a cell's
+width, rows and sum and a float4 for its density (pg_kde.synopsis.packing.pack_cells, which gives back the very
+arrays; :func:`packed_cells_bytes`). The report's second table gives what each synopsis' cells take so, and
+whether the synopsis would then fit its budget. What if: ``--boundary-bytes B`` builds every synopsis as if a
+boundary took B bytes (the planner's :data:`pg_kde.synopsis.cells.BOUNDARY_BYTES`, :func:`boundary_bytes`;
+``amount=13,qty=10,created_at=16``: each column's own, as a planner that estimated each column's packed boundary
+would, a column not named keeping the arrays' 28): more cells at each budget, whose coverage the first table
+gives, and whose packed bytes the second says fit the budget or not (a what-if of the planner: the catalog does
+not store the pack yet).
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import datetime as dt
 import json
 import platform
@@ -59,7 +73,9 @@ from budget import WORKLOADS, cpu_model, make_workloads  # noqa: E402
 
 from pg_kde import __version__  # noqa: E402
 from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth  # noqa: E402
-from pg_kde.synopsis.cells import DAY_PROFILE  # noqa: E402
+from pg_kde.synopsis import build as build_module, cells as cells_module, merge as merge_module  # noqa: E402
+from pg_kde.synopsis.cells import BOUNDARY_BYTES, DAY_PROFILE, profile_bytes, stored_bytes_1d  # noqa: E402
+from pg_kde.synopsis.packing import pack_cells  # noqa: E402
 from pg_kde.synopsis import query  # noqa: E402
 from pg_kde.synopsis.query import interval_1d, range_1d  # noqa: E402
 
@@ -90,6 +106,41 @@ def sales(rows: int, rng) -> dict:
                      86400 * rng.random(rows))
     created_at = 1704067200.0 + day + np.mod(np.mod(np.floor(clock), 86400) + 86400, 86400)
     return {"amount": amount, "qty": qty, "created_at": created_at}
+
+
+def packed_cells_bytes(payload: dict) -> Optional[int]:
+    """The bytes of the synopsis' cells packed (pg_kde.synopsis.packing.pack_cells: a varint each for a cell's
+    width, rows and sum, a float4 for each boundary's density), where the catalog stores four arrays,
+    :data:`BOUNDARY_BYTES` a boundary; None where they do not pack (no lattice, fewer than two boundaries, or a
+    pack would not give back these very arrays)."""
+    pack = pack_cells(payload["grid"], payload["cell_cum_count"], payload["cell_cum_sum"], payload["density"],
+                      float(payload["step"]))
+    return None if pack is None else len(pack)
+
+
+def packed_stored_bytes(payload: dict, cells: int) -> int:
+    """What the budget would count of the synopsis (pg_kde.synopsis.cells.stored_bytes_1d, its profile's bytes
+    beside) with its cells taking ``cells`` bytes instead of their arrays'."""
+    weights = payload.get("doubt_weights")
+    profile = profile_bytes(len(payload["profile"]) - 1) if payload.get("period") else 0
+    return stored_bytes_1d(0, len(payload["atom_values"]), len(payload["atom_pack"]) + cells,
+                           None if weights is None else len(weights)) + profile
+
+
+@contextlib.contextmanager
+def boundary_bytes(size: Optional[int]):
+    """What if a cell boundary took ``size`` bytes (None: as the catalog stores it): the builds within it plan
+    their cells as if so (pg_kde.synopsis.cells.BOUNDARY_BYTES, where the planner reads it), restored after."""
+    modules = (cells_module, build_module, merge_module)
+    kept = [m.BOUNDARY_BYTES for m in modules]
+    try:
+        if size is not None:
+            for m in modules:
+                m.BOUNDARY_BYTES = int(size)
+        yield
+    finally:
+        for m, k in zip(modules, kept):
+            m.BOUNDARY_BYTES = k
 
 
 def quiet_select(sample, method, backend, required=True, scale=None):
@@ -271,19 +322,63 @@ def main(argv=None) -> int:
     parser.add_argument("--columns", default=",".join(COLUMNS), help="of " + ", ".join(COLUMNS))
     parser.add_argument("--doubt-weight", type=float, default=None,
                         help="what if every synopsis' shape's doubt weighed this much (pg_kde: its build's calibration)")
+    parser.add_argument("--boundary-bytes", default=None,
+                        help=f"what if a cell boundary took this many bytes (the catalog's arrays: {BOUNDARY_BYTES}), "
+                             "as packed cells might: the builds plan their cells so; B, or column=B,... for each column")
     args = parser.parse_args(argv)
+    try:
+        planned = what_if_bytes(args.boundary_bytes)
+    except ValueError as e:
+        parser.error(str(e))
     if args.doubt_weight is not None and not (args.doubt_weight >= 0 and np.isfinite(args.doubt_weight)):
         parser.error("--doubt-weight must be a finite number ≥ 0")
     what_if = title = ""
     if args.doubt_weight is not None:
         what_if = f" --doubt-weight {args.doubt_weight:g}"
         title = f", what if the shape's doubt weighed {args.doubt_weight:g} (pg_kde: its build's calibration)"
+    if planned:
+        what_if += f" --boundary-bytes {args.boundary_bytes}"
+        said = ", ".join(f"{c}'s {b}" for c, b in planned.items()) if None not in planned else f"{planned[None]}"
+        title += f", what if a cell boundary took {said} bytes (pg_kde: {BOUNDARY_BYTES}, four arrays)"
     columns = [c for c in args.columns.split(",") if c]
     if args.draws < 1 or not columns or any(c not in COLUMNS for c in columns):
         parser.error(f"--draws must be at least 1 and --columns some of {', '.join(COLUMNS)}")
     budgets = [int(b) for b in args.budgets.split(",")]
     started = time.perf_counter()
     found: dict = {}
+    sizes: dict = {}  # (column, budget) -> [(boundaries, their bytes packed or None, the synopsis' bytes so, as stored)]
+    realise(args, columns, budgets, found, sizes, started, planned)
+    report(args, columns, budgets, found, sizes, started, title, what_if)
+    return 0
+
+
+def what_if_bytes(given: Optional[str]) -> dict:
+    """--boundary-bytes as {column: bytes} ({None: bytes}: every column's; {}: none given)."""
+    if given is None:
+        return {}
+    parts = [p.strip() for p in given.split(",") if p.strip()]
+    out: dict = {}
+    try:
+        if len(parts) == 1 and "=" not in parts[0]:
+            out[None] = int(parts[0])
+        else:
+            for part in parts:
+                col, _, size = part.partition("=")
+                if col.strip() not in COLUMNS or col.strip() in out:
+                    raise ValueError
+                out[col.strip()] = int(size)
+    except ValueError:
+        raise ValueError("--boundary-bytes must be a number of bytes, or column=bytes,... of "
+                         + ", ".join(COLUMNS) + ", each named once") from None
+    if not out or not all(1 <= b <= 64 for b in out.values()):
+        raise ValueError("--boundary-bytes must lie within 1–64")
+    return out
+
+
+def realise(args, columns: list, budgets: list, found: dict, sizes: dict, started: float, planned: dict) -> None:
+    """Builds each data set's synopses (each column's as if a boundary took ``planned`` bytes: :func:`what_if_bytes`)
+    and measures their coverage into ``found`` ((column, budget, workload) -> [(Covered, weight)]) and their bytes
+    into ``sizes``."""
     for r in range(args.realisations):
         data = sales(args.rows, np.random.default_rng([args.seed, r]))
         for index, (col, (kind, period)) in enumerate(COLUMNS.items()):
@@ -301,7 +396,14 @@ def main(argv=None) -> int:
                 return draws[d]
 
             for budget in budgets:
-                payload = synopsis(x, budget, period)
+                with boundary_bytes(planned.get(col, planned.get(None))):
+                    payload = synopsis(x, budget, period)
+                packed = packed_cells_bytes(payload)
+                # (as stored: the catalog's arrays, BOUNDARY_BYTES a boundary whatever the what-if planned with)
+                stored = packed_stored_bytes(payload, BOUNDARY_BYTES * len(payload["grid"]))
+                sizes.setdefault((col, budget), []).append(
+                    (len(payload["grid"]), packed, None if packed is None else packed_stored_bytes(payload, packed),
+                     stored))
                 weight = args.doubt_weight if args.doubt_weight is not None else payload.get("doubt_weight")
                 for workload, result in coverage(payload, draws[0], args.doubt_weight).items():
                     parts = [result]
@@ -311,6 +413,10 @@ def main(argv=None) -> int:
                     found.setdefault((col, budget, workload), []).append((together(parts), weight))
         print(f"[{time.perf_counter() - started:6.1f}s] realisation {r + 1} of {args.realisations}", flush=True)
 
+
+def report(args, columns: list, budgets: list, found: dict, sizes: dict, started: float, title: str,
+           what_if: str) -> None:
+    """Writes and prints the report (coverage.md, coverage.json under --out)."""
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# Coverage of the 95% intervals over {args.realisations} data sets{title} ({when})", "",
              f"Measured {when} on {cpu_model()} ({platform.machine()}), pg_kde {__version__}, in memory (no server). "
@@ -374,15 +480,34 @@ def main(argv=None) -> int:
               f"budget, workload) with every data set within it: {kinds_inside} of {kinds}. Data sets whose floor "
               f"lies above {BAND[1]:g}% (out of the band's reach for intervals that hold each count's likeliest "
               f"value): {above}."]
-    report = "\n".join(lines)
+    lines += ["", "Bytes: each synopsis' cell boundaries (the median over the data sets), what its cells would take "
+              "packed (pg_kde.synopsis.packing.pack_cells: varints of each cell's width, rows and sum, a float4 of "
+              f"each density, giving back the very arrays; the catalog's arrays take {BOUNDARY_BYTES} "
+              "bytes a boundary), a boundary (median, lowest–highest), and the synopsis' bytes as the budget counts "
+              "them with its cells stored so (the most over the data sets; stored as today: the arrays'), and how "
+              "many data sets' synopses would fit their budget so.", "",
+              "| column | budget | boundaries | packed, a boundary | synopsis packed (arrays) | within the budget |",
+              "|---|---:|---:|---|---|---|"]
+    for col in columns:
+        for budget in budgets:
+            built = sizes.get((col, budget), [])
+            packs = [(n, c, b, a) for n, c, b, a in built if c is not None]
+            if len(packs) < len(built) or not packs:  # (no lattice, too few boundaries, or no exact pack)
+                lines.append(f"| {col} | {budget:,} B | {np.median([n for n, *_ in built]) if built else 0:.0f} | "
+                             f"— ({len(built) - len(packs)} of {len(built)} do not pack) | — | — |")
+                continue
+            each = [c / n for n, c, _, _ in packs]
+            lines.append(f"| {col} | {budget:,} B | {np.median([n for n, *_ in packs]):.0f} | {np.median(each):.1f} B "
+                         f"({min(each):.1f}–{max(each):.1f}) | {max(b for *_, b, _ in packs):,} B "
+                         f"({max(a for *_, a in packs):,} B) | {sum(b <= budget for *_, b, _ in packs)} of {len(packs)} |")
+    text = "\n".join(lines)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "coverage.md").write_text(report + "\n")
+    (args.out / "coverage.md").write_text(text + "\n")
     (args.out / "coverage.json").write_text(json.dumps(
         [{"column": c, "budget": b, "workload": w,
           "sets": [dict(c._asdict(), weight=w) for c, w in r]}
          for (c, b, w), r in found.items()], indent=1) + "\n")
-    print(report)
-    return 0
+    print(text)
 
 
 if __name__ == "__main__":

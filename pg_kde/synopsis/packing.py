@@ -1,4 +1,5 @@
-"""A column's exact frequency table on its value lattice, packed (the 1-D payload's ``atom_pack``).
+"""A column's exact frequency table on its value lattice, packed (the 1-D payload's ``atom_pack``); pairs of a
+2-D synopsis (``pair_pack``); a lattice column's cells (:func:`pack_cells`, measured by benchmarks/coverage.py).
 
 The heavy values of a 1-D synopsis are three float8 arrays: the values, their cumulative counts and their
 cumulative sums, 24 bytes a value. Where every value lies on the column's lattice (step q > 0, each value
@@ -23,6 +24,7 @@ not a float8 running sum.
 from __future__ import annotations
 
 import math
+import struct
 from fractions import Fraction
 from typing import Optional, Sequence, Tuple
 
@@ -186,6 +188,114 @@ def exact_sums(values: Sequence[float], cum_count: Sequence[float], step: float)
     not pack."""
     pack = pack_atoms(values, cum_count, step)
     return None if pack is None else unpack_atoms(pack, step)[2]
+
+
+#: The format byte of a pack of a 1-D synopsis' cells.
+CELLS_FORMAT = 3
+
+
+def _float8_bytes(values: Sequence[float]) -> bytes:
+    return struct.pack(f"<{len(values)}d", *(float(v) for v in values))
+
+
+def pack_cells(grid: Sequence[float], cum_count: Sequence[float], cum_sum: Sequence[float],
+               density: Sequence[float], step: float) -> Optional[bytes]:
+    """The pack of a 1-D synopsis' cells on lattice ``step``, which gives back these very four arrays bit for
+    bit (:func:`unpack_cells`); None where it would not: no lattice, fewer than two boundaries, a boundary that
+    is not a half-step (k − ½)·q, running counts or sums that do not start at 0, a cell whose rows are not a
+    whole number or whose sum is not the sum of whole steps of its own values (each row one of the lattice values
+    k_i … k_{i+1} − 1 between its boundaries), anything past :data:`PACK_LIMIT`, a density that is not a float4.
+
+    The catalog stores a boundary as three float8s and a float4, 28 bytes; packed, a cell takes a varint each
+    for its width in steps, its rows and the sum of its rows' steps from its first value (0 ≤ O ≤ rows × (width
+    − 1)), and its boundary's density 4 bytes: 7–16 bytes a boundary on benchmarks/coverage.py's columns
+    (docs/benchmarks.md, "More cells at the same bytes"). The catalog does not store it yet.
+    Layout, unsigned LEB128 varints as the heavy values' (:func:`pack_atoms`):
+        byte 1        the format, 3
+        varint        n, the number of boundaries (>= 2)
+        varint        k₀ zigzag-coded: the first boundary is (k₀ − ½)·q
+        then n − 1 times: varint k_i − k_{i−1} (>= 1), varint the cell's rows c, varint its offset O
+        then n float4s, little-endian: the densities
+    The running counts are the cells' rows added up; the running sums add each cell's sum of steps
+    Q = O + c·k_{i−1}, read as its value (Q·q, or Q / (1/q) below a step of 1), one float8 addition a cell, as a
+    build sums them (:func:`pg_kde.synopsis.maths.cell_prefix`). A pack that would not give back the arrays it
+    was made from is not made."""
+    n = len(grid)
+    if n < 2 or not (len(cum_count) == len(cum_sum) == len(density) == n) or not (step > 0 and math.isfinite(step)):
+        return None
+    try:
+        ks = [round(float(g) / step + 0.5) for g in grid]
+        counts = [float(c) for c in cum_count]
+        if float(cum_count[0]) != 0.0 or float(cum_sum[0]) != 0.0 or any(c != math.floor(c) for c in counts):
+            return None
+        shares = struct.pack(f"<{n}f", *(float(d) for d in density))
+    except (ValueError, OverflowError, struct.error):  # (a NaN or infinite boundary or count; a density past float4)
+        return None
+    if any(abs(k) >= PACK_LIMIT for k in ks) or any(b <= a for a, b in zip(ks, ks[1:])) or counts[-1] >= PACK_LIMIT:
+        return None
+    out = bytearray([CELLS_FORMAT])
+    _put(out, n)
+    _put(out, _zigzag(ks[0]))
+    per = round(1 / step) if step < 1 else None
+    for i in range(1, n):
+        rows = int(counts[i]) - int(counts[i - 1])
+        piece = float(cum_sum[i]) - float(cum_sum[i - 1])
+        if rows < 0 or not math.isfinite(piece):
+            return None
+        q = round(piece * per) if per is not None else round(piece / step)
+        offset = q - rows * ks[i - 1]
+        if not 0 <= offset <= rows * (ks[i] - 1 - ks[i - 1]) or abs(q) >= PACK_LIMIT:
+            return None
+        _put(out, ks[i] - ks[i - 1])
+        _put(out, rows)
+        _put(out, offset)
+    out += shares
+    pack = bytes(out)
+    back = unpack_cells(pack, step)
+    if any(_float8_bytes(a) != _float8_bytes(b) for a, b in zip(back, (grid, cum_count, cum_sum, density))):
+        return None  # (a density that float4 rounds, a sum that the additions round otherwise than these)
+    return pack
+
+
+def unpack_cells(pack: bytes, step: float) -> tuple:
+    """(grid, cumulative counts, cumulative sums, densities) of a :func:`pack_cells` pack, as float lists.
+    PackError naming ``cell_pack`` when malformed (cut short, bytes past its end, boundaries out of order, a
+    cell's sum outside what its rows allow, anything past :data:`PACK_LIMIT`)."""
+    data = bytes(pack)
+    if len(data) < 1 or data[0] != CELLS_FORMAT:
+        raise PackError("pg_kde: the synopsis row's cell_pack is not a pack of format 3")
+    if not (step > 0 and math.isfinite(step) and math.isfinite(1 / step)):
+        raise PackError("pg_kde: the synopsis row's cell_pack needs a value lattice (step > 0)")
+    n, pos = _get(data, 1, "cell_pack")
+    if n < 2 or 3 * (n - 1) + 4 * n > len(data) - pos:
+        raise PackError("pg_kde: the synopsis row's cell_pack holds a wrong number of boundaries")
+    d, pos = _get(data, pos, "cell_pack")
+    k = d // 2 if d % 2 == 0 else -(d + 1) // 2
+    if abs(k) >= PACK_LIMIT:
+        raise PackError("pg_kde: the synopsis row's cell_pack holds values past 2^53")
+    grid, counts, sums = [(k - 0.5) * step], [0.0], [0.0]
+    total, running = 0, 0.0
+    for _ in range(n - 1):
+        width, pos = _get(data, pos, "cell_pack")
+        rows, pos = _get(data, pos, "cell_pack")
+        offset, pos = _get(data, pos, "cell_pack")
+        if width < 1 or offset > rows * (width - 1):
+            raise PackError("pg_kde: the synopsis row's cell_pack holds cells out of order or sums past their rows")
+        q = offset + rows * k
+        k += width
+        total += rows
+        if abs(k) >= PACK_LIMIT or total >= PACK_LIMIT or abs(q) >= PACK_LIMIT:
+            raise PackError("pg_kde: the synopsis row's cell_pack holds values past 2^53")
+        grid.append((k - 0.5) * step)
+        if not grid[-1] > grid[-2]:  # (a step so small that half-steps coincide)
+            raise PackError("pg_kde: the synopsis row's cell_pack holds cells out of order or sums past their rows")
+        running += lattice_value(float(q), step)
+        counts.append(float(total))
+        sums.append(running)
+    if len(data) - pos != 4 * n:
+        raise PackError("pg_kde: the synopsis row's cell_pack has bytes past its cells, or too few densities")
+    density = list(struct.unpack(f"<{n}f", data[pos:]))
+    return grid, counts, sums, density
 
 
 def packed_size(indices: Sequence[int], counts: Sequence[float]) -> int:

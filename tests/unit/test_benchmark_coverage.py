@@ -131,3 +131,47 @@ def test_the_centred_chance_is_the_normal_mass_within_the_band_at_the_data_sets_
     assert 0 < wide < narrow < 1
     assert bench.centred_chance(np.array([95.0 - 2.3, 95.0 + 2.3])) == pytest.approx(
         norm.cdf(2 / (2.3 * np.sqrt(2))) - norm.cdf(-2 / (2.3 * np.sqrt(2))), abs=1e-12)
+
+
+def test_packed_cells_bytes_are_the_packs_and_none_where_the_cells_do_not_pack():
+    """packed_cells_bytes: the length of pg_kde.synopsis.packing.pack_cells' pack of the synopsis' cells (which
+    gives back the very arrays: tests/unit/test_packing.py), far below the catalog's 28 bytes a boundary; None
+    where they do not pack (no lattice, one boundary)."""
+    from pg_kde.synopsis.packing import pack_cells, unpack_cells
+    x, _, s = _built("amount", 200_000)
+    size = bench.packed_cells_bytes(s)
+    pack = pack_cells(s["grid"], s["cell_cum_count"], s["cell_cum_sum"], s["density"], s["step"])
+    assert size == len(pack) < 16 * len(s["grid"]) and unpack_cells(pack, s["step"])[0] == s["grid"]
+    assert bench.packed_cells_bytes(dict(s, step=0.0)) is None
+    assert bench.packed_cells_bytes(dict(s, grid=s["grid"][:1], cell_cum_count=[0.0], cell_cum_sum=[0.0],
+                                         density=[1.0])) is None
+    # (the budget's count with the cells packed: the arrays' bytes less the pack's)
+    assert bench.packed_stored_bytes(s, size) == bench.packed_stored_bytes(s, 28 * len(s["grid"])) - (
+        28 * len(s["grid"]) - size)
+
+
+def test_boundary_bytes_plans_the_cells_as_if_and_is_undone():
+    """--boundary-bytes: inside boundary_bytes(12) a build plans more cells within the same budget, and the
+    planner's bytes are the catalog's again after, an error inside included."""
+    from pg_kde.synopsis import build as build_module, cells as cells_module
+    x = bench.sales(200_000, np.random.default_rng([2026, 1]))["amount"]
+    stored = len(bench.synopsis(x, 2048)["grid"])
+    with bench.boundary_bytes(12):
+        assert cells_module.BOUNDARY_BYTES == build_module.BOUNDARY_BYTES == 12
+        planned = len(bench.synopsis(x, 2048)["grid"])
+    assert planned > 2 * stored
+    with pytest.raises(RuntimeError):
+        with bench.boundary_bytes(10):
+            raise RuntimeError("inside")
+    assert cells_module.BOUNDARY_BYTES == build_module.BOUNDARY_BYTES == bench.BOUNDARY_BYTES == 28
+    with bench.boundary_bytes(None):
+        assert cells_module.BOUNDARY_BYTES == 28
+
+
+def test_boundary_bytes_what_if_reads_one_size_or_each_columns():
+    assert bench.what_if_bytes(None) == {}
+    assert bench.what_if_bytes("12") == {None: 12}
+    assert bench.what_if_bytes("amount=13, qty=10,created_at=16") == {"amount": 13, "qty": 10, "created_at": 16}
+    for bad in ("0", "65", "x", "amount=13,amount=14", "price=3", "amount=", "amount=13,12"):
+        with pytest.raises(ValueError, match="--boundary-bytes"):
+            bench.what_if_bytes(bad)

@@ -1,4 +1,4 @@
-"""Packed heavy values and pairs (pg_kde.synopsis.packing): lossless on a lattice, exact sums, refusals, and
+"""Packed heavy values, pairs and cells (pg_kde.synopsis.packing): lossless on a lattice, exact sums, refusals, and
 malformed packs rejected. The server's decoder (extension/atoms.c) is checked against this one in tests/sql."""
 
 from fractions import Fraction
@@ -7,8 +7,11 @@ import math
 import numpy as np
 import pytest
 
+import struct
+
+from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth
 from pg_kde.synopsis.packing import (PACK_LIMIT, PackError, exact_sums, lattice_indices, lattice_value, pack_atoms,
-                                     pack_pairs, packed_size, unpack_atoms, unpack_pairs)
+                                     pack_cells, pack_pairs, packed_size, unpack_atoms, unpack_cells, unpack_pairs)
 
 
 def exact_cumulative_sums(values, counts, step):
@@ -194,3 +197,102 @@ def test_an_exact_dot_past_float8s_range_is_infinite_of_its_sign():
         built = build_2d(ArrayTableReader((a, rng.normal(0, 1, 2000))), Requested("auto", 5000, None, "auto", None),
                          select_bandwidth)
     assert len(built.grid_size) == 2 and min(built.grid_size) >= 2
+
+
+def _leb128(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _cells(step, ks, rows_values, density):
+    """The four arrays of cells with boundaries (k − ½)·q and these rows' lattice indices in each, summed as a
+    build sums them (each cell's sum of steps read as its value, added up one float8 addition a cell)."""
+    grid = [(k - 0.5) * step for k in ks]
+    counts = [0.0] + np.cumsum([len(r) for r in rows_values]).astype(float).tolist()
+    sums, running = [0.0], 0.0
+    for r in rows_values:
+        running += lattice_value(float(sum(r)), step)
+        sums.append(running)
+    return grid, counts, sums, density
+
+
+def test_cells_pack_as_their_layout_says_and_come_back_bit_for_bit():
+    """pack_cells writes the layout of its docstring (written out here byte by byte: a negative first boundary, an
+    empty cell, a wide sparse one, 200 rows on two values) and unpack_cells gives back the very arrays."""
+    step = 0.01
+    ks = [-20, -19, 101, 103, 50001]
+    rows = [[-20] * 3, [50] * 150 + [100] * 50, [], [49999, 50000]]
+    density = [0.5, 1.0, 2.0, 0.25, 0.125]
+    grid, counts, sums, _ = _cells(step, ks, rows, density)
+    want = bytearray([3]) + _leb128(5) + _leb128(39)  # (zigzag of −20)
+    for i in range(1, 5):
+        want += _leb128(ks[i] - ks[i - 1]) + _leb128(len(rows[i - 1])) + _leb128(sum(k - ks[i - 1] for k in rows[i - 1]))
+    want += struct.pack("<5f", *density)
+    pack = pack_cells(grid, counts, sums, density, step)
+    assert pack == bytes(want) and len(pack) < 28 * 5
+    back = unpack_cells(pack, step)
+    assert [struct.pack("<d", x) for a in back[:3] for x in a] == [struct.pack("<d", x) for a in (grid, counts, sums)
+                                                                     for x in a]
+    assert back[3] == density and sums[2] == pytest.approx(-0.6 + 125.0)
+
+
+@pytest.mark.parametrize("column, budget", [("cents", 8192), ("zipf", 2048), ("seconds", 8192)])
+def test_a_builds_cells_pack_and_come_back(column, budget):
+    """Built synopses of lattice columns (cents, Zipf-like integers beside their frequency table, whole seconds of
+    2024) pack in far fewer bytes than their arrays' 28 a boundary, and unpack to the very arrays."""
+    rng = np.random.default_rng(11)
+    x = {"cents": np.round(np.exp(3 + rng.standard_normal(200_000)), 2),
+         "zipf": np.minimum(np.floor(1 / np.power(1 - rng.random(1_000_000), 1 / 1.2)), 100000.0),
+         "seconds": 1704067200.0 + np.floor(rng.random(200_000) * 366 * 86400)}[column]
+    built = build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", budget),
+                     lambda s, m, b, required=True, scale=None: select_bandwidth(s, m, b, required=required, scale=scale))
+    p = built.payload()
+    arrays = (p["grid"], p["cell_cum_count"], p["cell_cum_sum"], p["density"])
+    assert len(p["grid"]) > 10
+    pack = pack_cells(*arrays, p["step"])
+    assert pack is not None and len(pack) < 16 * len(p["grid"])
+    back = unpack_cells(pack, p["step"])
+    for a, b in zip(back, arrays):
+        assert np.asarray(a, dtype=np.float64).tobytes() == np.asarray(b, dtype=np.float64).tobytes()
+
+
+def test_what_does_not_pack_as_cells():
+    step = 1.0
+    grid, counts, sums, density = _cells(step, [0, 2, 5], [[0, 1], [2, 4, 4]], [1.0, 2.0, 0.5])
+    assert pack_cells(grid, counts, sums, density, step) is not None
+    assert pack_cells(grid, counts, sums, density, 0.0) is None  # (no lattice)
+    assert pack_cells(grid[:1], counts[:1], sums[:1], density[:1], step) is None  # (one boundary)
+    assert pack_cells([-0.4] + grid[1:], counts, sums, density, step) is None  # (not a half-step)
+    assert pack_cells(grid, [1.0] + counts[1:], sums, density, step) is None  # (counts not from 0)
+    assert pack_cells(grid, [0.0, 2.5, 5.0], sums, density, step) is None  # (rows not whole)
+    assert pack_cells(grid, counts, [0.0, 1.0, 20.0], density, step) is None  # (a sum below its rows' least: 2·2)
+    assert pack_cells(grid, counts, [0.0, 1.0, 14.0], density, step) is None  # (above their most: 3·4)
+    assert pack_cells(grid, counts, [0.0, 1.5, 11.5], density, step) is None  # (not whole steps)
+    assert pack_cells(grid, counts, sums, [1.0, 0.1, 0.5], step) is None  # (0.1 is no float4)
+    # (a density as the float4 array holds it comes back as it is, NaN too: the pack is the arrays, not a check)
+    assert math.isnan(unpack_cells(pack_cells(grid, counts, sums, [1.0, math.nan, 0.5], step), step)[3][1])
+    assert pack_cells([0.5, -0.5, 4.5], counts, sums, density, step) is None  # (out of order)
+    assert pack_cells(grid, counts, sums, density[:2], step) is None
+    big = [(k - 0.5) for k in (0, 2.0**53, 2.0**53 + 2)]
+    assert pack_cells(big, counts, sums, density, step) is None
+
+
+@pytest.mark.parametrize("bad", [
+    b"", b"\x01\x02", b"\x03", b"\x03\x01",  # (another format; cut short; one boundary)
+    b"\x03\x02\x00\x00\x01\x00" + struct.pack("<2f", 1, 1),  # (a cell of no width)
+    b"\x03\x02\x00\x02\x01\x02" + struct.pack("<2f", 1, 1),  # (a sum past its rows: 1 row, 1 step over 2 values is the most)
+    b"\x03\x02\x00\x02\x01\x01" + struct.pack("<2f", 1, 1) + b"\x00",  # (a byte past its end)
+    b"\x03\x02\x00\x02\x01\x01" + struct.pack("<1f", 1),  # (a density short)
+    b"\x03\x02\x00\xff\xff\xff\xff\xff\xff\xff\xff\x01\x01\x00" + struct.pack("<2f", 1, 1),  # (past 2^53)
+])
+def test_malformed_cell_packs_are_errors(bad):
+    with pytest.raises(PackError, match="cell_pack"):
+        unpack_cells(bad, 1.0)
+    assert unpack_cells(b"\x03\x02\x00\x02\x01\x01" + struct.pack("<2f", 1, 2), 1.0) == (
+        [-0.5, 1.5], [0.0, 1.0], [0.0, 1.0], [1.0, 2.0])
+    with pytest.raises(PackError, match="lattice"):
+        unpack_cells(b"\x03\x02\x00\x02\x01\x01" + struct.pack("<2f", 1, 2), 0.0)
