@@ -94,6 +94,7 @@ typedef struct Moments
 	double		variance;
 	double		low;
 	double		high;
+	double		scaled;			/* the estimate times 2^-FAR_SCALE, its far terms summed at that scale (smooth) */
 } Moments;
 
 /* query.add_down: a + b rounded down (the float8 sum, one float8 lower where its exact error, Knuth's
@@ -1302,8 +1303,12 @@ smooth(HeapTupleHeader row, double a, double b, int order, double step, double k
 	/* the shape's own uncertainty: how far its shares are from the other shape's, each cut cell's weighed as
 	 * the build calibrated it (doubt_weight, 0.20.0, and doubt_weights, 0.21.0: calibration.py) */
 	out.variance += shape_error * shape_error;
+	out.scaled = ldexp(out.estimate, -FAR_SCALE);
 	if (far_used)
+	{
+		out.scaled += fsum_value(&far);
 		out.estimate += ldexp(fsum_value(&far), FAR_SCALE);
+	}
 	return out;
 }
 
@@ -1353,11 +1358,13 @@ kde_range(PG_FUNCTION_ARGS)
 				kde_rows;
 	bool		bounded = false;	/* the heavy values' sum has its own hard bounds (exact_low, exact_high) */
 	Moments		part = {0, 0, 0, 0};
-	Vector		atoms,
+	Vector		atoms = {NULL, 0},
 				cum = {NULL, 0};
 	double	   *index_sums = NULL;	/* a pack's exact running index sums */
 	double	   *packed_counts = NULL;	/* and its running counts */
 	int			held_values = 0;	/* heavy values in [a, b] */
+	int			below = 0,
+				upto = 0;		/* they are atoms[below..upto) */
 	TupleDesc	desc;
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
@@ -1400,9 +1407,8 @@ kde_range(PG_FUNCTION_ARGS)
 		}
 		if (atoms.n > 0)
 		{
-			int			upto = bisect(&atoms, b, true),
-						below = bisect(&atoms, a, false);
-
+			upto = bisect(&atoms, b, true);
+			below = bisect(&atoms, a, false);
 			held_values = upto - below;
 
 			if (cum.n != atoms.n)
@@ -1511,6 +1517,22 @@ kde_range(PG_FUNCTION_ARGS)
 		double		estimate = exact + part.estimate,
 					low,
 					high;
+
+		if (order == 1 && index_sums == NULL && upto > below && isnan(estimate) && !isnan(exact)
+			&& !isnan(part.estimate))
+		{
+			/* +-inf -+ inf: heavy values and cells whose sums pass float8's range with opposite signs, both at
+			 * 2^-FAR_SCALE (query.range_1d; before, NaN within [-inf, inf]) */
+			Vector		counts = vector(row, "atom_cum_count", false);
+			double		scaled,
+						scaled_low,
+						scaled_high,
+						tiny_rows;
+
+			if (counts.n == atoms.n && heavy_sum_at(atoms.v, counts.v, below, upto, FAR_SCALE, &scaled, &scaled_low,
+													&scaled_high, &tiny_rows))
+				estimate = ldexp(scaled + part.scaled, FAR_SCALE);
+		}
 
 		if (order == 0)
 		{

@@ -64,6 +64,9 @@ class Range:
     #: The variance of the cut cells that follow a periodic profile before it is weighed: each such cell's is
     #: its weight squared times its own (0.25.0, :func:`smooth_1d`).
     profiled: float = 0.0
+    #: The cells' estimate times 2^-FAR_SCALE, its terms past float8's range summed at that scale (:func:`smooth_1d`):
+    #: beside the heavy values' sum at that scale where the two are infinite of opposite signs (:func:`range_1d`).
+    scaled: float = 0.0
 
 
 def snap(a: float, b: float, step: float):
@@ -370,7 +373,9 @@ def smooth_1d(s: dict, a: float, b: float, order: int, heavy=None, weight: Optio
     # (docs/math.md §7).
     out.variance += shape_error * shape_error  # (not ** 2: that raises OverflowError where IEEE 754 gives inf)
     out.disagreement = disagreement
+    out.scaled = math.ldexp(out.estimate, -FAR_SCALE)
     if far is not None:
+        out.scaled += math.fsum(far)
         out.estimate += ldexp_inf(math.fsum(far), FAR_SCALE)
     return out
 
@@ -607,6 +612,13 @@ def range_1d(s: dict, lo: Optional[float], hi: Optional[float], order: int) -> R
     # the estimate within its hard bounds (0.28.0: a cut piece's sum, its mean value taken from a cell's start far
     # below the piece, read -2.8e-141 under a hard low of 0); a NaN stays NaN, as in C
     estimate = exact + smooth.estimate
+    if order == 1 and ks is None and upto > below and math.isnan(estimate) and not math.isnan(exact) \
+            and not math.isnan(smooth.estimate):
+        # ±∞ ∓ ∞: heavy values and cells whose sums pass float8's range with opposite signs, both at 2^-FAR_SCALE
+        # (before, NaN within [-inf, inf])
+        scaled = _heavy_sum_at(values, s["atom_cum_count"], below, upto, FAR_SCALE)
+        if scaled is not None:
+            estimate = ldexp_inf(scaled[0] + smooth.scaled, FAR_SCALE)
     if estimate < low:
         estimate = low
     if estimate > high:

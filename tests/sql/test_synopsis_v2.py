@@ -1845,6 +1845,39 @@ def test_a_sum_of_no_heavy_value_is_0_where_their_running_sums_overflowed(db, ta
         assert got[2] <= _exact_sum(xs, lo, hi) <= got[3], (lo, hi, got)
 
 
+@pytest.mark.parametrize("case", ["past", "cancels"])
+def test_heavy_values_and_cells_past_float8s_range_with_opposite_signs_sum_to_no_nan(db, table, case):
+    """Listed as known since 0.28.0: where the heavy values' sum passes float8's range one way and the cells' the
+    other, the estimate was inf − inf = NaN. Both are now taken at 2^-128 and added there (the server and the
+    reference alike): 2,000 rows of 1.7e308 (a heavy value) beside 3,000 distinct values from −1e308 to −1.7e308
+    (cells) sum to about −6.5e310, read −inf, where NaN before; 200 rows of 1.7e308 beside 200 distinct values
+    just above −1.7e308 cancel to 3.383e305, read within 0.1% of it (the scan knows those 200 values one by one
+    and cuts the gap above them, so their cells are narrow; with more, a cell reaching across the gap reads its
+    rows at its midpoint, and the sum can be far off, within its bounds). The hard bounds hold it either way."""
+    rng = np.random.default_rng(7)
+    if case == "past":
+        x = np.concatenate([[1.7e308] * 2000, -np.linspace(1.0e308, 1.7e308, 3000), rng.normal(0, 1, 5000)])
+    else:
+        x = np.concatenate([[1.7e308] * 200, -1.7e308 * (1 - np.arange(200) * 1e-7), rng.normal(0, 1, 5000)])
+    load(db, table, {"v": x})
+    refresh(db, table, "v")
+    s = payload(db, table, "v")
+    assert 1.7e308 in s["atom_values"] and not any(v < 0 for v in s["atom_values"])  # (the negatives in cells)
+    xs = np.sort(x)
+    exact = _exact_sum(xs, None, None)
+    for lo, hi in ((None, None), (-1.8e308, 1.8e308), (-1.75e308, None)):
+        got = db.execute("SELECT (_kde_range(s, %s, %s, 1)).* FROM kde_synopsis s "
+                         "WHERE s.relid = %s::regclass AND s.cols = '{v}'", (lo, hi, table)).fetchone()
+        r = range_1d(s, lo, hi, 1)
+        assert not math.isnan(got[0]) and got[0] == r.estimate and (got[2], got[3]) == (r.low, r.high), (lo, hi, got, r)
+        assert got[2] <= got[0] <= got[3] and got[2] <= _exact_sum(xs, lo, hi) <= got[3], (lo, hi, got)
+    whole = db.execute("SELECT approx_sum(%s::regclass, 'v', NULL::float8, NULL::float8)", (table,)).fetchone()[0]
+    if case == "past":
+        assert exact < -np.finfo(np.float64).max and whole == -math.inf
+    else:
+        assert abs(exact) < np.finfo(np.float64).max and whole == pytest.approx(float(exact), rel=1e-3)
+
+
 @pytest.mark.parametrize("far", [3, 300])  # rows of each far value: in cells; heavy values
 def test_a_sum_past_float8s_largest_has_hard_bounds_that_hold_it(db, table, far):
     """Found attacking 0.27.0 (a red team; the server and the reference alike): a sum whose exact value passes
