@@ -236,13 +236,17 @@ def pack_cells(grid: Sequence[float], cum_count: Sequence[float], cum_sum: Seque
     out = bytearray([CELLS_FORMAT])
     _put(out, n)
     _put(out, _zigzag(ks[0]))
-    per = round(1 / step) if step < 1 else None
+    per = 1 / step if step < 1 else None
+    if per is not None and not math.isfinite(per):  # (a step below float8's reach: no lattice of its own)
+        return None
+    per = None if per is None else round(per)
     for i in range(1, n):
         rows = int(counts[i]) - int(counts[i - 1])
         piece = float(cum_sum[i]) - float(cum_sum[i - 1])
-        if rows < 0 or not math.isfinite(piece):
+        units = piece * per if per is not None else piece / step
+        if rows < 0 or not math.isfinite(units):  # (a red team: a sum of 1e307 over a step of 0.01 raised here)
             return None
-        q = round(piece * per) if per is not None else round(piece / step)
+        q = round(units)
         offset = q - rows * ks[i - 1]
         if not 0 <= offset <= rows * (ks[i] - 1 - ks[i - 1]) or abs(q) >= PACK_LIMIT:
             return None
@@ -290,6 +294,8 @@ def unpack_cells(pack: bytes, step: float) -> tuple:
         if not grid[-1] > grid[-2]:  # (a step so small that half-steps coincide)
             raise PackError("pg_kde: the synopsis row's cell_pack holds cells out of order or sums past their rows")
         running += lattice_value(float(q), step)
+        if not (math.isfinite(grid[-1]) and math.isfinite(running)):  # (a step so large: no pack_cells makes it)
+            raise PackError("pg_kde: the synopsis row's cell_pack holds values past float8's range")
         counts.append(float(total))
         sums.append(running)
     if len(data) - pos != 4 * n:

@@ -279,6 +279,14 @@ def test_what_does_not_pack_as_cells():
     assert pack_cells(grid, counts, sums, density[:2], step) is None
     big = [(k - 0.5) for k in (0, 2.0**53, 2.0**53 + 2)]
     assert pack_cells(big, counts, sums, density, step) is None
+    # (found by a red team: sums or steps whose quanta pass float8's range raised OverflowError, not None)
+    assert pack_cells([-5e-10, 5e-10], [0.0, 1.0], [0.0, 1e300], [0.5, 0.5], 1e-9) is None
+    assert pack_cells([-0.005, 0.005], [0.0, 1.0], [0.0, 1e307], [0.5, 0.5], 0.01) is None
+    assert pack_cells([-0.005, 0.005], [0.0, 1.0], [0.0, -1e307], [0.5, 0.5], 0.01) is None
+    assert pack_cells([-2.5e-324, 2.5e-324], [0.0, 1.0], [0.0, 0.0], [0.5, 0.5], 5e-324) is None
+    for sums in ([0.0, 0.0], [0.0, 1e-200], [0.0, 1e300]):  # (a pack that comes back, or None: never an error)
+        pack = pack_cells([-5e-201, 5e-201], [0.0, 1.0], sums, [0.5, 0.5], 1e-200)
+        assert pack is None or unpack_cells(pack, 1e-200) == ([-5e-201, 5e-201], [0.0, 1.0], sums, [0.5, 0.5])
 
 
 @pytest.mark.parametrize("bad", [
@@ -292,6 +300,10 @@ def test_what_does_not_pack_as_cells():
 def test_malformed_cell_packs_are_errors(bad):
     with pytest.raises(PackError, match="cell_pack"):
         unpack_cells(bad, 1.0)
+    # (a red team: a pack read with a step so large that its boundaries or sums pass float8's range)
+    three = pack_cells([-0.5, 1.5, 3.5], [0.0, 1.0, 2.0], [0.0, 1.0, 3.0], [1.0, 1.0, 1.0], 1.0)
+    with pytest.raises(PackError, match="float8's range"):
+        unpack_cells(three, 1e308)
     assert unpack_cells(b"\x03\x02\x00\x02\x01\x01" + struct.pack("<2f", 1, 2), 1.0) == (
         [-0.5, 1.5], [0.0, 1.0], [0.0, 1.0], [1.0, 2.0])
     with pytest.raises(PackError, match="lattice"):
