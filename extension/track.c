@@ -252,3 +252,58 @@ kde_track_delta(PG_FUNCTION_ARGS)
 	values[10] = PointerGetDatum(float4_array(density, m));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, isnull)));
 }
+
+PG_FUNCTION_INFO_V1(kde_track_slack);
+
+/* The largest magnitude of a float8[]'s elements (NULLs left out; a NaN: infinite), and their magnitudes' sum. */
+static double
+largest_abs(ArrayType *a, double *sum)
+{
+	int			n;
+	double	   *v = doubles(a, false, &n, NULL);
+	double		most = 0.0;
+
+	*sum = 0.0;
+	for (int i = 0; i < n; i++)
+	{
+		/* (a NaN running sum, inf - inf, bounds nothing: the slack is infinite) */
+		most = isnan(v[i]) ? INFINITY : fmax(most, fabs(v[i]));
+		*sum += fabs(v[i]);
+	}
+	return most;
+}
+
+/*
+ * _kde_track_slack(slack, added, removed, old_sums, new_sums, boundaries, quantum): kde_synopsis.sum_slack
+ * after a tracked write (docs/math.md §7): each written value's addition, each prefix's and each cell's rounds
+ * within one ulp of the largest magnitude added (2^-51 of it: twice that), and a removed row takes its exact
+ * value out of a sum that holds it rounded to the build's quantum (half of it, twice):
+ *     slack + (added + removed + 2 boundaries + 2) 2^-51 max(max|old sums|, max|new sums|, Σ|added| + Σ|removed|)
+ *           + removed · quantum
+ * in IEEE arithmetic: +Infinity past float8's range, where PostgreSQL's float8 operators raise "value out of
+ * range: overflow" (a red team: the trigger's SQL rejected the user's INSERT of -1.5e308 and -1.6e308 into a
+ * tracked table of values near ±1.7e308). An infinite slack leaves the cut cells' bounds none to all of their
+ * rows, as they hold.
+ */
+Datum
+kde_track_slack(PG_FUNCTION_ARGS)
+{
+	double		slack = PG_GETARG_FLOAT8(0);
+	ArrayType  *added = PG_GETARG_ARRAYTYPE_P(1);
+	ArrayType  *removed = PG_GETARG_ARRAYTYPE_P(2);
+	int			boundaries = PG_GETARG_INT32(5);
+	double		quantum = PG_GETARG_FLOAT8(6);
+	int			n_added = ArrayGetNItems(ARR_NDIM(added), ARR_DIMS(added)),
+				n_removed = ArrayGetNItems(ARR_NDIM(removed), ARR_DIMS(removed));
+	double		unused,
+				added_sum,
+				removed_sum,
+				most;
+
+	most = fmax(largest_abs(PG_GETARG_ARRAYTYPE_P(3), &unused), largest_abs(PG_GETARG_ARRAYTYPE_P(4), &unused));
+	largest_abs(added, &added_sum);
+	largest_abs(removed, &removed_sum);
+	most = fmax(most, added_sum + removed_sum);
+	PG_RETURN_FLOAT8(slack + ((double) n_added + n_removed + 2.0 * boundaries + 2.0) * 4.440892098500626e-16 * most
+					 + (double) n_removed * quantum);
+}

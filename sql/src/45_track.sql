@@ -52,6 +52,14 @@ COMMENT ON FUNCTION _kde_track_delta(float8[], float8, float8[], float8[], float
 REVOKE EXECUTE ON FUNCTION _kde_track_delta(float8[], float8, float8[], float8[], float8[], float8[], float8[], float4[],
                                             float8[], float8[]) FROM PUBLIC;
 
+-- kde_synopsis.sum_slack after a tracked write, in IEEE arithmetic (0.31.0; extension/track.c): +Infinity past
+-- float8's range, where the trigger's float8 arithmetic raised "value out of range" and rejected the write.
+CREATE FUNCTION _kde_track_slack(slack float8, added float8[], removed float8[], old_sums float8[], new_sums float8[],
+                                 boundaries integer, quantum float8) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_track_slack' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_track_slack(float8, float8[], float8[], float8[], float8[], integer, float8)
+    IS 'pg_kde internal: a synopsis'' sum slack after a tracked write';
+
 CREATE FUNCTION _kde_track_apply() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -156,14 +164,11 @@ BEGIN
             coarse = CASE WHEN added_coarse THEN true ELSE p.coarse END,
             -- each written value's addition, each prefix's and each cell's, rounds within one ulp of the
             -- largest magnitude added (2^-51 of it: twice that); a removed row takes its exact value out of
-            -- a sum that holds it rounded to the build's quantum (half of it, twice)
-            sum_slack = p.sum_slack + (coalesce(cardinality(added), 0) + coalesce(cardinality(removed), 0)
-                                       + 2 * cardinality(p.grid) + 2) * 4.440892098500626e-16
-                                      * greatest((SELECT max(abs(x)) FROM unnest(p.cell_cum_sum) x),
-                                                 (SELECT max(abs(x)) FROM unnest(delta.new_cell_cum_sum) x),
-                                                 coalesce((SELECT sum(abs(x)) FROM unnest(added) x), 0)
-                                                 + coalesce((SELECT sum(abs(x)) FROM unnest(removed) x), 0))
-                        + coalesce(cardinality(removed), 0) * p.sum_quantum
+            -- a sum that holds it rounded to the build's quantum (half of it, twice); in IEEE arithmetic, where
+            -- float8's operators would raise past its range and reject the user's write (0.31.0)
+            sum_slack = @extschema@._kde_track_slack(p.sum_slack, coalesce(added, '{}'), coalesce(removed, '{}'),
+                                                     p.cell_cum_sum, delta.new_cell_cum_sum, cardinality(p.grid),
+                                                     p.sum_quantum)
         WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
         -- Up to date with this statement: its rows count as seen (the activity counters move by one a row
         -- inserted, updated or deleted; writes the triggers did not see still count), and the size is now.

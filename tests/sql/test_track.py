@@ -3,6 +3,8 @@ updates and deletes (cells and heavy values against a recount of the rows, hard 
 they cannot apply mark the synopsis stale with the reason until a refresh; writers need no catalog grant;
 only catalog writers may start tracking; kde_untrack stops it."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -278,3 +280,35 @@ def test_a_conditional_trigger_or_a_parent_joined_later_ends_tracking(db, table,
                 conn.execute(f"ALTER TABLE {t} NO INHERIT {parent}")
             else:
                 conn.execute(f"DROP TRIGGER kde_track_insert ON {t}")
+
+
+def test_a_write_of_values_near_float8s_largest_is_taken_not_refused(db, table):
+    """A red team on 0.30.0: the trigger summed the written values' magnitudes for the sums' slack in SQL, whose
+    float8 operators raise past float8's range, so the user's INSERT of -1.5e308 and -1.6e308 into a tracked table
+    of values near ±1.7e308 failed with "value out of range: overflow" (as did a later write of small values
+    where the slack had grown large). The slack is now IEEE arithmetic in C (_kde_track_slack): the writes are
+    taken, the slack is infinite (a cut cell's bounds none to all of its rows), and every sum's hard bounds hold
+    the table's exact sum, the server's and the reference's alike."""
+    from fractions import Fraction
+
+    x = np.concatenate([np.full(200, 1.7e308), -1e308 - np.arange(1, 101) * 1e304])
+    load(db, table, {"v": x})
+    refresh(db, table, "v")
+    t = sql.Identifier(table).as_string(db)
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    db.execute(f"INSERT INTO {t} VALUES (-1.5e308), (-1.6e308)")
+    db.execute(f"INSERT INTO {t} VALUES (1.5), (-2.5)")
+    db.execute(f"DELETE FROM {t} WHERE v = -1.5e308")
+    stale, reason, tracked, n = state(db, table, "v")
+    xs = np.sort(values(db, table, "v"))
+    assert tracked and n == len(xs) == 303 and (not stale or reason), (stale, reason)
+    row = payload(db, table, "v")
+    assert row["sum_slack"] == float("inf") or stale
+    for lo, hi in ((None, None), (-1.7e308, -1e308), (0.0, None), (-3.0, 2.0), (-1.6e308, -1.6e308)):
+        got = db.execute("SELECT (_kde_range(s, %s, %s, 1)).* FROM kde_synopsis s WHERE s.relid = %s::regclass "
+                         "AND s.cols = '{v}'", (lo, hi, t)).fetchone()
+        r = range_1d(row, lo, hi, 1)
+        assert (got[2], got[3]) == (r.low, r.high) and (got[0] == r.estimate or (math.isnan(got[0]) and math.isnan(r.estimate)))
+        keep = xs[(xs >= (-np.inf if lo is None else lo)) & (xs <= (np.inf if hi is None else hi))]
+        exact = sum((Fraction(float(v)) for v in keep), Fraction(0))
+        assert got[2] <= exact <= got[3], (lo, hi, got)

@@ -1,0 +1,214 @@
+-- pg_kde 0.30.0 -> 0.31.0: a tracked write of values near float8's largest no longer fails. The tracking
+-- triggers' sum slack (kde_synopsis.sum_slack) was float8 arithmetic in SQL, whose operators raise "value out of
+-- range: overflow" past float8's range: an INSERT of -1.5e308 and -1.6e308 into a tracked table of values near
+-- ±1.7e308 was rejected (a red team on 0.30.0). _kde_track_slack (new, C) computes it in IEEE arithmetic,
+-- +Infinity there; _kde_track_apply calls it. Every function that names the version is replaced.
+\echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.31.0'" to load this file. \quit
+
+CREATE FUNCTION _kde_track_slack(slack float8, added float8[], removed float8[], old_sums float8[], new_sums float8[],
+                                 boundaries integer, quantum float8) RETURNS float8
+AS 'MODULE_PATHNAME', 'kde_track_slack' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION _kde_track_slack(float8, float8[], float8[], float8[], float8[], integer, float8)
+    IS 'pg_kde internal: a synopsis'' sum slack after a tracked write';
+
+CREATE OR REPLACE FUNCTION _kde_track_apply() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    size_now bigint;
+    expr text;
+    added float8[];
+    added_coarse boolean;  -- a written value whose float8 may stand for others of its type too (0.30.0)
+    coarse_expr text;
+    rule record;
+    removed float8[];
+    delta record;
+    problem text;
+BEGIN
+    IF TG_LEVEL <> 'STATEMENT' OR TG_WHEN <> 'AFTER' OR NOT EXISTS (
+        SELECT 1 FROM pg_trigger t
+        WHERE t.tgrelid = TG_RELID AND t.tgname = TG_NAME
+          AND t.tgname IN ('kde_track_insert', 'kde_track_update', 'kde_track_delete', 'kde_track_truncate')
+          AND t.tgnewtable IS NOT DISTINCT FROM (CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN 'kde_new' END)
+          AND t.tgoldtable IS NOT DISTINCT FROM (CASE WHEN TG_OP IN ('DELETE', 'UPDATE') THEN 'kde_old' END)) THEN
+        RAISE EXCEPTION 'pg_kde: _kde_track_apply runs only as the triggers kde_track installs'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- Only a table kde_track tracks, with all four triggers in place (a write one of them missed would leave
+    -- its synopses off from then on: they stay as of the last write applied, stale once the counters show it).
+    IF NOT EXISTS (SELECT 1 FROM @extschema@.kde_tracked k WHERE k.relid = TG_RELID) THEN
+        RETURN NULL;
+    ELSIF NOT @extschema@._kde_track_intact(TG_RELID::regclass) THEN
+        PERFORM @extschema@._kde_track_broken(TG_RELID::regclass);
+        RETURN NULL;
+    ELSIF TG_OP = 'TRUNCATE' THEN
+        UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: the table was truncated'
+        WHERE k.relid = TG_RELID::regclass AND k.kind = '1d' AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%';
+        RETURN NULL;
+    END IF;
+    size_now := pg_relation_size(TG_RELID) / current_setting('block_size')::bigint;
+    -- Each synopsis' column by identity (as queries resolve it), while its type is the one it was built on.
+    FOR r IN SELECT k.cols, c.name AS attname, t.typname, t.typcategory, pg_column_size(k.*) AS header_bytes,
+                    coalesce((k.requested ->> 'budget')::bigint, 8192) AS budget FROM @extschema@.kde_catalog k
+             CROSS JOIN LATERAL @extschema@._kde_resolve(k.relid, k.cols, k.attnums, k.built_relid) c
+             JOIN pg_attribute a ON a.attrelid = k.relid AND a.attnum = c.attnum
+             JOIN pg_type t ON t.oid = a.atttypid
+             WHERE k.relid = TG_RELID::regclass AND k.kind = '1d' AND c.type = k.coltypes[1]
+               AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%'
+             ORDER BY k.cols FOR UPDATE OF k
+    LOOP
+        -- The value as the refresh's scan reads it (_kde_cells): the same float8 for every type.
+        expr := CASE WHEN r.typname = 'numeric' THEN format('@extschema@._kde_float8(%I)', r.attname)
+                     WHEN r.typcategory = 'N' THEN format('(%I)::float8', r.attname)
+                     ELSE format('extract(epoch FROM %I)::float8', r.attname) END;
+        -- Whether the written rows hold a value whose float8 may also stand for another of its type, as the
+        -- refresh's scan tells (kde_synopsis.coarse, _kde_coarse_rule).
+        rule := @extschema@._kde_coarse_rule(TG_RELID::regclass, r.attname);
+        coarse_expr := CASE WHEN rule.digits THEN format('@extschema@._kde_numeric_coarse((%I)::numeric)', r.attname)
+                            WHEN rule.magnitude IS NOT NULL THEN format('abs(%s) >= %s', expr, rule.magnitude)
+                            ELSE 'false' END;
+        added := NULL;
+        added_coarse := false;
+        removed := NULL;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            EXECUTE format('SELECT array_agg(%s), coalesce(bool_or(%s), false) FROM kde_new', expr, coarse_expr)
+                INTO added, added_coarse;
+        END IF;
+        IF TG_OP IN ('DELETE', 'UPDATE') THEN
+            EXECUTE format('SELECT array_agg(%s) FROM kde_old', expr) INTO removed;
+        END IF;
+        -- (heavy values packed on a lattice are unpacked, and their new counts packed again: 0.9.0)
+        SELECT d.*, h.atom_values, @extschema@._kde_atoms_pack(h.atom_values, d.new_atom_cum_count, p.step) AS pack,
+               octet_length(p.atom_pack) AS old_pack, pg_column_size(p.*) AS payload_bytes
+        INTO delta FROM @extschema@.kde_synopsis p, LATERAL @extschema@._kde_atoms(p) h,
+               LATERAL @extschema@._kde_track_delta(p.grid, p.step, h.atom_values, h.atom_cum_count, h.atom_cum_sum,
+                                                    p.cell_cum_count, p.cell_cum_sum, p.density,
+                                                    coalesce(added, '{}'), coalesce(removed, '{}')) d
+        WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
+        problem := delta.problem;
+        -- A pack whose counts no longer pack (a running sum past 2^53) or that outgrows the budget: stale, so
+        -- that the next refresh lays the synopsis out again within it.
+        IF problem IS NULL AND delta.old_pack > 0 THEN
+            IF delta.pack IS NULL THEN
+                problem := 'the heavy values no longer pack (a running sum past 2^53)';
+            ELSIF r.header_bytes + delta.payload_bytes + octet_length(delta.pack) - delta.old_pack > r.budget THEN
+                problem := format('the heavy values'' pack would take the synopsis past its budget (%s bytes)',
+                                  r.budget);
+            END IF;
+        END IF;
+        IF problem IS NOT NULL THEN
+            -- Stale with the reason, until a refresh (which stores the table's own storage id again).
+            UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: ' || problem
+            WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;
+            CONTINUE;
+        END IF;
+        UPDATE @extschema@.kde_synopsis p
+        SET grid = delta.new_grid,
+            atom_values = CASE WHEN delta.pack IS NULL THEN delta.atom_values ELSE '{}' END,
+            atom_cum_count = CASE WHEN delta.pack IS NULL THEN delta.new_atom_cum_count ELSE '{}' END,
+            atom_cum_sum = CASE WHEN delta.pack IS NULL THEN delta.new_atom_cum_sum ELSE '{}' END,
+            atom_pack = coalesce(delta.pack, ''),
+            cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
+            density = delta.new_density, kde_rows = p.kde_rows + delta.kde_rows,
+            coarse = CASE WHEN added_coarse THEN true ELSE p.coarse END,
+            -- each written value's addition, each prefix's and each cell's, rounds within one ulp of the
+            -- largest magnitude added (2^-51 of it: twice that); a removed row takes its exact value out of
+            -- a sum that holds it rounded to the build's quantum (half of it, twice); in IEEE arithmetic, where
+            -- float8's operators would raise past its range and reject the user's write (0.31.0)
+            sum_slack = @extschema@._kde_track_slack(p.sum_slack, coalesce(added, '{}'), coalesce(removed, '{}'),
+                                                     p.cell_cum_sum, delta.new_cell_cum_sum, cardinality(p.grid),
+                                                     p.sum_quantum)
+        WHERE p.relid = TG_RELID::regclass AND p.cols = r.cols;
+        -- Up to date with this statement: its rows count as seen (the activity counters move by one a row
+        -- inserted, updated or deleted; writes the triggers did not see still count), and the size is now.
+        UPDATE @extschema@.kde_catalog k
+        SET n_rows = k.n_rows + delta.non_null, n_null = k.n_null + delta.nulls,
+            mod_count = k.mod_count + CASE TG_OP WHEN 'UPDATE' THEN coalesce(cardinality(added), 0)
+                                                 ELSE coalesce(cardinality(added), 0) + coalesce(cardinality(removed), 0) END,
+            pages = size_now
+        WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION _kde_track_apply() IS 'pg_kde internal: the tracking triggers'' function';
+
+CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, col text, method text DEFAULT 'auto', sample_size integer DEFAULT 50000,
+                            grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',
+                            budget integer DEFAULT NULL) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_raise_if_error(
+        @extschema@._kde_refresh(tbl::oid, ARRAY[col], method, sample_size, grid_size, backend, budget, '0.31.0'))
+$$;
+COMMENT ON FUNCTION kde_refresh(regclass, text, text, integer, integer, text, integer) IS
+    'Build or rebuild the synopsis of one numeric, date or timestamp column within budget bytes (default 8192; method: auto = plugin_cdf | plugin | lscv_h | lscv_H | normal_reference); returns a summary';
+
+CREATE OR REPLACE FUNCTION kde_refresh(tbl regclass, cols text[], method text DEFAULT 'auto', sample_size integer DEFAULT 5000,
+                            grid_size integer DEFAULT NULL, backend text DEFAULT 'auto',
+                            budget integer DEFAULT NULL) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT @extschema@._kde_raise_if_error(
+        @extschema@._kde_refresh(tbl::oid, cols, method, sample_size, grid_size, backend, budget, '0.31.0'))
+$$;
+COMMENT ON FUNCTION kde_refresh(regclass, text[], text, integer, integer, text, integer) IS
+    'Build or rebuild the synopsis of one column or, with two, of a pair within budget bytes (default 8192 and 65536; method: auto = lscv_H for a pair); returns a summary';
+
+CREATE OR REPLACE FUNCTION kde_bandwidth(tbl regclass, cols text[], method text DEFAULT 'auto', backend text DEFAULT 'auto',
+                              sample_size integer DEFAULT 10000) RETURNS float8[]
+LANGUAGE sql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT ARRAY(SELECT jsonb_array_elements_text(@extschema@._kde_raise_if_error(
+        @extschema@._kde_bandwidth(tbl::oid, cols, method, backend, sample_size, '0.31.0')) -> 'bandwidth')::float8)
+$$;
+COMMENT ON FUNCTION kde_bandwidth(regclass, text[], text, text, integer) IS
+    'Bandwidth of a sample of rows with all columns non-NULL: {h} for one column (data units), else H row-major';
+
+CREATE OR REPLACE FUNCTION kde_refresh_stale() RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    n integer := 0;
+BEGIN
+    FOR r IN SELECT k.relid, k.cols, k.requested, c.relkind, c.relowner = current_user::regrole AS owned
+             FROM @extschema@.kde_synopses v
+             JOIN @extschema@.kde_catalog k USING (relid, cols)
+             JOIN pg_class c ON c.oid = k.relid
+             WHERE v.stale
+             ORDER BY k.relid::oid, k.cols
+    LOOP
+        -- Reading a view or a foreign table runs code its owner wrote, with the reader's privileges: a
+        -- routine refresh must not run another role's code as the caller (a superuser, say).
+        IF (r.relkind NOT IN ('r', 'p', 'm') AND NOT r.owned)
+           OR (r.relkind = 'p' AND EXISTS (
+               SELECT 1 FROM pg_partition_tree(r.relid) t JOIN pg_class c ON c.oid = t.relid
+               WHERE t.isleaf AND c.relkind NOT IN ('r', 'm') AND c.relowner <> current_user::regrole)) THEN
+            RAISE WARNING 'pg_kde: skipped the synopsis of % of %: reading it runs code of its owner, not yours',
+                          array_to_string(r.cols, ', '), r.relid
+                USING HINT = 'Refresh it as its owner, or with kde_refresh once you trust that code.';
+            CONTINUE;
+        END IF;
+        BEGIN
+            -- The same request as the last refresh (requested holds its arguments, not what was built).
+            PERFORM @extschema@._kde_raise_if_error(@extschema@._kde_refresh(
+                r.relid::oid, r.cols, r.requested ->> 'method', (r.requested ->> 'sample_size')::integer,
+                (r.requested ->> 'grid_size')::integer, r.requested ->> 'backend', (r.requested ->> 'budget')::integer,
+                '0.31.0'));
+            n := n + 1;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'pg_kde: could not refresh the synopsis of % of %: %', array_to_string(r.cols, ', '), r.relid, SQLERRM;
+        END;
+    END LOOP;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION kde_refresh_stale() IS
+    'Refresh every stale synopsis the current role may read, each on its own (failures are warnings); returns how many were refreshed';
