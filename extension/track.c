@@ -301,9 +301,9 @@ kde_track_slack(PG_FUNCTION_ARGS)
 				most;
 
 	most = fmax(largest_abs(PG_GETARG_ARRAYTYPE_P(3), &unused), largest_abs(PG_GETARG_ARRAYTYPE_P(4), &unused));
-	largest_abs(added, &added_sum);
-	largest_abs(removed, &removed_sum);
-	most = fmax(most, added_sum + removed_sum);
+	most = fmax(most, fmax(largest_abs(added, &added_sum), largest_abs(removed, &removed_sum)));
+	/* (a NaN written or removed makes its sum NaN, which fmax would pass over: infinite, as for the sums) */
+	most = isnan(added_sum + removed_sum) ? INFINITY : fmax(most, added_sum + removed_sum);
 	PG_RETURN_FLOAT8(slack + ((double) n_added + n_removed + 2.0 * boundaries + 2.0) * 4.440892098500626e-16 * most
 					 + (double) n_removed * quantum);
 }

@@ -59,6 +59,7 @@ CREATE FUNCTION _kde_track_slack(slack float8, added float8[], removed float8[],
 AS 'MODULE_PATHNAME', 'kde_track_slack' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_track_slack(float8, float8[], float8[], float8[], float8[], integer, float8)
     IS 'pg_kde internal: a synopsis'' sum slack after a tracked write';
+REVOKE EXECUTE ON FUNCTION _kde_track_slack(float8, float8[], float8[], float8[], float8[], integer, float8) FROM PUBLIC;
 
 CREATE FUNCTION _kde_track_apply() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
@@ -73,6 +74,9 @@ DECLARE
     coarse_expr text;
     rule record;
     removed float8[];
+    far_expr text;
+    far_added boolean;
+    far_removed boolean;
     delta record;
     problem text;
 BEGIN
@@ -109,9 +113,20 @@ BEGIN
              ORDER BY k.cols FOR UPDATE OF k
     LOOP
         -- The value as the refresh's scan reads it (_kde_cells): the same float8 for every type.
-        expr := CASE WHEN r.typname = 'numeric' THEN format('@extschema@._kde_float8(%I)', r.attname)
-                     WHEN r.typcategory = 'N' THEN format('(%I)::float8', r.attname)
-                     ELSE format('extract(epoch FROM %I)::float8', r.attname) END;
+        -- A numeric (or a domain over one) as _kde_numeric_bound reads it: _kde_float8's float8 where float8
+        -- holds it, and +-Infinity or +-0 beyond float8's range (about 4.9e-324 to 1.8e308 in magnitude), which
+        -- the refresh refuses: such a write leaves the synopsis stale (far_expr) where the conversion raised and
+        -- rolled the user's write back (0.31.0, a red team).
+        far_expr := 'false';
+        IF @extschema@._kde_base_type(TG_RELID::regclass, r.attname) = 'numeric'::regtype THEN
+            expr := format('@extschema@._kde_numeric_bound((%I)::numeric)', r.attname);
+            far_expr := format('((%1$I)::numeric <> 0 AND (%1$I)::numeric NOT IN (''Infinity'', ''-Infinity'', ''NaN'') '
+                               'AND abs(%2$s) IN (0, ''Infinity''))', r.attname, expr);
+        ELSIF r.typcategory = 'N' THEN
+            expr := format('(%I)::float8', r.attname);
+        ELSE
+            expr := format('extract(epoch FROM %I)::float8', r.attname);
+        END IF;
         -- Whether the written rows hold a value whose float8 may also stand for another of its type, as the
         -- refresh's scan tells (kde_synopsis.coarse, _kde_coarse_rule).
         rule := @extschema@._kde_coarse_rule(TG_RELID::regclass, r.attname);
@@ -121,12 +136,22 @@ BEGIN
         added := NULL;
         added_coarse := false;
         removed := NULL;
+        far_added := false;
+        far_removed := false;
         IF TG_OP IN ('INSERT', 'UPDATE') THEN
-            EXECUTE format('SELECT array_agg(%s), coalesce(bool_or(%s), false) FROM kde_new', expr, coarse_expr)
-                INTO added, added_coarse;
+            EXECUTE format('SELECT array_agg(%s), coalesce(bool_or(%s), false), coalesce(bool_or(%s), false) FROM kde_new',
+                           expr, coarse_expr, far_expr)
+                INTO added, added_coarse, far_added;
         END IF;
         IF TG_OP IN ('DELETE', 'UPDATE') THEN
-            EXECUTE format('SELECT array_agg(%s) FROM kde_old', expr) INTO removed;
+            EXECUTE format('SELECT array_agg(%s), coalesce(bool_or(%s), false) FROM kde_old', expr, far_expr)
+                INTO removed, far_removed;
+        END IF;
+        IF far_added OR far_removed THEN
+            UPDATE @extschema@.kde_catalog k
+            SET storage_id = 'untracked: a numeric value beyond float8''s range was written (about 4.9e-324 to 1.8e308 in magnitude)'
+            WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;
+            CONTINUE;
         END IF;
         -- (heavy values packed on a lattice are unpacked, and their new counts packed again: 0.9.0)
         SELECT d.*, h.atom_values, @extschema@._kde_atoms_pack(h.atom_values, d.new_atom_cum_count, p.step) AS pack,

@@ -312,3 +312,41 @@ def test_a_write_of_values_near_float8s_largest_is_taken_not_refused(db, table):
         keep = xs[(xs >= (-np.inf if lo is None else lo)) & (xs <= (np.inf if hi is None else hi))]
         exact = sum((Fraction(float(v)) for v in keep), Fraction(0))
         assert got[2] <= exact <= got[3], (lo, hi, got)
+
+
+@pytest.mark.parametrize("write, rows", [("INSERT INTO {t} VALUES (1e400)", 502),
+                                         ("INSERT INTO {t} VALUES (-1e-400), (3)", 503),
+                                         ("UPDATE {t} SET v = v * 1e400 WHERE v = 7", 501)])
+def test_a_numeric_value_past_float8s_range_written_leaves_the_synopsis_stale(db, table, write, rows):
+    """A red team on 0.31.0's first build (older than it): a numeric value beyond float8's range written to a
+    tracked table raised in the trigger's conversion ("pg_kde: a numeric value of magnitude about 1e400 is beyond
+    float8's range") and rolled the user's write back. The refresh refuses such values; the write is now taken
+    and the synopsis left stale with the reason, as for NaN or infinite values."""
+    load(db, table, {"v": np.arange(1.0, 501.0)}, {"v": "numeric"})
+    refresh(db, table, "v")
+    t = sql.Identifier(table).as_string(db)
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    db.execute(f"INSERT INTO {t} VALUES (501)")  # (an ordinary write is applied)
+    assert state(db, table, "v")[:3] == (False, None, True)
+    db.execute(write.format(t=t))
+    stale, reason, tracked, _ = state(db, table, "v")
+    assert stale and "beyond float8's range" in reason and tracked, (stale, reason)
+    assert db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] == rows
+
+
+def test_a_domain_over_numeric_past_float8s_range_leaves_the_synopsis_stale(db, table):
+    """The same through a domain over numeric, whose values the trigger read with numeric's cast (which raised)."""
+    dom = f"{table}_amount"
+    db.execute(sql.SQL("CREATE DOMAIN {} AS numeric CHECK (VALUE IS NOT NULL)").format(sql.Identifier(dom)))
+    t = sql.Identifier(table).as_string(db)
+    try:
+        db.execute(sql.SQL("CREATE TABLE {} (v {})").format(sql.Identifier(table), sql.Identifier(dom)))
+        db.execute(f"INSERT INTO {t} SELECT g FROM generate_series(1, 500) g")
+        refresh(db, table, "v")
+        db.execute("SELECT kde_track(%s::regclass)", (t,))
+        db.execute(f"INSERT INTO {t} VALUES (2e400)")
+        stale, reason, tracked, _ = state(db, table, "v")
+        assert stale and "beyond float8's range" in reason and tracked, (stale, reason)
+    finally:
+        db.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+        db.execute(sql.SQL("DROP DOMAIN IF EXISTS {}").format(sql.Identifier(dom)))
