@@ -73,7 +73,7 @@ from budget import WORKLOADS, cpu_model, make_workloads  # noqa: E402
 
 from pg_kde import __version__  # noqa: E402
 from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth  # noqa: E402
-from pg_kde.synopsis import build as build_module, cells as cells_module, merge as merge_module  # noqa: E402
+from pg_kde.synopsis import build as build_module, cells as cells_module  # noqa: E402
 from pg_kde.synopsis.cells import BOUNDARY_BYTES, DAY_PROFILE, profile_bytes, stored_bytes_1d  # noqa: E402
 from pg_kde.synopsis.packing import pack_cells  # noqa: E402
 from pg_kde.synopsis import query  # noqa: E402
@@ -131,7 +131,7 @@ def packed_stored_bytes(payload: dict, cells: int) -> int:
 def boundary_bytes(size: Optional[int]):
     """What if a cell boundary took ``size`` bytes (None: as the catalog stores it): the builds within it plan
     their cells as if so (pg_kde.synopsis.cells.BOUNDARY_BYTES, where the planner reads it), restored after."""
-    modules = (cells_module, build_module, merge_module)
+    modules = (cells_module, build_module)
     kept = [m.BOUNDARY_BYTES for m in modules]
     try:
         if size is not None:

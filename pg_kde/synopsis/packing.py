@@ -221,7 +221,8 @@ def pack_cells(grid: Sequence[float], cum_count: Sequence[float], cum_sum: Seque
     build sums them (:func:`pg_kde.synopsis.maths.cell_prefix`). A pack that would not give back the arrays it
     was made from is not made."""
     n = len(grid)
-    if n < 2 or not (len(cum_count) == len(cum_sum) == len(density) == n) or not (step > 0 and math.isfinite(step)):
+    if n < 2 or not (len(cum_count) == len(cum_sum) == len(density) == n) or not (
+            step > 0 and math.isfinite(step) and math.isfinite(1 / step)):  # (unpack_cells' lattice)
         return None
     try:
         ks = [round(float(g) / step + 0.5) for g in grid]
@@ -236,10 +237,7 @@ def pack_cells(grid: Sequence[float], cum_count: Sequence[float], cum_sum: Seque
     out = bytearray([CELLS_FORMAT])
     _put(out, n)
     _put(out, _zigzag(ks[0]))
-    per = 1 / step if step < 1 else None
-    if per is not None and not math.isfinite(per):  # (a step below float8's reach: no lattice of its own)
-        return None
-    per = None if per is None else round(per)
+    per = round(1 / step) if step < 1 else None
     for i in range(1, n):
         rows = int(counts[i]) - int(counts[i - 1])
         piece = float(cum_sum[i]) - float(cum_sum[i - 1])
