@@ -7,9 +7,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine.hpp"
 
@@ -153,6 +155,90 @@ py::array exp_nonpos(const py::array& x, const std::string& isa) {
     });
 }
 
+// The O(n d²) steps around the pair sums, on one thread, in plain loops: NumPy's einsum took as long as a
+// CUDA pass at n = 1024, d = 16, and its BLAS matmul would start threads that spin on the cores the native
+// pair sums are about to use (pg_kde/_linalg.py). float64 in and out.
+std::pair<std::size_t, std::size_t> rows_and_centre(const CArray<double>& X, const CArray<double>& centre) {
+    const auto [n, d] = shape_nd(X, "X");
+    if (centre.ndim() != 1 || static_cast<std::size_t>(centre.shape(0)) != d)
+        throw py::value_error("the centre must have one value per column of X");
+    return {n, d};
+}
+
+// Σ_i (x_i − m)(x_i − m)ᵀ: row by row in row order, the upper triangle, then mirrored.
+CArray<double> centred_gram(const CArray<double>& X, const CArray<double>& mean) {
+    const auto [n, d] = rows_and_centre(X, mean);
+    std::vector<double> acc(d * d, 0.0), row(d);
+    {
+        py::gil_scoped_release release;
+        const double* x = X.data();
+        const double* m = mean.data();
+        for (std::size_t i = 0; i < n; ++i) {
+            for (std::size_t a = 0; a < d; ++a) row[a] = x[i * d + a] - m[a];
+            for (std::size_t a = 0; a < d; ++a) {
+                const double ra = row[a];
+                double* out = acc.data() + a * d;
+                for (std::size_t b = a; b < d; ++b) out[b] += ra * row[b];
+            }
+        }
+    }
+    CArray<double> gram({d, d});
+    double* g = gram.mutable_data();
+    for (std::size_t a = 0; a < d; ++a)
+        for (std::size_t b = a; b < d; ++b) g[a * d + b] = g[b * d + a] = acc[a * d + b];
+    return gram;
+}
+
+// M = L⁻¹ for a lower-triangular L (d × d) with a nonzero diagonal, by forward substitution on the identity
+// (row a of L M = I): M[a][j] = −Σ_{j<=k<a} L[a][k] M[k][j] / L[a][a], M[a][a] = 1 / L[a][a].
+CArray<double> lower_inverse(const CArray<double>& chol) {
+    if (chol.ndim() != 2 || chol.shape(0) != chol.shape(1)) throw py::value_error("L must be a square matrix");
+    const std::size_t d = static_cast<std::size_t>(chol.shape(0));
+    CArray<double> out({d, d});
+    const double* L = chol.data();
+    double* M = out.mutable_data();
+    std::fill(M, M + d * d, 0.0);
+    for (std::size_t a = 0; a < d; ++a) {
+        for (std::size_t j = 0; j < a; ++j) {
+            double s = 0.0;
+            for (std::size_t k = j; k < a; ++k) s += L[a * d + k] * M[k * d + j];
+            M[a * d + j] = -s / L[a * d + a];
+        }
+        M[a * d + a] = 1.0 / L[a * d + a];
+    }
+    return out;
+}
+
+// Rows z_i = M(x_i − c) for a d × d matrix M: each row as Σ_k (x_ik − c_k) M[:, k], column by column, so
+// that the d sums of a row are independent and the loop over them vectorises.
+CArray<double> transform_rows(const CArray<double>& X, const CArray<double>& shift, const CArray<double>& matrix) {
+    const auto [n, d] = rows_and_centre(X, shift);
+    if (matrix.ndim() != 2 || static_cast<std::size_t>(matrix.shape(0)) != d ||
+        static_cast<std::size_t>(matrix.shape(1)) != d)
+        throw py::value_error("the matrix must be d x d, d the columns of X");
+    CArray<double> out({n, d});
+    {
+        py::gil_scoped_release release;
+        const double* M = matrix.data();
+        std::vector<double> Mt(d * d);  // Mt[k * d + a] = M[a][k]: column k of M, contiguous
+        for (std::size_t a = 0; a < d; ++a)
+            for (std::size_t k = 0; k < d; ++k) Mt[k * d + a] = M[a * d + k];
+        const double* x = X.data();
+        const double* c = shift.data();
+        double* z = out.mutable_data();
+        for (std::size_t i = 0; i < n; ++i) {
+            double* __restrict zi = z + i * d;
+            for (std::size_t a = 0; a < d; ++a) zi[a] = 0.0;
+            for (std::size_t k = 0; k < d; ++k) {
+                const double v = x[i * d + k] - c[k];
+                const double* __restrict col = Mt.data() + k * d;
+                for (std::size_t a = 0; a < d; ++a) zi[a] += col[a] * v;
+            }
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -179,6 +265,12 @@ PYBIND11_MODULE(_native, m) {
           "u = z_i - z_j, e = exp(-|u|^2 / 4).");
     m.def("kde_sums", &kde_sums, py::arg("points"), py::arg("sample"), py::arg("isa") = "", py::arg("threads") = 0,
           py::arg("sequential") = false, "For each point p: sum over the sample of exp(-|p - x|^2 / 2).");
+    m.def("centred_gram", &centred_gram, py::arg("X"), py::arg("mean"),
+          "sum over the rows of (x - mean)(x - mean)^T, X of shape (n,) or (n, d), float64, C-contiguous.");
+    m.def("lower_inverse", &lower_inverse, py::arg("L"),
+          "L^-1 of a lower-triangular L with a nonzero diagonal (float64, C-contiguous), by forward substitution.");
+    m.def("transform_rows", &transform_rows, py::arg("X"), py::arg("shift"), py::arg("matrix"),
+          "Rows matrix (x - shift) of X (n, d), matrix d x d (float64, C-contiguous).");
     m.def("exp_nonpos", &exp_nonpos, py::arg("x"), py::arg("isa") = "",
           "exp(x) for x <= 0 computed by the kernels' own vector exponential.");
 }

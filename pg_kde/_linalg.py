@@ -1,21 +1,27 @@
 """The small linear algebra around the pair sums: covariance, Cholesky factors, whitening.
 
-These run on the caller's thread with NumPy's own loops (``einsum`` without ``optimize``), not
-through BLAS on purpose: a threaded BLAS call leaves its worker threads spinning for a while after it
-returns, and on a small machine they then take the cores the native backend's threads are about to
-use (measured here: LSCV_h at n = 1024, d = 16 went from 11 ms to 17–23 ms). The work is O(n d²),
-small next to the O(n² d) pair sums.
+These run on the caller's thread, not through BLAS on purpose: a threaded BLAS call leaves its worker
+threads spinning for a while after it returns, and on a small machine they then take the cores the
+native backend's threads are about to use (measured here: LSCV_h at n = 1024, d = 16 went from 11 ms to
+17–23 ms). The O(n d²) passes over the rows (the covariance's sums, whitening) are the native module's
+plain loops (``_native.centred_gram``, ``_native.transform_rows``, ``_native.lower_inverse``); NumPy's
+``einsum`` took 0.34 ms for them at n = 1024, d = 16 on the 2-core VM, as long as a CUDA pass there.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import _native
 from ._validate import check_spread
 
 #: Magnitudes whose squares (and sums of n of them) stay inside float64: 2^500 ≈ 3e150 and 2^-480 ≈ 3e-145.
 _LARGEST = 2.0**500
 _SMALLEST = 2.0**-480
+
+
+def _f64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64)
 
 
 def covariance(X: np.ndarray, *, name: str = "X"):
@@ -31,9 +37,9 @@ def covariance(X: np.ndarray, *, name: str = "X"):
             "(bandwidths are scale-equivariant: H(cX) = c²H(X)). The 1-D plug-in selectors accept far outliers"
         )
     n, d = X.shape
+    X = _f64(X)
     mean = X.mean(axis=0)
-    centred = X - mean
-    sigma = np.einsum("ni,nj->ij", centred, centred) / (n - 1)
+    sigma = _native.centred_gram(X, mean) / (n - 1)
     scale = np.sqrt(np.diag(sigma))
     if not (scale > _SMALLEST).all():
         col = int(np.flatnonzero(~(scale > _SMALLEST))[0])
@@ -54,13 +60,8 @@ def covariance(X: np.ndarray, *, name: str = "X"):
 
 
 def lower_inverse(chol: np.ndarray) -> np.ndarray:
-    """L⁻¹ for a lower-triangular L by forward substitution (SciPy's solve_triangular would use BLAS)."""
-    d = chol.shape[0]
-    inverse = np.zeros((d, d))
-    for i in range(d):  # row i of L M = I: L[i,i] M[i,j] = −Σ_{k<i} L[i,k] M[k,j] for j < i
-        inverse[i, :i] = -np.einsum("k,kj->j", chol[i, :i], inverse[:i, :i]) / chol[i, i]
-        inverse[i, i] = 1.0 / chol[i, i]
-    return inverse
+    """L⁻¹ for a lower-triangular L by forward substitution (``_native.lower_inverse``)."""
+    return _native.lower_inverse(_f64(chol))
 
 
 def symmetric_from_upper(upper, d: int) -> np.ndarray:
@@ -72,12 +73,13 @@ def symmetric_from_upper(upper, d: int) -> np.ndarray:
 
 def apply_inverse(X: np.ndarray, inverse: np.ndarray) -> np.ndarray:
     """Rows M x as a C-contiguous (n, d) float64 array, for M = L⁻¹ from :func:`lower_inverse`."""
-    return np.ascontiguousarray(np.einsum("nd,kd->nk", X, inverse))
+    X = _f64(X)
+    return _native.transform_rows(X, np.zeros(X.shape[1]), _f64(inverse))
 
 
 def whiten(X: np.ndarray, mean: np.ndarray, chol: np.ndarray) -> np.ndarray:
     """Rows L⁻¹(x − mean) as a C-contiguous (n, d) float64 array, where chol = L is lower triangular."""
-    return apply_inverse(X - mean, lower_inverse(chol))
+    return _native.transform_rows(_f64(X), _f64(mean), lower_inverse(chol))
 
 
 def log_det_chol(chol: np.ndarray) -> float:

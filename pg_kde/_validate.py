@@ -59,7 +59,9 @@ def as_data(X, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
 
 def check_spread(X: np.ndarray, *, name: str = "X") -> None:
     """Raise ``ValueError`` if a column is constant (zero variance)."""
-    constant = X.max(axis=0) == X.min(axis=0)  # not np.ptp: max − min overflows for ±1e308
+    # every value equal to the column's first (not np.ptp: max − min overflows for ±1e308; and one pass of
+    # comparisons, where max and min along the rows were two slower ones)
+    constant = (X == X[:1]).all(axis=0)
     for col in np.flatnonzero(constant):
         raise ValueError(
             f"column {col} of {name} is constant (every value is {X[0, col]!r}): a bandwidth needs data "

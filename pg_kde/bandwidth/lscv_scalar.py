@@ -172,8 +172,10 @@ def lscv_h(
     # with duplicated rows, where LSCV falls without bound as h -> 0 and the lower end is the answer to flag.
     ratio = hs[1] / hs[0]
     steps = int(np.ceil(np.log(16.0) / np.log(ratio)))
-    tied = _ties(data) > 0
+    tied = None  # whether rows repeat: asked only when the minimum is the lower end (sorting n rows costs)
     for _ in range(EXTENSIONS):
+        if k == 0 and tied is None:
+            tied = _ties(data) > 0
         if k == 0 and not tied:
             more = hs[0] * ratio ** -np.arange(steps, 0, -1.0)
             hs, values = np.concatenate([more, hs]), np.concatenate([crit.values(more), values])

@@ -62,7 +62,11 @@ class BandwidthResult:
 
 def _ties(data: np.ndarray) -> int:
     """Rows that repeat an earlier row exactly (n minus the number of distinct rows)."""
-    return int(data.shape[0] - np.unique(data, axis=0).shape[0])
+    n = data.shape[0]
+    first = np.sort(data[:, 0])
+    if not (first[1:] == first[:-1]).any():  # a column without ties: no row repeats (one sort, not n rows')
+        return 0
+    return int(n - np.unique(data, axis=0).shape[0])
 
 
 def _warn_boundary(method: str, where: str, data: np.ndarray, stacklevel: int = 3) -> None:

@@ -208,6 +208,30 @@ def test_batches_and_excess_blocks(reduction, emulated_cuda, monkeypatch, rng):
     assert len(launches) > 10 and any(grid[1] == 2 for _, grid, _, _ in launches)
 
 
+def test_buffered_tiles_shrink_until_the_blocks_fill_the_device(emulated_cuda, rng):
+    """The LSCV kernels' tile halves from pair_tile while n points make fewer than FILL_BLOCKS tile pairs per
+    multiprocessor (the emulated device has 4), down to MIN_PAIR_TILE; many points keep pair_tile, and a
+    pair_tile below the floor is kept. Each answer is the reference's."""
+    def blocks(be, z, derivative=False):
+        A, D = be.lscv_pair_sums(z, [0.5, 2.0], 2.5, derivative)
+        A_ref, D_ref = REF.lscv_pair_sums(z, [0.5, 2.0], 2.5, derivative)
+        np.testing.assert_allclose(A, A_ref, rtol=1e-12)
+        if derivative:
+            np.testing.assert_allclose(D, D_ref, rtol=1e-12)
+        _, grid, _, _ = be.executor.launches[-1]
+        return grid[0] * grid[1]
+
+    assert _cuda.FILL_BLOCKS * 4 == 16 and _cuda.MIN_PAIR_TILE == 16
+    z = rng.standard_normal((100, 3))
+    assert blocks(emulated_cuda(), z) == _cuda.tile_count(100, 16) == 28  # 64 -> 32 (10 tile pairs) -> 16
+    assert blocks(emulated_cuda(), z[:40], True) == _cuda.tile_count(40, 16) == 6  # the floor, however few
+    assert blocks(emulated_cuda(pair_tile=8), z) == _cuda.tile_count(100, 8) == 91
+    assert blocks(emulated_cuda(), rng.standard_normal((700, 2))) == _cuda.tile_count(700, 64) == 66
+    be = emulated_cuda()
+    be.lscv_moments(z, 4.0)
+    assert be.executor.launches[-1][1][0] * be.executor.launches[-1][1][1] == 28
+
+
 def test_more_outputs_than_one_launch_holds(emulated_cuda, rng):
     z = rng.standard_normal((40, 23))  # 23·24/2 + 1 = 277 moment sums: two launches
     scales = np.geomspace(0.1, 10, 300)  # 300 scales: two launches

@@ -202,3 +202,57 @@ def test_native_row_ranges_add_up_to_the_whole_sum(isa, dtype, sequential, rng):
         _native.plugin_pair_sum(x, 0.4, 6, **kw, row_begin=n + 1)
     with pytest.raises(ValueError, match="row range"):
         _native.lscv_moments(z, 2.8, **kw, row_begin=10, row_end=5)
+
+
+@pytest.mark.parametrize("n, d", [(2, 1), (7, 3), (1024, 16), (300, 40)])
+def test_native_centred_gram_lower_inverse_and_transform_rows_match_float64_references(n, d, rng):
+    """The O(n d²) steps of pg_kde._linalg: the centred sums of products against a double loop over the rows
+    (math.fsum); L⁻¹ against SciPy's triangular solve of the identity; rows M(x − c) against a loop of
+    math.fsum dot products, for M = L⁻¹ and for a full matrix; and whitened rows against SciPy's triangular
+    solve. Correlated columns far from the origin (the centring matters); (n,) is read as (n, 1)."""
+    from scipy.linalg import cholesky, solve_triangular
+
+    X = 1e3 + rng.standard_normal((n, d)) @ np.tril(rng.uniform(0.2, 1.0, (d, d)))
+    mean = X.mean(axis=0)
+    gram = _native.centred_gram(X, mean)
+    exact = np.array([[math.fsum((X[:, a] - mean[a]) * (X[:, b] - mean[b])) for b in range(d)] for a in range(d)])
+    np.testing.assert_allclose(gram, exact, rtol=1e-12, atol=1e-12 * np.abs(exact).max())
+    assert np.array_equal(gram, gram.T)
+    x = X[:, 0].copy()
+    assert _native.centred_gram(x, mean[:1]).shape == (1, 1)
+    assert _native.centred_gram(x, mean[:1])[0, 0] == pytest.approx(exact[0, 0], rel=1e-12)
+    full = rng.standard_normal((d, d))
+    rows = X[: min(n, 50)]
+    z = _native.transform_rows(rows, mean, full)
+    loop = np.array([[math.fsum(full[a] * (r - mean)) for a in range(d)] for r in rows])
+    np.testing.assert_allclose(z, loop, rtol=0, atol=1e-13 * np.abs(full).max() * np.abs(rows - mean).max() * d)
+    assert z.flags.c_contiguous and z.dtype == np.float64
+    if n > d:
+        chol = cholesky(gram / (n - 1), lower=True)
+        inverse = _native.lower_inverse(chol)
+        cond = np.linalg.cond(chol)
+        expected_inverse = solve_triangular(chol, np.eye(d), lower=True)
+        np.testing.assert_allclose(inverse, expected_inverse, rtol=0, atol=1e-15 * cond * np.abs(expected_inverse).max())
+        assert np.array_equal(inverse, np.tril(inverse))
+        expected = solve_triangular(chol, (X - mean).T, lower=True).T
+        # (the rows are multiplied by L⁻¹: an error growing with L's condition)
+        np.testing.assert_allclose(_native.transform_rows(X, mean, inverse), expected, rtol=0,
+                                   atol=1e-15 * cond * np.abs(expected).max())
+
+
+def test_native_linear_algebra_refuses_shapes_that_do_not_match():
+    X = np.ones((5, 3))
+    with pytest.raises(ValueError, match="one value per column"):
+        _native.centred_gram(X, np.zeros(2))
+    with pytest.raises(ValueError, match="d x d"):
+        _native.transform_rows(X, np.zeros(3), np.eye(2))
+    with pytest.raises(ValueError, match="one value per column"):
+        _native.transform_rows(X, np.zeros(4), np.eye(3))
+    with pytest.raises(ValueError, match="square"):
+        _native.lower_inverse(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"shape \(n,\) or \(n, d\)"):
+        _native.centred_gram(np.ones((2, 2, 2)), np.zeros(2))
+    # other dtypes and layouts are converted (pybind11's forcecast), as NumPy would
+    Y = np.arange(15, dtype=np.float32).reshape(5, 3).T ** 2
+    np.testing.assert_array_equal(_native.centred_gram(Y, np.zeros(5)),
+                                  _native.centred_gram(np.ascontiguousarray(Y, dtype=np.float64), np.zeros(5)))

@@ -11,7 +11,7 @@ import pytest
 
 from pg_kde import bandwidth
 from pg_kde.bandwidth.lscv_matrix import _chol_of_factor, _collapse_steps
-from pg_kde.bandwidth.result import _warn_boundary
+from pg_kde.bandwidth.result import _ties, _warn_boundary
 
 SELECTORS = [bandwidth.lscv_h, bandwidth.lscv_H]
 
@@ -133,3 +133,21 @@ def test_message_without_duplicated_rows_names_no_ties():
     message = str(caught[0].message)
     assert "duplicated" not in message
     assert re.search(r"keeps falling as H shrinks towards a singular matrix", message), message
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ties_counts_repeated_rows_as_a_sort_of_the_rows_would(seed):
+    """_ties answers from one column when that column has no ties (no row can repeat), else from the rows:
+    the same count as n minus the distinct rows, on rows tied in the first column but not in every column,
+    on repeated rows, on -0.0 beside 0.0, and on continuous data."""
+    rng = np.random.default_rng(seed)
+    cases = [
+        correlated_normal(3, 300, seed),  # continuous: no ties
+        np.column_stack([np.round(rng.normal(size=300)), rng.normal(size=300)]),  # first column tied only
+        lattice(2, seed),  # repeated rows
+        np.column_stack([rng.normal(size=300), np.round(rng.normal(size=300))]),  # tied in the second only
+        np.array([[0.0, 1.0], [-0.0, 1.0], [1.0, 2.0]]),  # -0.0 and 0.0: equal values, one repeated row
+    ]
+    counts = [_ties(X) for X in cases]
+    assert counts == [duplicated_rows(X) for X in cases]
+    assert counts[0] == counts[1] == counts[3] == 0 and counts[2] > 0 and counts[4] == 1

@@ -45,6 +45,11 @@ MAX_GRID_Y = 65535
 SHARED_BYTES = 48 * 1024
 #: Outputs one launch of a buffered pair kernel computes (one thread per output at least).
 MAX_OUTPUTS = 256
+#: The buffered pair kernels' tile shrinks (from ``pair_tile``, halving) until n points make at least this many
+#: tile pairs, one block each, per multiprocessor, or it reaches MIN_PAIR_TILE (below which the tiles'
+#: loads and reductions cost more than the idle multiprocessors did: 8 was slower than 16 and 32 on the H200).
+FILL_BLOCKS = 4
+MIN_PAIR_TILE = 16
 #: Doubles in one batch's partial-sum buffer (128 MiB); larger launches run in batches.
 PARTIAL_SLOTS = 1 << 24
 #: Pair terms (pg_kde._slices) in one launch when an interrupt check is given; the backend waits for each
@@ -296,11 +301,16 @@ class CudaBackend:
                 ex.synchronize()
         return np.asarray(ex.to_host(out if total is None else total), dtype=np.float64)
 
-    def _buffered_layout(self, d: int, itemsize: int, n_out: int):
-        """(threads, tile side P, log2 chunk columns, shared bytes) of a buffered pair kernel."""
+    def _buffered_layout(self, n: int, d: int, itemsize: int, n_out: int):
+        """(threads, tile side P, log2 chunk columns, shared bytes) of a buffered pair kernel over n points."""
         # At least two threads per output where that fits in ``block``; else one thread per output.
         block = self.block if 2 * n_out <= self.block else 32 * -(-n_out // 32)
         tile = self.pair_tile
+        # Blocks enough to fill the device: the tile halves while its tile pairs are fewer than FILL_BLOCKS
+        # a multiprocessor, not below MIN_PAIR_TILE (n = 1024 on an H200's 132: 32, where 64 left the
+        # LSCV_h grid pass's 136 blocks one a multiprocessor and took twice as long; docs/benchmarks.md, GPU).
+        while tile > MIN_PAIR_TILE and tile_count(n, tile) < FILL_BLOCKS * self.executor.sm_count:
+            tile //= 2
         while True:
             chunk = min(tile, max(1, self.buffer // tile))
             stride = d | 1  # the kernels' odd row stride (no shared-memory bank conflicts)
@@ -328,7 +338,7 @@ class CudaBackend:
         the cost of a pair in a launch of n_out outputs (for the batches of an interrupt check)."""
         for first in range(0, outputs, MAX_OUTPUTS):
             n_out = min(MAX_OUTPUTS, outputs - first)
-            block, tile, shift, shared = self._buffered_layout(d, dt.itemsize, n_out)
+            block, tile, shift, shared = self._buffered_layout(n, d, dt.itemsize, n_out)
             tail = tail_args(first, n_out)
             vals = self._pair_sums(
                 f"{family}_{_suffix(dt)}", n, tile, block, shared, n_out * values_per_output,
