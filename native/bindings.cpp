@@ -161,7 +161,7 @@ py::array exp_nonpos(const py::array& x, const std::string& isa) {
 std::pair<std::size_t, std::size_t> rows_and_centre(const CArray<double>& X, const CArray<double>& centre) {
     const auto [n, d] = shape_nd(X, "X");
     if (centre.ndim() != 1 || static_cast<std::size_t>(centre.shape(0)) != d)
-        throw py::value_error("the centre must have one value per column of X");
+        throw py::value_error("the centre (mean, shift) must have one value per column of X");
     return {n, d};
 }
 

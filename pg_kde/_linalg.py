@@ -10,6 +10,8 @@ plain loops (``_native.centred_gram``, ``_native.transform_rows``, ``_native.low
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _native
@@ -80,6 +82,19 @@ def apply_inverse(X: np.ndarray, inverse: np.ndarray) -> np.ndarray:
 def whiten(X: np.ndarray, mean: np.ndarray, chol: np.ndarray) -> np.ndarray:
     """Rows L⁻¹(x − mean) as a C-contiguous (n, d) float64 array, where chol = L is lower triangular."""
     return _native.transform_rows(_f64(X), _f64(mean), lower_inverse(chol))
+
+
+def times_exp(values, log_factor: float):
+    """``values`` · e^log_factor, where e^log_factor alone may leave float64's range and the products need not
+    (a criterion in data units from the sphered data's, |Σ̂|^{−1/2} at a column scale of 2⁻⁴⁷⁰; a density's
+    norm for a tiny H): the product taken in logarithms there, ±inf or ±0 only where it leaves the range
+    itself, 0 where a value is 0. A float for a float, an array for an array."""
+    if -700.0 < log_factor < 700.0:
+        return values * math.exp(log_factor)
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(divide="ignore", over="ignore", under="ignore"):
+        out = np.sign(v) * np.exp(np.log(np.abs(v)) + log_factor)
+    return float(out) if np.ndim(values) == 0 else out
 
 
 def log_det_chol(chol: np.ndarray) -> float:

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .backend import get_backend
-from ._linalg import apply_inverse, log_det_chol, lower_inverse
+from ._linalg import apply_inverse, log_det_chol, lower_inverse, times_exp
 from ._slices import Interrupt
 from ._validate import as_data, bandwidth_matrix, check_dtype, positive_scalar
 from .bandwidth import BandwidthResult
@@ -76,4 +76,4 @@ def evaluate(
     z_points, z_sample = apply_inverse(ps - mean, inverse), apply_inverse(xs - mean, inverse)
     sums = be.kde_sums(z_points, z_sample, dt, interrupt=interrupt)
     log_norm = -0.5 * d * math.log(2.0 * math.pi) - 0.5 * log_det_chol(chol) - math.log(xs.shape[0])
-    return sums * math.exp(log_norm)
+    return times_exp(sums, log_norm)  # (the norm alone can leave float64's range for a tiny or huge H)

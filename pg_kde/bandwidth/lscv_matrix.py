@@ -8,7 +8,7 @@ from typing import Optional
 
 import numpy as np
 
-from .._linalg import apply_inverse, log_det_chol, lower_inverse
+from .._linalg import apply_inverse, log_det_chol, lower_inverse, times_exp
 from .._slices import Interrupt
 from .._validate import as_data, bandwidth_matrix, check_dtype
 from ..backend import get_backend
@@ -32,15 +32,16 @@ class _MatrixLSCV:
         self.w = _lscv_w(self.d)
         self.evaluations = 0
 
-    def _norm(self, chol):
-        return (4.0 * math.pi) ** (-self.d / 2.0) * math.exp(-0.5 * log_det_chol(chol))
+    def _log_norm(self, chol) -> float:
+        """log of (4π)^{−d/2} |H|^{−1/2}, H = LLᵀ (the norm itself can leave float64's range: times_exp)."""
+        return -0.5 * self.d * math.log(4.0 * math.pi) - 0.5 * log_det_chol(chol)
 
     def value_chol(self, chol: np.ndarray) -> float:
         self.evaluations += 1
         y = apply_inverse(self.z, lower_inverse(chol))
         A, _ = self.backend.lscv_pair_sums(y, np.array([1.0]), self.w, False, self.dtype,
                                            interrupt=self.interrupt)
-        return self._norm(chol) * (2.0 * A[0] / self.n**2 + 1.0 / self.n)
+        return times_exp(2.0 * A[0] / self.n**2 + 1.0 / self.n, self._log_norm(chol))
 
     def value_and_gradient_chol(self, chol: np.ndarray):
         """LSCV(LLᵀ) and ∂LSCV/∂L (a full d×d matrix; only its lower triangle is meaningful)."""
@@ -50,9 +51,9 @@ class _MatrixLSCV:
         y = apply_inverse(self.z, inverse)
         A, M = self.backend.lscv_moments(y, self.w, self.dtype, interrupt=self.interrupt)
         base = 2.0 * A / n**2 + 1.0 / n
-        norm = self._norm(chol)
+        log_norm = self._log_norm(chol)
         G = -0.5 * base * np.eye(d) + M / (2.0 * n**2)
-        return norm * base, 2.0 * norm * np.einsum("ki,kj->ij", inverse, G)
+        return times_exp(base, log_norm), times_exp(2.0 * np.einsum("ki,kj->ij", inverse, G), log_norm)
 
 
 def lscv_H_objective(X, H, *, backend: str = "auto", dtype="float64", interrupt: Interrupt = None) -> float:
@@ -296,7 +297,7 @@ def lscv_H(
         dtype=dt,
         n=n,
         d=d,
-        objective=value * math.exp(-0.5 * log_det_chol(chol_sigma)),  # LSCV_X(H) = |Σ̂|^{−1/2} LSCV_Z(H_z)
+        objective=times_exp(value, -0.5 * log_det_chol(chol_sigma)),  # LSCV_X(H) = |Σ̂|^{−1/2} LSCV_Z(H_z)
         at_boundary=at_boundary,
         details={
             "evaluations": crit.evaluations,
@@ -305,6 +306,6 @@ def lscv_H(
             "start_scale": scale,
             # LSCV (data units) at H shrunk by a decade uniformly and along its smallest eigendirection; empty
             # when the polish converged (the collapse check only runs without a stationary point).
-            "collapse_values": [v * math.exp(-0.5 * log_det_chol(chol_sigma)) for v in collapse_values],
+            "collapse_values": [times_exp(v, -0.5 * log_det_chol(chol_sigma)) for v in collapse_values],
         },
     )

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .._linalg import covariance, log_det_chol, whiten
+from .._linalg import covariance, log_det_chol, times_exp, whiten
 from .._slices import Interrupt
 from .._validate import as_data, check_dtype, positive_array
 from ..backend import get_backend
@@ -29,19 +29,26 @@ def _sphere(data: np.ndarray):
 
 
 class _ScalarLSCV:
-    """LSCV(h) for H = h²Σ̂ on sphered data Z, in data units:
+    """LSCV(h) for H = h²Σ̂ on sphered data Z, in the sphered data's units (|Σ̂|^{1/2} times the data's):
 
     L(h) = a h^{−d} [2 n^{−2} A(h) + n^{−1}],  A(h) = Σ_{i<j} e(1 − w e),  e = exp(−Sᵢⱼ/(4h²)),
     L′(h) = −(d/h) L(h) + a h^{−d−3} n^{−2} D(h),  D(h) = Σ_{i<j} Sᵢⱼ e(1 − 2w e),
-    with a = (4π)^{−d/2} |Σ̂|^{−1/2} and Sᵢⱼ = ‖zᵢ − zⱼ‖².
+    with a = (4π)^{−d/2} and Sᵢⱼ = ‖zᵢ − zⱼ‖². The search runs on these, which do not depend on the data's
+    scale; :meth:`in_data_units` multiplies by |Σ̂|^{−1/2}, which can leave float64's range on its own (a
+    column scale of 2⁴⁹⁵ or 2⁻⁴⁷⁰ in d = 3) where the criterion in data units need not.
     """
 
     def __init__(self, z, log_det_sigma, backend, dtype, interrupt: Interrupt = None):
         self.z, self.backend, self.dtype, self.interrupt = z, backend, dtype, interrupt
         self.n, self.d = z.shape
         self.w = _lscv_w(self.d)
-        self.a = (4.0 * math.pi) ** (-self.d / 2.0) * math.exp(-0.5 * log_det_sigma)
+        self.a = (4.0 * math.pi) ** (-self.d / 2.0)
+        self.log_det_sigma = log_det_sigma
         self.passes = 0
+
+    def in_data_units(self, values):
+        """L in data units: ``values`` · |Σ̂|^{−1/2} (see :func:`pg_kde._linalg.times_exp`)."""
+        return times_exp(values, -0.5 * self.log_det_sigma)
 
     def _sums(self, hs: np.ndarray, derivative: bool):
         return self.backend.lscv_pair_sums(self.z, 1.0 / hs**2, self.w, derivative, self.dtype,
@@ -201,9 +208,9 @@ def lscv_h(
         dtype=dt,
         n=n,
         d=d,
-        objective=objective,
+        objective=crit.in_data_units(objective),
         at_boundary=at_boundary,
-        details={"h0": h0, "grid": hs, "grid_objective": values, "passes": crit.passes},
+        details={"h0": h0, "grid": hs, "grid_objective": crit.in_data_units(values), "passes": crit.passes},
     )
 
 
@@ -231,5 +238,6 @@ def lscv_h_objective(X, h, *, backend: str = "auto", dtype="float64", interrupt:
     be = get_backend(backend)
     hs = positive_array(h, name="h")
     z, _, chol = _sphere(data)
-    values = _ScalarLSCV(z, log_det_chol(chol), be, dt, interrupt).values(hs)
+    crit = _ScalarLSCV(z, log_det_chol(chol), be, dt, interrupt)
+    values = crit.in_data_units(crit.values(hs))
     return float(values[0]) if np.ndim(h) == 0 else values.reshape(np.shape(h))

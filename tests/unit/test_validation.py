@@ -1,5 +1,6 @@
 """Bad input gets a ValueError (or TypeError) that names the problem; never a NaN or zero bandwidth."""
 
+import math
 import warnings
 
 import numpy as np
@@ -117,3 +118,55 @@ def test_untied_data_does_not_warn(rng):
         warnings.simplefilter("error")
         r = bandwidth.lscv_h(rng.standard_normal(300), backend="native")
     assert r.at_boundary is False
+
+
+@pytest.mark.parametrize("scale", [2.0**495, 2.0**-470])
+def test_selectors_at_scales_whose_covariance_determinant_leaves_float64(scale, rng):
+    """Column scales inside the documented limits (2^500, 2^-480) where |Σ̂| itself leaves float64's range in
+    d = 3: the selectors are scale-equivariant (h unchanged, H times scale²), their objectives are the
+    unit-scale ones times scale^-d (0 or inf only where that leaves the range), and evaluate's densities
+    are no NaN. LSCV_h answered a boundary at 2^495 (its criterion underflowed to 0 on the whole grid) and
+    raised OverflowError at 2^-470, as lscv_H and evaluate did."""
+    X = rng.standard_normal((300, 3)) @ np.array([[1.0, 0.0, 0.0], [0.5, 1.0, 0.0], [0.2, -0.3, 1.0]])
+
+    def same_scaled(value, unit, rel):
+        """value == unit · scale⁻³ in float64 (which overflows to ±inf or underflows to 0 here, as it must)."""
+        with np.errstate(over="ignore", under="ignore"):
+            expected = float(np.float64(unit) * np.float64(scale) ** -3)
+        return value == expected if expected in (0.0, np.inf, -np.inf) else value == pytest.approx(expected, rel=rel)
+
+    for selector in (bandwidth.lscv_h, bandwidth.lscv_H):
+        unit, scaled = selector(X, backend="native"), selector(X * scale, backend="native")
+        assert not scaled.at_boundary and not unit.at_boundary
+        np.testing.assert_allclose(scaled.H / scale**2, unit.H, rtol=1e-6)
+        assert same_scaled(scaled.objective, unit.objective, 1e-6)
+    assert bandwidth.lscv_h(X * scale, backend="native").h == pytest.approx(bandwidth.lscv_h(X, backend="native").h, rel=1e-9)
+    h = 0.7
+    value = bandwidth.lscv_h_objective(X * scale, h, backend="native")
+    assert same_scaled(value, bandwidth.lscv_h_objective(X, h, backend="native"), 1e-9)
+    assert value in (0.0, -np.inf)  # (the criterion is negative near its minimum)
+    H = h * h * np.cov(X * scale, rowvar=False)
+    assert bandwidth.lscv_H_objective(X * scale, H, backend="native") == value
+    # and at 2^±300 (|Σ̂|^(-1/2) about 2^∓900), where the objective stays inside float64
+    small = 2.0**-300 if scale < 1 else 2.0**300
+    with np.errstate(over="ignore", under="ignore"):
+        expected = bandwidth.lscv_h_objective(X, h, backend="native") * float(np.float64(small) ** -3)
+    assert np.isfinite(expected) and expected != 0
+    assert bandwidth.lscv_h_objective(X * small, h, backend="native") == pytest.approx(expected, rel=1e-9)
+    # densities: the unit-scale ones times scale^-3, here beyond float64 (inf near the sample) or 0
+    f = kde.evaluate(X[:5] * scale, X * scale, bandwidth.normal_reference(X * scale).H)
+    assert not np.isnan(f).any() and (f == (np.inf if scale < 1 else 0.0)).all()
+    far = kde.evaluate(np.full((1, 3), 1e6) * scale, X * scale, np.eye(3) * scale**2 * 1e-3)
+    assert far.tolist() == [0.0]
+
+
+def test_times_exp_takes_the_product_in_logs_where_the_factor_alone_leaves_float64():
+    from pg_kde._linalg import times_exp
+
+    assert times_exp(3.0, 2.0) == 3.0 * math.exp(2.0) and isinstance(times_exp(3.0, 2.0), float)
+    assert times_exp(1e-300, 800.0) == pytest.approx(math.exp(math.log(1e-300) + 800.0), rel=1e-12)
+    assert times_exp(-1e300, -800.0) == pytest.approx(-math.exp(math.log(1e300) - 800.0), rel=1e-12)
+    assert isinstance(times_exp(1e-300, 800.0), float)
+    out = times_exp(np.array([0.0, 1e-300, -2.0, 1e-10, -0.0]), 800.0)
+    assert out[0] == 0.0 and np.isfinite(out[1]) and out[2] == -np.inf and out[3] == np.inf and out[4] == 0.0
+    assert times_exp(np.array([5.0, -5.0]), -800.0).tolist() == [0.0, -0.0]
