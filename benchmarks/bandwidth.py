@@ -289,10 +289,11 @@ def cuda_section(args, *, device=None, device_timer=None, kernels=None, make_bac
         f"CUDA: measured {stamp} on {name} ({sms} SMs, {clock / 1e9:.2f} GHz); dtype {args.dtype}; command "
         f"`python benchmarks/bandwidth.py --cuda-only{' --quick' if args.quick else ''} --dtype {args.dtype}`.",
         "End to end from the Python call, host-device transfers included; best of the runs in ms, per "
-        "reduction strategy (default: " + _cuda.DEFAULT_REDUCTION + ").",
+        "reduction strategy (default: " + _cuda.DEFAULT_REDUCTION + "), and the default's median; met: the best "
+        "within the target.",
         "",
-        "| target | paper GTX 480 (ms) | required | " + " | ".join(strategies) + " | met |",
-        "|---|---:|---:|" + "---:|" * len(strategies) + "---|",
+        "| target | paper GTX 480 (ms) | required | " + " | ".join(strategies) + " | median | met |",
+        "|---|---:|---:|" + "---:|" * (len(strategies) + 1) + "---|",
     ]
     met_all = True
     totals = dict.fromkeys(strategies, 0.0)
@@ -300,9 +301,10 @@ def cuda_section(args, *, device=None, device_timer=None, kernels=None, make_bac
         experiment, n, d = key
         if args.quick and n >= 1_000_000:
             n = n // 4
-        times = {}
+        times, medians = {}, {}
         for strategy in strategies:
-            times[strategy], _ = time_call(cuda_runner(experiment, n, d, args.dtype, strategy), args.repeats)
+            times[strategy], medians[strategy] = time_call(cuda_runner(experiment, n, d, args.dtype, strategy),
+                                                           args.repeats)
             totals[strategy] += times[strategy] / target
         got = times[_cuda.DEFAULT_REDUCTION]
         met = got <= target or args.quick
@@ -312,7 +314,7 @@ def cuda_section(args, *, device=None, device_timer=None, kernels=None, make_bac
         lines.append(
             f"| {experiment} n={n} d={d} | {paper if paper is not None else '-'} | <= {target:g} | "
             + " | ".join(f"{times[s]:.2f}" for s in strategies)
-            + f" | {'yes' if got <= target else 'NO'} |"
+            + f" | {medians[_cuda.DEFAULT_REDUCTION]:.2f} | {'yes' if got <= target else 'NO'} |"
         )
     fastest = min(totals, key=totals.get)
     lines += ["", f"Fastest strategy over these targets (sum of time / target): {fastest}.", ""]

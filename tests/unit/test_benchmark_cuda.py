@@ -30,7 +30,8 @@ def test_cuda_section_end_to_end(emulated_cuda_class, monkeypatch, rng):
                                     make_backend=emulated_cuda_class, targets=targets)
     text = "\n".join(lines)
     assert "on Emulator (4 SMs, 1.00 GHz)" in text
-    assert "| target | paper GTX 480 (ms) | required | partials | thread_atomic | block_atomic | met |" in text
+    assert "| target | paper GTX 480 (ms) | required | partials | thread_atomic | block_atomic | median | met |" in text
+    assert all(line.count("|") == 9 for line in lines if line.startswith("| plugin n=300"))
     assert "| lscv_H_objective n=90 d=2 |" in text and text.count("| NO |") == 1  # the 1e-9 ms target
     assert met is False
     assert "Fastest strategy over these targets" in text
