@@ -79,7 +79,8 @@ bench-budget: bench-deps
 
 # On a machine with a CUDA device whose Python already has numpy, scipy, CuPy, pytest, pybind11 and
 # scikit-build-core (no network needed): build pg_kde into a venv that sees them, then the gpu tests,
-# the parity table and the CUDA benchmark. Results: benchmarks/results (and $$OUT when it is set).
+# the parity table, LSCV_h's stages with the kernels' tile and block (benchmarks/cuda_lscv_h.py) and the CUDA
+# benchmark (last: it exits non-zero when a target is missed). Results: benchmarks/results (and $$OUT when it is set).
 GPU_VENV ?= .venv-gpu
 # GPU_PYTHON: a Python that already holds those packages in a venv of its own (a venv made over it would not
 # see them), used as it is: e.g. make gpu-check GPU_PYTHON=/opt/torch/.venv/bin/python3
@@ -91,6 +92,7 @@ gpu-check:
 	$(GPU_PY) -P -m pytest -m gpu -q tests/unit
 	mkdir -p benchmarks/results
 	$(GPU_PY) -P benchmarks/parity.py | tee benchmarks/results/parity_gpu.md
+	$(GPU_PY) -P benchmarks/cuda_lscv_h.py --sweep
 	$(GPU_PY) -P benchmarks/bandwidth.py --cuda-only --dtype float32
 	@if [ -n "$$OUT" ]; then cp benchmarks/results/*.md "$$OUT"/; fi
 

@@ -6,6 +6,7 @@ import os
 import time
 
 from pg_kde import backend as _backends
+from pg_kde.backend import cuda as _cuda
 
 from benchhelpers import load_benchmark
 
@@ -37,3 +38,30 @@ def test_cuda_section_end_to_end(emulated_cuda_class, monkeypatch, rng):
     assert "Fastest strategy over these targets" in text
     assert "| PLUGIN pair sum |" in text and "| KDE sums |" in text
     assert "PG_KDE_CUDA_REDUCTION" not in os.environ  # restored
+
+
+def test_lscv_h_stages_and_layout_sweep_run_on_the_emulator(emulated_cuda, monkeypatch):
+    """benchmarks/cuda_lscv_h.py's own code (what a GPU session runs) on the emulated backend, tiny sizes:
+    one row a stage, one a pinned tile and block, and the tile floor restored after the sweep."""
+    bench = load_benchmark("cuda_lscv_h.py")
+    lines = bench.stages(lambda: emulated_cuda(block=64), 40, 2, calls=2, stage_calls=2)
+    assert lines[0] == "| stage | best (ms) | median (ms) |" and len(lines) == 2 + 8
+    assert lines[2].startswith("| lscv_h end to end, float32 (2 calls) |") and "copy of 3 doubles back" in lines[-1]
+    timed = []
+
+    def wall_ms(fn, repeats):
+        timed.append(repeats)
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+
+    made = []
+
+    def make(block, tile):
+        made.append((block, tile))
+        return emulated_cuda(block=block, pair_tile=tile)
+
+    table = bench.sweep(make, 40, 2, wall_ms, big_n=48, tiles=(8, 16), blocks=(64,), repeats=2)
+    assert made == [(64, 8), (64, 16)] and len(table) == 4 and table[2].startswith("| 8 | 64 | ")
+    assert all(row.count("|") == 8 for row in table[2:]) and set(timed) == {2, 1}
+    assert _cuda.MIN_PAIR_TILE == 16

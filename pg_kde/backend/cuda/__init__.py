@@ -205,6 +205,17 @@ def tile_count(n: int, tile: int) -> int:
     return per_side * (per_side + 1) // 2
 
 
+def filling_tile(n: int, pair_tile: int, sm_count: int) -> int:
+    """The buffered kernels' tile for n points: ``pair_tile`` halved while its tile pairs (one block each) are
+    fewer than FILL_BLOCKS a multiprocessor, not below MIN_PAIR_TILE (a pair_tile below it is kept). n = 1024
+    on an H200's 132: 32, where 64 left the LSCV_h grid pass's 136 blocks one a multiprocessor and took twice as
+    long (docs/benchmarks.md, GPU)."""
+    tile = pair_tile
+    while tile > MIN_PAIR_TILE and tile_count(n, tile) < FILL_BLOCKS * sm_count:
+        tile //= 2
+    return tile
+
+
 def _suffix(dtype: np.dtype) -> str:
     return "f32" if dtype == np.float32 else "f64"
 
@@ -305,12 +316,7 @@ class CudaBackend:
         """(threads, tile side P, log2 chunk columns, shared bytes) of a buffered pair kernel over n points."""
         # At least two threads per output where that fits in ``block``; else one thread per output.
         block = self.block if 2 * n_out <= self.block else 32 * -(-n_out // 32)
-        tile = self.pair_tile
-        # Blocks enough to fill the device: the tile halves while its tile pairs are fewer than FILL_BLOCKS
-        # a multiprocessor, not below MIN_PAIR_TILE (n = 1024 on an H200's 132: 32, where 64 left the
-        # LSCV_h grid pass's 136 blocks one a multiprocessor and took twice as long; docs/benchmarks.md, GPU).
-        while tile > MIN_PAIR_TILE and tile_count(n, tile) < FILL_BLOCKS * self.executor.sm_count:
-            tile //= 2
+        tile = filling_tile(n, self.pair_tile, self.executor.sm_count)
         while True:
             chunk = min(tile, max(1, self.buffer // tile))
             stride = d | 1  # the kernels' odd row stride (no shared-memory bank conflicts)
