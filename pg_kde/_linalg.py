@@ -73,15 +73,16 @@ def symmetric_from_upper(upper, d: int) -> np.ndarray:
     return m + np.triu(m, 1).T
 
 
-def apply_inverse(X: np.ndarray, inverse: np.ndarray) -> np.ndarray:
-    """Rows M x as a C-contiguous (n, d) float64 array, for M = L⁻¹ from :func:`lower_inverse`."""
+def apply_inverse(X: np.ndarray, inverse: np.ndarray, mean=None) -> np.ndarray:
+    """Rows M(x − mean) (mean None: M x) as a C-contiguous (n, d) float64 array, for M = L⁻¹ from
+    :func:`lower_inverse`; the centring is done row by row in the native loop, not as a copy of X."""
     X = _f64(X)
-    return _native.transform_rows(X, np.zeros(X.shape[1]), _f64(inverse))
+    return _native.transform_rows(X, np.zeros(X.shape[1]) if mean is None else _f64(mean), _f64(inverse))
 
 
 def whiten(X: np.ndarray, mean: np.ndarray, chol: np.ndarray) -> np.ndarray:
     """Rows L⁻¹(x − mean) as a C-contiguous (n, d) float64 array, where chol = L is lower triangular."""
-    return _native.transform_rows(_f64(X), _f64(mean), lower_inverse(chol))
+    return apply_inverse(X, lower_inverse(chol), mean)
 
 
 def times_exp(values, log_factor: float):

@@ -73,7 +73,7 @@ def evaluate(
     # Centre on the sample mean and multiply by L⁻¹ (H = LLᵀ) in float64: the kernel then sees unit-scale
     # numbers and ‖L⁻¹(p − x)‖² is the quadratic form (p − x)ᵀH⁻¹(p − x).
     mean, inverse = xs.mean(axis=0), lower_inverse(chol)
-    z_points, z_sample = apply_inverse(ps - mean, inverse), apply_inverse(xs - mean, inverse)
+    z_points, z_sample = apply_inverse(ps, inverse, mean), apply_inverse(xs, inverse, mean)
     sums = be.kde_sums(z_points, z_sample, dt, interrupt=interrupt)
     log_norm = -0.5 * d * math.log(2.0 * math.pi) - 0.5 * log_det_chol(chol) - math.log(xs.shape[0])
     return times_exp(sums, log_norm)  # (the norm alone can leave float64's range for a tiny or huge H)

@@ -60,6 +60,16 @@ def _zigzag(k: int) -> int:
     return 2 * k if k >= 0 else -2 * k - 1
 
 
+def _unzigzag(d: int) -> int:
+    """The k of :func:`_zigzag`'s d."""
+    return d // 2 if d % 2 == 0 else -(d + 1) // 2
+
+
+def _on_lattice(step: float) -> bool:
+    """Whether ``step`` is a value lattice a pack can use: positive, and it and 1/step finite."""
+    return step > 0 and math.isfinite(step) and math.isfinite(1 / step)
+
+
 def lattice_indices(values: Sequence[float], step: float) -> Optional[list]:
     """The lattice indices of ``values`` when each is exactly its index's :func:`lattice_value` and within
     :data:`PACK_LIMIT`; None otherwise (a value 1 ulp off its decimal, a continuous column)."""
@@ -137,7 +147,7 @@ def unpack_atoms(pack: bytes, step: float, index_sums: bool = False) -> tuple:
     data = bytes(pack)
     if len(data) < 4 or data[0] != PACK_FORMAT:
         raise PackError("pg_kde: the synopsis row's atom_pack is not a pack of format 1")
-    if not (step > 0 and math.isfinite(step) and math.isfinite(1 / step)):
+    if not _on_lattice(step):
         raise PackError("pg_kde: the synopsis row's atom_pack needs a value lattice (step > 0)")
     n, pos = _get(data, 1)
     if n < 1 or n > (len(data) - pos) // 2:
@@ -147,7 +157,7 @@ def unpack_atoms(pack: bytes, step: float, index_sums: bool = False) -> tuple:
     for i in range(n):
         d, pos = _get(data, pos)
         if i == 0:
-            k = d // 2 if d % 2 == 0 else -(d + 1) // 2
+            k = _unzigzag(d)
         elif d < 1:
             raise PackError("pg_kde: the synopsis row's atom_pack holds values out of order")
         elif d >= 2 * PACK_LIMIT:
@@ -221,8 +231,7 @@ def pack_cells(grid: Sequence[float], cum_count: Sequence[float], cum_sum: Seque
     build sums them (:func:`pg_kde.synopsis.maths.cell_prefix`). A pack that would not give back the arrays it
     was made from is not made."""
     n = len(grid)
-    if n < 2 or not (len(cum_count) == len(cum_sum) == len(density) == n) or not (
-            step > 0 and math.isfinite(step) and math.isfinite(1 / step)):  # (unpack_cells' lattice)
+    if n < 2 or not (len(cum_count) == len(cum_sum) == len(density) == n) or not _on_lattice(step):
         return None
     try:
         ks = [round(float(g) / step + 0.5) for g in grid]
@@ -266,13 +275,13 @@ def unpack_cells(pack: bytes, step: float) -> tuple:
     data = bytes(pack)
     if len(data) < 1 or data[0] != CELLS_FORMAT:
         raise PackError("pg_kde: the synopsis row's cell_pack is not a pack of format 3")
-    if not (step > 0 and math.isfinite(step) and math.isfinite(1 / step)):
+    if not _on_lattice(step):
         raise PackError("pg_kde: the synopsis row's cell_pack needs a value lattice (step > 0)")
     n, pos = _get(data, 1, "cell_pack")
     if n < 2 or 3 * (n - 1) + 4 * n > len(data) - pos:
         raise PackError("pg_kde: the synopsis row's cell_pack holds a wrong number of boundaries")
     d, pos = _get(data, pos, "cell_pack")
-    k = d // 2 if d % 2 == 0 else -(d + 1) // 2
+    k = _unzigzag(d)
     if abs(k) >= PACK_LIMIT:
         raise PackError("pg_kde: the synopsis row's cell_pack holds values past 2^53")
     grid, counts, sums = [(k - 0.5) * step], [0.0], [0.0]
