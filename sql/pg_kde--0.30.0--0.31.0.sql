@@ -71,11 +71,13 @@ BEGIN
         -- holds it, and +-Infinity or +-0 beyond float8's range (about 4.9e-324 to 1.8e308 in magnitude), which
         -- the refresh refuses: such a write leaves the synopsis stale (far_expr) where the conversion raised and
         -- rolled the user's write back (0.31.0, a red team).
+        -- The conditions below read each row's value once converted (s.kde_v) and the column itself (s.kde_c), from
+        -- a subquery that OFFSET 0 keeps from being flattened (which would convert a value once a reference).
         far_expr := 'false';
         IF @extschema@._kde_base_type(TG_RELID::regclass, r.attname) = 'numeric'::regtype THEN
             expr := format('@extschema@._kde_numeric_bound((%I)::numeric)', r.attname);
-            far_expr := format('((%1$I)::numeric <> 0 AND (%1$I)::numeric NOT IN (''Infinity'', ''-Infinity'', ''NaN'') '
-                               'AND abs(%2$s) IN (0, ''Infinity''))', r.attname, expr);
+            far_expr := '((s.kde_c)::numeric <> 0 AND (s.kde_c)::numeric NOT IN (''Infinity'', ''-Infinity'', ''NaN'') '
+                        'AND abs(s.kde_v) IN (0, ''Infinity''))';
         ELSIF r.typcategory = 'N' THEN
             expr := format('(%I)::float8', r.attname);
         ELSE
@@ -84,8 +86,8 @@ BEGIN
         -- Whether the written rows hold a value whose float8 may also stand for another of its type, as the
         -- refresh's scan tells (kde_synopsis.coarse, _kde_coarse_rule).
         rule := @extschema@._kde_coarse_rule(TG_RELID::regclass, r.attname);
-        coarse_expr := CASE WHEN rule.digits THEN format('@extschema@._kde_numeric_coarse((%I)::numeric)', r.attname)
-                            WHEN rule.magnitude IS NOT NULL THEN format('abs(%s) >= %s', expr, rule.magnitude)
+        coarse_expr := CASE WHEN rule.digits THEN '@extschema@._kde_numeric_coarse((s.kde_c)::numeric)'
+                            WHEN rule.magnitude IS NOT NULL THEN format('abs(s.kde_v) >= %s', rule.magnitude)
                             ELSE 'false' END;
         added := NULL;
         added_coarse := false;
@@ -93,12 +95,14 @@ BEGIN
         far_added := false;
         far_removed := false;
         IF TG_OP IN ('INSERT', 'UPDATE') THEN
-            EXECUTE format('SELECT array_agg(%s), coalesce(bool_or(%s), false), coalesce(bool_or(%s), false) FROM kde_new',
-                           expr, coarse_expr, far_expr)
+            EXECUTE format('SELECT array_agg(s.kde_v), coalesce(bool_or(%s), false), coalesce(bool_or(%s), false) '
+                           'FROM (SELECT %s AS kde_v, %I AS kde_c FROM kde_new OFFSET 0) s', coarse_expr, far_expr, expr,
+                           r.attname)
                 INTO added, added_coarse, far_added;
         END IF;
         IF TG_OP IN ('DELETE', 'UPDATE') THEN
-            EXECUTE format('SELECT array_agg(%s), coalesce(bool_or(%s), false) FROM kde_old', expr, far_expr)
+            EXECUTE format('SELECT array_agg(s.kde_v), coalesce(bool_or(%s), false) '
+                           'FROM (SELECT %s AS kde_v, %I AS kde_c FROM kde_old OFFSET 0) s', far_expr, expr, r.attname)
                 INTO removed, far_removed;
         END IF;
         IF far_added OR far_removed THEN
