@@ -41,9 +41,11 @@ def extension_files() -> list:
 
 
 #: The C sources of the extension's library ($libdir/pg_kde: the refresh's sample and scan aggregates, the
-#: 1-D queries' arithmetic and packed heavy values, the tracking triggers' arithmetic; they share pg_kde.h),
+#: 1-D queries' arithmetic and packed heavy values, the tracking triggers' arithmetic, the catalog's shape checks;
+#: they share pg_kde.h),
 #: compiled at install.
-LIBRARY_SOURCES = ("atoms.c", "cells.c", "cells2.c", "multi.c", "profile.c", "range.c", "sample.c", "track.c")
+LIBRARY_SOURCES = ("atoms.c", "catalog.c", "cells.c", "cells2.c", "multi.c", "profile.c", "range.c", "sample.c",
+                   "track.c")
 
 
 def _pg_config(pg_config: str, option: str) -> str:

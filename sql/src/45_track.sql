@@ -182,14 +182,18 @@ BEGIN
             WHERE k.relid = TG_RELID::regclass AND k.cols = r.cols;
             CONTINUE;
         END IF;
+        -- Arrays the write leaves as they were keep the stored value (the grid and the densities move only where a
+        -- written value passed the grid's ends, the heavy values never do): TOAST then keeps their stored copy
+        -- instead of writing it again at every statement (0.31.0).
         UPDATE @extschema@.kde_synopsis p
-        SET grid = delta.new_grid,
-            atom_values = CASE WHEN delta.pack IS NULL THEN delta.atom_values ELSE '{}' END,
+        SET grid = CASE WHEN delta.new_grid = p.grid THEN p.grid ELSE delta.new_grid END,
+            atom_values = CASE WHEN delta.pack IS NOT NULL THEN '{}'
+                               WHEN delta.atom_values = p.atom_values THEN p.atom_values ELSE delta.atom_values END,
             atom_cum_count = CASE WHEN delta.pack IS NULL THEN delta.new_atom_cum_count ELSE '{}' END,
             atom_cum_sum = CASE WHEN delta.pack IS NULL THEN delta.new_atom_cum_sum ELSE '{}' END,
             atom_pack = coalesce(delta.pack, ''),
             cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
-            density = delta.new_density, kde_rows = p.kde_rows + delta.kde_rows,
+            density = CASE WHEN delta.new_density = p.density THEN p.density ELSE delta.new_density END, kde_rows = p.kde_rows + delta.kde_rows,
             coarse = CASE WHEN added_coarse THEN true ELSE p.coarse END,
             -- each written value's addition, each prefix's and each cell's, rounds within one ulp of the
             -- largest magnitude added (2^-51 of it: twice that); a removed row takes its exact value out of
@@ -218,17 +222,22 @@ COMMENT ON FUNCTION _kde_track_apply() IS 'pg_kde internal: the tracking trigger
 -- every row (no WHEN condition, no UPDATE OF columns, no arguments); and is tbl still outside any inheritance
 -- tree (a write through a parent it joined later does not fire them). A red team on 0.29.0's first build
 -- replaced the insert trigger by one WHEN a setting was off, and attached a tracked table to a parent.
+--
+-- PL/pgSQL rather than SQL (0.31.0): a SQL function with a SET clause is planned again at every call, a tenth of a
+-- millisecond of every tracked write's statement; PL/pgSQL keeps the plan for the session.
 CREATE FUNCTION _kde_track_intact(tbl regclass) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT count(*) = 4 AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl)
+BEGIN
+    RETURN (SELECT count(*) = 4 AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl)
     FROM (VALUES ('kde_track_insert', 4, NULL, 'kde_new'), ('kde_track_update', 16, 'kde_old', 'kde_new'),
                  ('kde_track_delete', 8, 'kde_old', NULL), ('kde_track_truncate', 32, NULL, NULL)) AS w(name, type, old, new)
     JOIN pg_trigger t ON t.tgrelid = tbl AND t.tgname = w.name AND t.tgtype = w.type
                      AND t.tgoldtable IS NOT DISTINCT FROM w.old AND t.tgnewtable IS NOT DISTINCT FROM w.new
     WHERE t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure AND t.tgenabled IN ('O', 'A')
-      AND t.tgqual IS NULL AND t.tgnargs = 0 AND cardinality(t.tgattr::int2[]) = 0
+      AND t.tgqual IS NULL AND t.tgnargs = 0 AND cardinality(t.tgattr::int2[]) = 0);
+END
 $$;
 COMMENT ON FUNCTION _kde_track_intact(regclass) IS 'pg_kde internal: are a table''s four tracking triggers in place and enabled';
 

@@ -563,11 +563,33 @@ def test_malformed_catalog_rows_are_refused(db, table, login_role):
     db.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON kde_catalog, kde_synopsis, kde_synopsis_2d TO {}").format(ident(role)))
     with psycopg.connect(dsn, autocommit=True) as conn:
         for change in ["grid_size = 2147483647", "cell_cum_count = cell_cum_count[1:3]", "kde_rows = -1",
-                       "bandwidth = '{NaN}'", "grid = grid || NULL::float8", "atom_values = '{1, 2}'"]:
+                       "bandwidth = '{NaN}'", "grid = grid || NULL::float8", "atom_values = '{1, 2}'",
+                       # the shape checks (_kde_is_vector): indexed from 0, two dimensions of as many elements
+                       "grid = ('[0:' || (grid_size - 1) || ']=' || grid::text)::float8[]",
+                       "density = array[density, density], grid_size = 2 * grid_size, grid = grid || grid, "
+                       "cell_cum_count = cell_cum_count || cell_cum_count, cell_cum_sum = cell_cum_sum || cell_cum_sum"]:
             catalog = "kde_catalog" if change.startswith("bandwidth") else "kde_synopsis"  # header or payload
             with pytest.raises(psycopg.errors.CheckViolation):
                 conn.execute(f"UPDATE {catalog} SET {change} WHERE relid = %s::regclass", (table,))
     assert approx(db, "approx_count", table, "x", 0, 0.5) == pytest.approx(1000, abs=3)
+
+
+@pytest.mark.parametrize("array", [
+    "'{}'::float8[]", "'{1, 2}'::float8[]", "'[0:1]={1, 2}'::float8[]", "'[2:2]={5}'::float8[]",
+    "'{{1, 2}, {3, 4}}'::float8[]", "'{{1}}'::float8[]", "'{1, NULL}'::float8[]", "'{NULL}'::float8[]",
+    "NULL::float8[]", "'{NaN, Infinity}'::float8[]", "'{a, b}'::text[]", "'{a, NULL}'::text[]",
+    "'[-3:-2]={x, y}'::text[]", "'{}'::int2[]", "'{1}'::int2[]", "'{t, f}'::boolean[]",
+    "(SELECT array_agg(g::float8) FROM generate_series(1, 100000) g)",
+    "(SELECT array_agg(CASE WHEN g = 99999 THEN NULL ELSE g END) FROM generate_series(1, 100000) g)",
+])
+def test_the_shape_check_answers_as_its_sql_reference(db, array):
+    """_kde_is_vector (C since 0.31.0) against the SQL it replaced: one dimension indexed from 1 (or none), no
+    NULL element; NULL for a NULL array."""
+    reference = ("SELECT (array_ndims(a) IS NULL OR (array_ndims(a) = 1 AND array_lower(a, 1) = 1)) "
+                 "AND array_position(a, NULL) IS NULL FROM (SELECT {} AS a) s WHERE a IS NOT NULL").format(array)
+    expected = db.execute(reference).fetchone()
+    got = db.execute(f"SELECT _kde_is_vector({array})").fetchone()[0]
+    assert got == (expected[0] if expected else None)
 
 
 def test_views_with_column_grants_can_be_refreshed(db, table, login_role):

@@ -374,3 +374,29 @@ def test_columns_named_as_the_triggers_own_aliases_are_tracked_exactly(db, table
     db.execute(f"INSERT INTO {t} VALUES (1e400, 1.5)")
     assert state(db, table, "kde_v")[0] and "beyond float8's range" in state(db, table, "kde_v")[1]
     assert state(db, table, "kde_c")[:3] == (False, None, True)
+
+
+def test_a_write_inside_the_grid_keeps_its_ends_and_densities_one_beyond_moves_them(db, table):
+    """The trigger keeps the stored grid and densities where a write leaves them as they were (0.31.0: TOAST then
+    keeps their copy), and writes new ones where a value passes the grid's ends: the ends move out to it (half a
+    step out on a lattice) and the densities, relative to the grid's mean density, scale with the range."""
+    rng = np.random.default_rng(5)
+    load(db, table, {"amount": np.round(rng.lognormal(3.0, 0.5, 20000), 2)}, {"amount": "numeric"})
+    refresh(db, table, "amount")
+    t = sql.Identifier(table).as_string(db)
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    before = payload(db, table, "amount")
+    assert len(before["grid"]) >= 2
+    inside = round((before["grid"][0] + before["grid"][-1]) / 2, 2)
+    db.execute(f"INSERT INTO {t} (amount) VALUES (%s), (%s)", (inside, inside))
+    after = payload(db, table, "amount")
+    assert after["grid"] == before["grid"] and after["density"] == before["density"]
+    assert after["kde_rows"] == before["kde_rows"] + 2 and after["cell_cum_count"] != before["cell_cum_count"]
+    far = round(before["grid"][-1] * 2, 2)
+    db.execute(f"INSERT INTO {t} (amount) VALUES (%s)", (far,))
+    moved = payload(db, table, "amount")
+    assert moved["grid"][0] == before["grid"][0] and moved["grid"][1:-1] == before["grid"][1:-1]
+    assert moved["grid"][-1] == pytest.approx(far + 0.005, abs=1e-9)
+    scale = (moved["grid"][-1] - moved["grid"][0]) / (before["grid"][-1] - before["grid"][0])
+    np.testing.assert_allclose(moved["density"], np.float32(np.array(before["density"]) * scale), rtol=1e-6)
+    check_exact(moved, values(db, table, "amount"), rng, 50)
