@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from pg_kde import bandwidth, kde
+from pg_kde import _validate, bandwidth, kde
 
 SELECTORS = [bandwidth.plugin, bandwidth.lscv_h, bandwidth.lscv_H, bandwidth.normal_reference]
 
@@ -170,3 +170,31 @@ def test_times_exp_takes_the_product_in_logs_where_the_factor_alone_leaves_float
     out = times_exp(np.array([0.0, 1e-300, -2.0, 1e-10, -0.0]), 800.0)
     assert out[0] == 0.0 and np.isfinite(out[1]) and out[2] == -np.inf and out[3] == np.inf and out[4] == 0.0
     assert times_exp(np.array([5.0, -5.0]), -800.0).tolist() == [0.0, -0.0]
+
+
+@pytest.mark.parametrize("n", [1, 2, _validate._SPREAD_BLOCK_ROWS - 1, _validate._SPREAD_BLOCK_ROWS + 1,
+                               3 * _validate._SPREAD_BLOCK_ROWS + 7])
+def test_check_spread_finds_every_constant_column_a_block_of_rows_at_a_time(n, rng):
+    """check_spread (compares a block of rows at a time, columns settled in earlier blocks left out) names the
+    first column whose values all equal its first, as max == min says, whichever block its second value is in."""
+    d = 7
+    X = rng.standard_normal((n, d))
+    X[:, 1] = 1e308
+    X[:, 2] = -0.0
+    X[0, 2] = 0.0  # −0 equals 0: constant
+    X[:, 3] = 5.0
+    X[-1, 3] = 5.000000000000001  # its only other value in the last block
+    X[:, 4] = np.nan  # NaN equals nothing: never constant
+    X[:, 5] = -1e308
+    if n > 1:
+        X[n // 2, 5] = 1e308
+    X[:, 6] = 2.0
+    for cols in [list(range(d)), [0, 3, 4, 5], [0, 4], [6, 0]]:
+        Y = np.ascontiguousarray(X[:, cols])
+        with np.errstate(invalid="ignore"):
+            reference = np.flatnonzero(Y.max(axis=0) == Y.min(axis=0))
+        if reference.size == 0:
+            _validate.check_spread(Y)
+        else:
+            with pytest.raises(ValueError, match=f"column {reference[0]} of X is constant"):
+                _validate.check_spread(Y)
