@@ -9,7 +9,9 @@
 -- check _kde_is_vector is C (a SQL function's body was parsed at every call, a dozen times a write of a
 -- synopsis' row), _kde_resolve and _kde_track_intact are PL/pgSQL (planned once a session, where SQL
 -- functions with a SET clause were planned at every call), and the trigger keeps the stored grid and densities
--- where a write leaves them as they were.
+-- where a write leaves them as they were. A dump restored with pg_restore keeps tracking: the event trigger
+-- ended it when the restore's first CREATE TRIGGER found the set incomplete (_kde_track_triggers, new, counts
+-- the triggers there as kde_track makes them; _kde_on_ddl_end lets a CREATE TRIGGER leave the set incomplete).
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.31.0'" to load this file. \quit
 
 CREATE FUNCTION _kde_track_slack(slack float8, added float8[], removed float8[], old_sums float8[], new_sums float8[],
@@ -18,6 +20,30 @@ AS 'MODULE_PATHNAME', 'kde_track_slack' LANGUAGE C IMMUTABLE STRICT PARALLEL SAF
 COMMENT ON FUNCTION _kde_track_slack(float8, float8[], float8[], float8[], float8[], integer, float8)
     IS 'pg_kde internal: a synopsis'' sum slack after a tracked write';
 REVOKE EXECUTE ON FUNCTION _kde_track_slack(float8, float8[], float8[], float8[], float8[], integer, float8) FROM PUBLIC;
+
+CREATE FUNCTION _kde_track_triggers(tbl regclass) RETURNS integer
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl) THEN
+        RETURN -1;
+    END IF;
+    RETURN (SELECT CASE WHEN count(w.name) = count(*) THEN count(*) ELSE -1 END
+            FROM pg_trigger t
+            LEFT JOIN (VALUES ('kde_track_insert', 4, NULL, 'kde_new'), ('kde_track_update', 16, 'kde_old', 'kde_new'),
+                              ('kde_track_delete', 8, 'kde_old', NULL), ('kde_track_truncate', 32, NULL, NULL))
+                      AS w(name, type, old, new)
+                   ON t.tgname = w.name AND t.tgtype = w.type
+                  AND t.tgoldtable IS NOT DISTINCT FROM w.old AND t.tgnewtable IS NOT DISTINCT FROM w.new
+                  AND t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure AND t.tgenabled IN ('O', 'A')
+                  AND t.tgqual IS NULL AND t.tgnargs = 0 AND cardinality(t.tgattr::int2[]) = 0
+            WHERE t.tgrelid = tbl
+              AND t.tgname IN ('kde_track_insert', 'kde_track_update', 'kde_track_delete', 'kde_track_truncate'));
+END
+$$;
+COMMENT ON FUNCTION _kde_track_triggers(regclass) IS
+    'pg_kde internal: how many of kde_track''s four triggers a table has as kde_track makes them (-1: one is not)';
 
 CREATE OR REPLACE FUNCTION _kde_is_vector(a anyarray) RETURNS boolean
 AS 'MODULE_PATHNAME', 'kde_is_vector' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -43,16 +69,49 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (SELECT count(*) = 4 AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl)
-    FROM (VALUES ('kde_track_insert', 4, NULL, 'kde_new'), ('kde_track_update', 16, 'kde_old', 'kde_new'),
-                 ('kde_track_delete', 8, 'kde_old', NULL), ('kde_track_truncate', 32, NULL, NULL)) AS w(name, type, old, new)
-    JOIN pg_trigger t ON t.tgrelid = tbl AND t.tgname = w.name AND t.tgtype = w.type
-                     AND t.tgoldtable IS NOT DISTINCT FROM w.old AND t.tgnewtable IS NOT DISTINCT FROM w.new
-    WHERE t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure AND t.tgenabled IN ('O', 'A')
-      AND t.tgqual IS NULL AND t.tgnargs = 0 AND cardinality(t.tgattr::int2[]) = 0);
+    RETURN @extschema@._kde_track_triggers(tbl) = 4;
 END
 $$;
 COMMENT ON FUNCTION _kde_track_intact(regclass) IS 'pg_kde internal: are a table''s four tracking triggers in place and enabled';
+
+CREATE OR REPLACE FUNCTION _kde_on_ddl_end() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    touched oid[];
+    creating boolean;
+BEGIN
+    -- The relations the command touched and, since renames and type changes recurse, their descendants.
+    WITH RECURSIVE rels(oid) AS (
+        SELECT c.objid FROM pg_event_trigger_ddl_commands() c WHERE c.classid = 'pg_class'::regclass
+        UNION
+        -- (a trigger created, replaced or renamed: its table, for tracking's check below)
+        SELECT t.tgrelid FROM pg_event_trigger_ddl_commands() c JOIN pg_trigger t ON t.oid = c.objid
+        WHERE c.classid = 'pg_trigger'::regclass
+        UNION
+        SELECT i.inhrelid FROM pg_inherits i JOIN rels ON i.inhparent = rels.oid
+    )
+    SELECT array_agg(oid) INTO touched FROM rels;
+    IF touched IS NOT NULL THEN
+        PERFORM @extschema@._kde_reconcile(touched);
+        -- a tracked table whose triggers were disabled (ALTER TABLE ... DISABLE TRIGGER) is no longer tracked:
+        -- writes they miss would otherwise be followed by writes they apply (0.29.0). A restore (pg_restore:
+        -- kde_tracked's rows come with the data, the triggers after it, one command each) creates them one by
+        -- one: CREATE TRIGGER alone, leaving the set incomplete with each trigger there as kde_track makes it,
+        -- does not end tracking (0.31.0; a write before the set is whole does, in the trigger function). No
+        -- CREATE TRIGGER can take a trigger out of a whole set, and one that replaces a trigger otherwise than
+        -- as kde_track makes it still ends tracking.
+        SELECT bool_and(c.command_tag = 'CREATE TRIGGER') INTO creating FROM pg_event_trigger_ddl_commands() c;
+        PERFORM @extschema@._kde_track_broken(t.relid) FROM @extschema@.kde_tracked t
+        WHERE t.relid::oid = ANY (touched) AND NOT @extschema@._kde_track_intact(t.relid)
+          AND NOT (creating AND @extschema@._kde_track_triggers(t.relid) BETWEEN 0 AND 3);
+    END IF;
+EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint_violation THEN
+    RAISE WARNING 'pg_kde: could not bring synopses in step with the change: %', SQLERRM;
+END
+$$;
+COMMENT ON FUNCTION _kde_on_ddl_end() IS 'pg_kde internal: follow renamed columns, drop synopses of retyped ones';
 
 CREATE OR REPLACE FUNCTION _kde_track_apply() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER

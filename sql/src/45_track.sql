@@ -217,26 +217,47 @@ END
 $$;
 COMMENT ON FUNCTION _kde_track_apply() IS 'pg_kde internal: the tracking triggers'' function';
 
--- Are tbl's four tracking triggers in place: kde_track's names, on _kde_track_apply, enabled (as origin or
--- always), AFTER ... FOR EACH STATEMENT (tgtype: the event's bit alone) with their transition tables, for
--- every row (no WHEN condition, no UPDATE OF columns, no arguments); and is tbl still outside any inheritance
--- tree (a write through a parent it joined later does not fire them). A red team on 0.29.0's first build
--- replaced the insert trigger by one WHEN a setting was off, and attached a tracked table to a parent.
+-- How many of kde_track's four triggers tbl has, each as kde_track makes it: its name, on _kde_track_apply,
+-- enabled (as origin or always), AFTER ... FOR EACH STATEMENT (tgtype: the event's bit alone) with its
+-- transition tables, for every row (no WHEN condition, no UPDATE OF columns, no arguments); -1 where a trigger
+-- of one of those names is not so, or tbl is in an inheritance tree (a write through a parent it joined later
+-- does not fire them). A red team on 0.29.0's first build replaced the insert trigger by one WHEN a setting was
+-- off, and attached a tracked table to a parent.
 --
 -- PL/pgSQL rather than SQL (0.31.0): a SQL function with a SET clause is planned again at every call, a tenth of a
 -- millisecond of every tracked write's statement; PL/pgSQL keeps the plan for the session.
+CREATE FUNCTION _kde_track_triggers(tbl regclass) RETURNS integer
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl) THEN
+        RETURN -1;
+    END IF;
+    RETURN (SELECT CASE WHEN count(w.name) = count(*) THEN count(*) ELSE -1 END
+            FROM pg_trigger t
+            LEFT JOIN (VALUES ('kde_track_insert', 4, NULL, 'kde_new'), ('kde_track_update', 16, 'kde_old', 'kde_new'),
+                              ('kde_track_delete', 8, 'kde_old', NULL), ('kde_track_truncate', 32, NULL, NULL))
+                      AS w(name, type, old, new)
+                   ON t.tgname = w.name AND t.tgtype = w.type
+                  AND t.tgoldtable IS NOT DISTINCT FROM w.old AND t.tgnewtable IS NOT DISTINCT FROM w.new
+                  AND t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure AND t.tgenabled IN ('O', 'A')
+                  AND t.tgqual IS NULL AND t.tgnargs = 0 AND cardinality(t.tgattr::int2[]) = 0
+            WHERE t.tgrelid = tbl
+              AND t.tgname IN ('kde_track_insert', 'kde_track_update', 'kde_track_delete', 'kde_track_truncate'));
+END
+$$;
+COMMENT ON FUNCTION _kde_track_triggers(regclass) IS
+    'pg_kde internal: how many of kde_track''s four triggers a table has as kde_track makes them (-1: one is not)';
+
+-- Are tbl's four tracking triggers in place and enabled, as kde_track makes them (the trigger function and
+-- kde_tracked's policies ask).
 CREATE FUNCTION _kde_track_intact(tbl regclass) RETURNS boolean
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (SELECT count(*) = 4 AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl)
-    FROM (VALUES ('kde_track_insert', 4, NULL, 'kde_new'), ('kde_track_update', 16, 'kde_old', 'kde_new'),
-                 ('kde_track_delete', 8, 'kde_old', NULL), ('kde_track_truncate', 32, NULL, NULL)) AS w(name, type, old, new)
-    JOIN pg_trigger t ON t.tgrelid = tbl AND t.tgname = w.name AND t.tgtype = w.type
-                     AND t.tgoldtable IS NOT DISTINCT FROM w.old AND t.tgnewtable IS NOT DISTINCT FROM w.new
-    WHERE t.tgfoid = '@extschema@._kde_track_apply()'::regprocedure AND t.tgenabled IN ('O', 'A')
-      AND t.tgqual IS NULL AND t.tgnargs = 0 AND cardinality(t.tgattr::int2[]) = 0);
+    RETURN @extschema@._kde_track_triggers(tbl) = 4;
 END
 $$;
 COMMENT ON FUNCTION _kde_track_intact(regclass) IS 'pg_kde internal: are a table''s four tracking triggers in place and enabled';

@@ -128,6 +128,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     touched oid[];
+    creating boolean;
 BEGIN
     -- The relations the command touched and, since renames and type changes recurse, their descendants.
     WITH RECURSIVE rels(oid) AS (
@@ -143,9 +144,16 @@ BEGIN
     IF touched IS NOT NULL THEN
         PERFORM @extschema@._kde_reconcile(touched);
         -- a tracked table whose triggers were disabled (ALTER TABLE ... DISABLE TRIGGER) is no longer tracked:
-        -- writes they miss would otherwise be followed by writes they apply (0.29.0)
+        -- writes they miss would otherwise be followed by writes they apply (0.29.0). A restore (pg_restore:
+        -- kde_tracked's rows come with the data, the triggers after it, one command each) creates them one by
+        -- one: CREATE TRIGGER alone, leaving the set incomplete with each trigger there as kde_track makes it,
+        -- does not end tracking (0.31.0; a write before the set is whole does, in the trigger function). No
+        -- CREATE TRIGGER can take a trigger out of a whole set, and one that replaces a trigger otherwise than
+        -- as kde_track makes it still ends tracking.
+        SELECT bool_and(c.command_tag = 'CREATE TRIGGER') INTO creating FROM pg_event_trigger_ddl_commands() c;
         PERFORM @extschema@._kde_track_broken(t.relid) FROM @extschema@.kde_tracked t
-        WHERE t.relid::oid = ANY (touched) AND NOT @extschema@._kde_track_intact(t.relid);
+        WHERE t.relid::oid = ANY (touched) AND NOT @extschema@._kde_track_intact(t.relid)
+          AND NOT (creating AND @extschema@._kde_track_triggers(t.relid) BETWEEN 0 AND 3);
     END IF;
 EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint_violation THEN
     RAISE WARNING 'pg_kde: could not bring synopses in step with the change: %', SQLERRM;

@@ -4,6 +4,7 @@ they cannot apply mark the synopsis stale with the reason until a refresh; write
 only catalog writers may start tracking; kde_untrack stops it."""
 
 import math
+import shutil
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from psycopg import sql  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
 from pg_kde.synopsis.query import range_1d  # noqa: E402
-from sqlhelpers import assert_exact_cells, load, refresh  # noqa: E402
+from sqlhelpers import assert_exact_cells, load, refresh, restored_copy  # noqa: E402
 
 
 def payload(db, table, col):
@@ -400,3 +401,31 @@ def test_a_write_inside_the_grid_keeps_its_ends_and_densities_one_beyond_moves_t
     scale = (moved["grid"][-1] - moved["grid"][0]) / (before["grid"][-1] - before["grid"][0])
     np.testing.assert_allclose(moved["density"], np.float32(np.array(before["density"]) * scale), rtol=1e-6)
     check_exact(moved, values(db, table, "amount"), rng, 50)
+
+
+@pytest.mark.skipif(shutil.which("pg_dump") is None, reason="pg_dump is not installed")
+def test_a_restored_dump_keeps_tracking(server_dsn, database, db, table):
+    """A red team (0.31.0, older): after pg_dump and pg_restore, every tracked table was untracked, its synopses
+    stale "its tracking triggers were disabled, dropped or changed": kde_tracked's rows come with the data and the
+    restore creates the four triggers one command each, so the first found the set incomplete. A restored copy
+    keeps tracking: its synopses stale as restored (new storage) until a refresh, the writes applied exactly."""
+    rng = np.random.default_rng(8)
+    load(db, table, {"amount": np.round(rng.lognormal(3.0, 0.7, 5000), 2)}, {"amount": "numeric"})
+    refresh(db, table, "amount")
+    t = sql.Identifier(table).as_string(db)
+    db.execute("SELECT kde_track(%s::regclass)", (t,))
+    db.execute(f"INSERT INTO {t} (amount) VALUES (1.25), (20.00), (99999.99)")  # (one beyond the grid)
+    with restored_copy(server_dsn, database) as restored, psycopg.connect(restored, autocommit=True) as conn:
+        stale, reason, tracked, n_rows = state(conn, table, "amount")
+        assert (stale, reason, tracked, n_rows) == (
+            True, "truncated, rewritten, repartitioned, restored or (a view) redefined", True, 5003)
+        assert conn.execute("SELECT count(*) FROM kde_tracked WHERE relid = %s::regclass", (t,)).fetchone()[0] == 1
+        conn.execute(f"INSERT INTO {t} (amount) VALUES (3.50), (3.50), (150000.00)")
+        conn.execute(f"DELETE FROM {t} WHERE amount = 20.00")
+        check_exact(payload(conn, table, "amount"), values(conn, table, "amount"), rng, 50)
+        refresh(conn, table, "amount")
+        assert state(conn, table, "amount")[:3] == (False, None, True)
+        conn.execute(f"INSERT INTO {t} (amount) VALUES (7.77)")
+        assert state(conn, table, "amount")[:3] == (False, None, True)
+        check_exact(payload(conn, table, "amount"), values(conn, table, "amount"), rng, 50)
+    assert state(db, table, "amount")[:3] == (False, None, True)  # (the original, untouched)
