@@ -11,7 +11,8 @@
 -- functions with a SET clause were planned at every call), and the trigger keeps the stored grid and densities
 -- where a write leaves them as they were. A dump restored with pg_restore keeps tracking: the event trigger
 -- ended it when the restore's first CREATE TRIGGER found the set incomplete (_kde_track_triggers, new, counts
--- the triggers there as kde_track makes them; _kde_on_ddl_end lets a CREATE TRIGGER leave the set incomplete).
+-- the triggers there as kde_track makes them; _kde_on_ddl_end lets a CREATE TRIGGER leave the set incomplete,
+-- the table's synopses stale until a refresh).
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.31.0'" to load this file. \quit
 
 CREATE FUNCTION _kde_track_slack(slack float8, added float8[], removed float8[], old_sums float8[], new_sums float8[],
@@ -99,13 +100,19 @@ BEGIN
         -- writes they miss would otherwise be followed by writes they apply (0.29.0). A restore (pg_restore:
         -- kde_tracked's rows come with the data, the triggers after it, one command each) creates them one by
         -- one: CREATE TRIGGER alone, leaving the set incomplete with each trigger there as kde_track makes it,
-        -- does not end tracking (0.31.0; a write before the set is whole does, in the trigger function). No
-        -- CREATE TRIGGER can take a trigger out of a whole set, and one that replaces a trigger otherwise than
-        -- as kde_track makes it still ends tracking.
+        -- keeps the table tracked (0.31.0), its synopses stale until a refresh reads the rows again (a write
+        -- before the set is whole may have fired none of them; the trigger function applies none to a stale
+        -- synopsis, and ends tracking at a write that fires one). No CREATE TRIGGER can take a trigger out of a
+        -- whole set, and one that replaces a trigger otherwise than as kde_track makes it still ends tracking.
         SELECT bool_and(c.command_tag = 'CREATE TRIGGER') INTO creating FROM pg_event_trigger_ddl_commands() c;
         PERFORM @extschema@._kde_track_broken(t.relid) FROM @extschema@.kde_tracked t
         WHERE t.relid::oid = ANY (touched) AND NOT @extschema@._kde_track_intact(t.relid)
           AND NOT (creating AND @extschema@._kde_track_triggers(t.relid) BETWEEN 0 AND 3);
+        UPDATE @extschema@.kde_catalog k
+        SET storage_id = 'untracked: its tracking triggers were created after its rows (a restore)'
+        FROM @extschema@.kde_tracked t
+        WHERE creating AND t.relid = k.relid AND k.relid::oid = ANY (touched) AND k.kind = '1d'
+          AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%' AND NOT @extschema@._kde_track_intact(k.relid);
     END IF;
 EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint_violation THEN
     RAISE WARNING 'pg_kde: could not bring synopses in step with the change: %', SQLERRM;
