@@ -12,7 +12,8 @@
 -- where a write leaves them as they were. A dump restored with pg_restore keeps tracking: the event trigger
 -- ended it when the restore's first CREATE TRIGGER found the set incomplete (_kde_track_triggers, new, counts
 -- the triggers there as kde_track makes them; _kde_on_ddl_end lets a CREATE TRIGGER leave the set incomplete,
--- the table's synopses stale until a refresh).
+-- the table's synopses stale until a refresh: _kde_track_stale, new, which _kde_track_broken and the trigger
+-- function's TRUNCATE also call).
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.31.0'" to load this file. \quit
 
 CREATE FUNCTION _kde_track_slack(slack float8, added float8[], removed float8[], old_sums float8[], new_sums float8[],
@@ -46,6 +47,16 @@ $$;
 COMMENT ON FUNCTION _kde_track_triggers(regclass) IS
     'pg_kde internal: how many of kde_track''s four triggers a table has as kde_track makes them (-1: one is not)';
 
+CREATE FUNCTION _kde_track_stale(tbl regclass, why text) RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: ' || why
+    WHERE k.relid = tbl AND k.kind = '1d' AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%';
+$$;
+COMMENT ON FUNCTION _kde_track_stale(regclass, text) IS 'pg_kde internal: a table''s 1-D synopses stale until a refresh, with the reason';
+REVOKE EXECUTE ON FUNCTION _kde_track_stale(regclass, text) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION _kde_is_vector(a anyarray) RETURNS boolean
 AS 'MODULE_PATHNAME', 'kde_is_vector' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_is_vector(anyarray) IS 'pg_kde internal: a one-dimensional array from 1 without NULLs';
@@ -75,6 +86,16 @@ END
 $$;
 COMMENT ON FUNCTION _kde_track_intact(regclass) IS 'pg_kde internal: are a table''s four tracking triggers in place and enabled';
 
+CREATE OR REPLACE FUNCTION _kde_track_broken(tbl regclass) RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM @extschema@.kde_tracked k WHERE k.relid = tbl;
+    SELECT @extschema@._kde_track_stale(tbl, 'its tracking triggers were disabled, dropped or changed');
+$$;
+COMMENT ON FUNCTION _kde_track_broken(regclass) IS 'pg_kde internal: stop tracking a table whose triggers were disabled or dropped, its synopses stale';
+REVOKE EXECUTE ON FUNCTION _kde_track_broken(regclass) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION _kde_on_ddl_end() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -82,6 +103,7 @@ AS $$
 DECLARE
     touched oid[];
     creating boolean;
+    tracked record;
 BEGIN
     -- The relations the command touched and, since renames and type changes recurse, their descendants.
     WITH RECURSIVE rels(oid) AS (
@@ -105,14 +127,17 @@ BEGIN
         -- synopsis, and ends tracking at a write that fires one). No CREATE TRIGGER can take a trigger out of a
         -- whole set, and one that replaces a trigger otherwise than as kde_track makes it still ends tracking.
         SELECT bool_and(c.command_tag = 'CREATE TRIGGER') INTO creating FROM pg_event_trigger_ddl_commands() c;
-        PERFORM @extschema@._kde_track_broken(t.relid) FROM @extschema@.kde_tracked t
-        WHERE t.relid::oid = ANY (touched) AND NOT @extschema@._kde_track_intact(t.relid)
-          AND NOT (creating AND @extschema@._kde_track_triggers(t.relid) BETWEEN 0 AND 3);
-        UPDATE @extschema@.kde_catalog k
-        SET storage_id = 'untracked: its tracking triggers were created after its rows (a restore)'
-        FROM @extschema@.kde_tracked t
-        WHERE creating AND t.relid = k.relid AND k.relid::oid = ANY (touched) AND k.kind = '1d'
-          AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%' AND NOT @extschema@._kde_track_intact(k.relid);
+        FOR tracked IN SELECT t.relid, @extschema@._kde_track_triggers(t.relid) AS made FROM @extschema@.kde_tracked t
+                       WHERE t.relid::oid = ANY (touched) LOOP
+            IF tracked.made = 4 THEN
+                CONTINUE;  -- (intact)
+            ELSIF creating AND tracked.made >= 0 THEN
+                PERFORM @extschema@._kde_track_stale(tracked.relid,
+                                                     'its tracking triggers were created after its rows (a restore)');
+            ELSE
+                PERFORM @extschema@._kde_track_broken(tracked.relid);
+            END IF;
+        END LOOP;
     END IF;
 EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint_violation THEN
     RAISE WARNING 'pg_kde: could not bring synopses in step with the change: %', SQLERRM;
@@ -156,8 +181,7 @@ BEGIN
         PERFORM @extschema@._kde_track_broken(TG_RELID::regclass);
         RETURN NULL;
     ELSIF TG_OP = 'TRUNCATE' THEN
-        UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: the table was truncated'
-        WHERE k.relid = TG_RELID::regclass AND k.kind = '1d' AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%';
+        PERFORM @extschema@._kde_track_stale(TG_RELID::regclass, 'the table was truncated');
         RETURN NULL;
     END IF;
     size_now := pg_relation_size(TG_RELID) / current_setting('block_size')::bigint;
@@ -252,7 +276,8 @@ BEGIN
             atom_cum_sum = CASE WHEN delta.pack IS NULL THEN delta.new_atom_cum_sum ELSE '{}' END,
             atom_pack = coalesce(delta.pack, ''),
             cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
-            density = CASE WHEN delta.new_density = p.density THEN p.density ELSE delta.new_density END, kde_rows = p.kde_rows + delta.kde_rows,
+            density = CASE WHEN delta.new_density = p.density THEN p.density ELSE delta.new_density END,
+            kde_rows = p.kde_rows + delta.kde_rows,
             coarse = CASE WHEN added_coarse THEN true ELSE p.coarse END,
             -- each written value's addition, each prefix's and each cell's, rounds within one ulp of the
             -- largest magnitude added (2^-51 of it: twice that); a removed row takes its exact value out of

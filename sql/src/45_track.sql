@@ -97,8 +97,7 @@ BEGIN
         PERFORM @extschema@._kde_track_broken(TG_RELID::regclass);
         RETURN NULL;
     ELSIF TG_OP = 'TRUNCATE' THEN
-        UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: the table was truncated'
-        WHERE k.relid = TG_RELID::regclass AND k.kind = '1d' AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%';
+        PERFORM @extschema@._kde_track_stale(TG_RELID::regclass, 'the table was truncated');
         RETURN NULL;
     END IF;
     size_now := pg_relation_size(TG_RELID) / current_setting('block_size')::bigint;
@@ -193,7 +192,8 @@ BEGIN
             atom_cum_sum = CASE WHEN delta.pack IS NULL THEN delta.new_atom_cum_sum ELSE '{}' END,
             atom_pack = coalesce(delta.pack, ''),
             cell_cum_count = delta.new_cell_cum_count, cell_cum_sum = delta.new_cell_cum_sum,
-            density = CASE WHEN delta.new_density = p.density THEN p.density ELSE delta.new_density END, kde_rows = p.kde_rows + delta.kde_rows,
+            density = CASE WHEN delta.new_density = p.density THEN p.density ELSE delta.new_density END,
+            kde_rows = p.kde_rows + delta.kde_rows,
             coarse = CASE WHEN added_coarse THEN true ELSE p.coarse END,
             -- each written value's addition, each prefix's and each cell's, rounds within one ulp of the
             -- largest magnitude added (2^-51 of it: twice that); a removed row takes its exact value out of
@@ -262,6 +262,20 @@ END
 $$;
 COMMENT ON FUNCTION _kde_track_intact(regclass) IS 'pg_kde internal: are a table''s four tracking triggers in place and enabled';
 
+-- A table's 1-D synopses stale with the reason (kde_synopses: "tracking could not apply a write: " and it)
+-- until a refresh stores the table's own storage id again; the trigger function applies no write to them. One
+-- already so keeps its first reason. Run by the trigger function (a TRUNCATE), _kde_track_broken and the event
+-- triggers (a restore's triggers created after its rows), as the catalog's owner.
+CREATE FUNCTION _kde_track_stale(tbl regclass, why text) RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: ' || why
+    WHERE k.relid = tbl AND k.kind = '1d' AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%';
+$$;
+COMMENT ON FUNCTION _kde_track_stale(regclass, text) IS 'pg_kde internal: a table''s 1-D synopses stale until a refresh, with the reason';
+REVOKE EXECUTE ON FUNCTION _kde_track_stale(regclass, text) FROM PUBLIC;
+
 -- A tracked table whose triggers are no longer all in place and enabled (disabled, dropped, renamed) is no
 -- longer tracked, and its synopses are stale with that reason: a write the triggers missed may be in the table
 -- (kde_untrack takes the table out of kde_tracked first, so that stopping on purpose leaves them fresh). Run
@@ -271,8 +285,7 @@ LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
     DELETE FROM @extschema@.kde_tracked k WHERE k.relid = tbl;
-    UPDATE @extschema@.kde_catalog k SET storage_id = 'untracked: its tracking triggers were disabled, dropped or changed'
-    WHERE k.relid = tbl AND k.kind = '1d' AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%';
+    SELECT @extschema@._kde_track_stale(tbl, 'its tracking triggers were disabled, dropped or changed');
 $$;
 COMMENT ON FUNCTION _kde_track_broken(regclass) IS 'pg_kde internal: stop tracking a table whose triggers were disabled or dropped, its synopses stale';
 REVOKE EXECUTE ON FUNCTION _kde_track_broken(regclass) FROM PUBLIC;

@@ -129,6 +129,7 @@ AS $$
 DECLARE
     touched oid[];
     creating boolean;
+    tracked record;
 BEGIN
     -- The relations the command touched and, since renames and type changes recurse, their descendants.
     WITH RECURSIVE rels(oid) AS (
@@ -152,14 +153,17 @@ BEGIN
         -- synopsis, and ends tracking at a write that fires one). No CREATE TRIGGER can take a trigger out of a
         -- whole set, and one that replaces a trigger otherwise than as kde_track makes it still ends tracking.
         SELECT bool_and(c.command_tag = 'CREATE TRIGGER') INTO creating FROM pg_event_trigger_ddl_commands() c;
-        PERFORM @extschema@._kde_track_broken(t.relid) FROM @extschema@.kde_tracked t
-        WHERE t.relid::oid = ANY (touched) AND NOT @extschema@._kde_track_intact(t.relid)
-          AND NOT (creating AND @extschema@._kde_track_triggers(t.relid) BETWEEN 0 AND 3);
-        UPDATE @extschema@.kde_catalog k
-        SET storage_id = 'untracked: its tracking triggers were created after its rows (a restore)'
-        FROM @extschema@.kde_tracked t
-        WHERE creating AND t.relid = k.relid AND k.relid::oid = ANY (touched) AND k.kind = '1d'
-          AND coalesce(k.storage_id, '') NOT LIKE 'untracked:%' AND NOT @extschema@._kde_track_intact(k.relid);
+        FOR tracked IN SELECT t.relid, @extschema@._kde_track_triggers(t.relid) AS made FROM @extschema@.kde_tracked t
+                       WHERE t.relid::oid = ANY (touched) LOOP
+            IF tracked.made = 4 THEN
+                CONTINUE;  -- (intact)
+            ELSIF creating AND tracked.made >= 0 THEN
+                PERFORM @extschema@._kde_track_stale(tracked.relid,
+                                                     'its tracking triggers were created after its rows (a restore)');
+            ELSE
+                PERFORM @extschema@._kde_track_broken(tracked.relid);
+            END IF;
+        END LOOP;
     END IF;
 EXCEPTION WHEN undefined_table OR insufficient_privilege OR integrity_constraint_violation THEN
     RAISE WARNING 'pg_kde: could not bring synopses in step with the change: %', SQLERRM;
