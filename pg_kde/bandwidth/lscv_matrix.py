@@ -289,6 +289,7 @@ def lscv_H(
         )
     H = chol_sigma @ H_z @ chol_sigma.T
     H = 0.5 * (H + H.T)
+    to_data = -0.5 * log_det_chol(chol_sigma)  # LSCV_X(H) = |Σ̂|^{−1/2} LSCV_Z(H_z), in logarithms (times_exp)
     return BandwidthResult(
         H=H,
         h=None,
@@ -297,7 +298,7 @@ def lscv_H(
         dtype=dt,
         n=n,
         d=d,
-        objective=times_exp(value, -0.5 * log_det_chol(chol_sigma)),  # LSCV_X(H) = |Σ̂|^{−1/2} LSCV_Z(H_z)
+        objective=times_exp(value, to_data),
         at_boundary=at_boundary,
         details={
             "evaluations": crit.evaluations,
@@ -306,6 +307,6 @@ def lscv_H(
             "start_scale": scale,
             # LSCV (data units) at H shrunk by a decade uniformly and along its smallest eigendirection; empty
             # when the polish converged (the collapse check only runs without a stationary point).
-            "collapse_values": [times_exp(v, -0.5 * log_det_chol(chol_sigma)) for v in collapse_values],
+            "collapse_values": [times_exp(v, to_data) for v in collapse_values],
         },
     )
