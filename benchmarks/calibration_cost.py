@@ -67,7 +67,7 @@ def scan_costs(dsn: str, rows: int, repeats: int) -> list:
             plan = build._Plan1D(grid, np.empty(0), step, step, False, 0, 0, np.empty(0), 0, ranked, even)
             fine = plan.scanned_grid()
             # (the column as the aggregate reads it: numeric and timestamptz directly)
-            sql = f"SELECT length(_kde_cells({col}, %s::float8[], '{{}}'::float8[], %s::float8)) FROM sales"
+            sql = f"SELECT length(_kde_cells({col}, %s::float8[], '{{}}'::float8[], %s::float8, 256)) FROM sales"
             timed(conn, sql, (grid.tolist(), step))  # warm
             times = {"grid": [], "cuts": []}
             for _ in range(repeats):

@@ -71,7 +71,7 @@ def shard_times(conn, table: str, repeats: int) -> dict:
     grid, step = conn.execute("SELECT grid, step FROM kde_synopsis WHERE relid = %s::regclass AND cols = '{amount}'",
                               (table,)).fetchone()
     grid_sql = "'{" + ",".join(repr(float(g)) for g in grid) + "}'::float8[]"
-    aggregate = f"{schema}._kde_cells(amount, {grid_sql}, '{{}}'::float8[], {float(step)!r})"
+    aggregate = f"{schema}._kde_cells(amount, {grid_sql}, '{{}}'::float8[], {float(step)!r}, 256)"
     per_shard: dict = {}
     for _ in range(repeats):
         for shard, port, result in conn.execute(

@@ -1,5 +1,5 @@
 /*
- * pg_kde's refresh scan: the aggregate _kde_cells(value, grid, candidates, quantum), one pass over a
+ * pg_kde's refresh scan: the aggregate _kde_cells(value, grid, candidates, quantum, tail), one pass over a
  * column that counts what a 1-D synopsis stores (docs/math.md §7):
  *
  *   - per cell of the grid (len(grid) - 1 cells, width_bucket's rule: grid[c] <= v < grid[c + 1], values
@@ -10,9 +10,11 @@
  *   - the column's facts: non-NULL and non-finite rows, rows off the quantum's lattice, rows that are not
  *     whole numbers, rows whose quanta do not fit an int64, and the min and max of all values and of the
  *     cells' values;
- *   - the TAIL_VALUES smallest and largest of the cells' values (two heaps, with repeats): where the grid
- *     was placed from a sample of the table's blocks, rows beyond the sampled range fall in the outer cells,
- *     and these values let the build cut those cells exactly (docs/math.md §7).
+ *   - the `tail` smallest and largest of the cells' values (two heaps, with repeats; 1 to TAIL_MOST, the
+ *     build asks TAIL_VALUES unless it expects the cells to hold more rows and would keep their values
+ *     exactly): where the grid was placed from a sample of the table's blocks, rows beyond the sampled range
+ *     fall in the outer cells, and these values let the build cut those cells exactly; where the heaps hold
+ *     every cell value, a frequency table takes them all (docs/math.md §7).
  *
  * It is written in C because the scan is the refresh's cost: SQL expressions cost ~100 ns per row each,
  * this ~20 ns. The state is a bytea with a combine function: PostgreSQL's parallel query runs the aggregate
@@ -23,7 +25,7 @@
  * The state (and the aggregate's value), read by pg_kde.synopsis.sql_reader, in the server's byte order:
  *   4 bytes of padding | header (struct CellsHeader) | grid[m] float8 | candidates[k] float8 |
  *   cell rows[m-1] int64 | cell quanta[m-1] (int64 low, int64 high) | candidate rows[k] int64 |
- *   smallest[TAIL_VALUES] float8 (a max-heap, `n_low` used) | largest[TAIL_VALUES] float8 (a min-heap)
+ *   smallest[tail] float8 (a max-heap, `n_low` used) | largest[tail] float8 (a min-heap)
  * (the padding puts the arrays on 8-byte boundaries after the 4-byte varlena header); the transition
  * functions update it in place.
  */
@@ -49,9 +51,9 @@
 PG_MODULE_MAGIC;
 
 #define CELLS_MAGIC 0x4345444bu /* "KDEC" */
-#define CELLS_VERSION 2
-/* cell values kept at each end (the smallest and the largest) */
-#define TAIL_VALUES 256
+#define CELLS_VERSION 3
+/* the most cell values a state keeps at each end (the smallest and the largest): 256 KB of heaps */
+#define TAIL_MOST 16384
 /* rint(v / q) must stay below 2^63 in magnitude to be added as an int64 */
 #define QUANTA_LIMIT 9223372036854775808.0
 
@@ -71,8 +73,10 @@ typedef struct CellsHeader
 	double		hi;
 	double		all_lo;			/* min and max of all finite values (NaN when none) */
 	double		all_hi;
-	int32		n_low;			/* values in the heaps (at most TAIL_VALUES each) */
+	int32		n_low;			/* values in the heaps (at most tail each) */
 	int32		n_high;
+	int32		tail;			/* the heaps' room: cell values kept at each end */
+	int32		unused;			/* (keeps the arrays after the header on 8-byte boundaries) */
 } CellsHeader;
 
 /* Pointers into a state's bytea. */
@@ -107,10 +111,10 @@ PG_FUNCTION_INFO_V1(kde_cells_combine);
 #define STATE_LIMIT (MaxAllocSize / 64)
 
 static Size
-state_size(int m, int k)
+state_size(int m, int k, int tail)
 {
 	return VARHDRSZ + STATE_PAD + sizeof(CellsHeader) + sizeof(double) * ((Size) m + (Size) k) +
-		3 * sizeof(int64) * ((Size) m - 1) + sizeof(int64) * (Size) k + 2 * sizeof(double) * TAIL_VALUES;
+		3 * sizeof(int64) * ((Size) m - 1) + sizeof(int64) * (Size) k + 2 * sizeof(double) * (Size) tail;
 }
 
 /* Whether b is a whole, well-formed state of this version, 8-byte aligned (so view() may read it). */
@@ -124,8 +128,9 @@ state_ok(const bytea *b)
 		return false;
 	h = (const CellsHeader *) ((const char *) b + VARHDRSZ + STATE_PAD);
 	return h->magic == CELLS_MAGIC && h->version == CELLS_VERSION && h->m >= 2 && h->m <= STATE_LIMIT &&
-		h->k >= 0 && h->k <= STATE_LIMIT && h->n_low >= 0 && h->n_low <= TAIL_VALUES && h->n_high >= 0 &&
-		h->n_high <= TAIL_VALUES && VARSIZE(b) == state_size(h->m, h->k);
+		h->k >= 0 && h->k <= STATE_LIMIT && h->tail >= 1 && h->tail <= TAIL_MOST && h->n_low >= 0 &&
+		h->n_low <= h->tail && h->n_high >= 0 && h->n_high <= h->tail && h->unused == 0 &&
+		VARSIZE(b) == state_size(h->m, h->k, h->tail);
 }
 
 static bytea *state_copy(bytea *from, MemoryContext context);
@@ -149,22 +154,22 @@ view(bytea *b, CellsState *s)
 	s->candidate_rows = (int64 *) p;
 	p += sizeof(int64) * s->h->k;
 	s->low = (double *) p;
-	p += sizeof(double) * TAIL_VALUES;
+	p += sizeof(double) * s->h->tail;
 	s->high = (double *) p;
 }
 
 /*
- * Keep v among the TAIL_VALUES smallest (small: a max-heap, its root the largest kept) or largest (a
- * min-heap) values seen: pushed while the heap has room, else put in the root's place when it beats the
- * root. *n is the heap's size.
+ * Keep v among the `room` smallest (small: a max-heap, its root the largest kept) or largest (a min-heap)
+ * values seen: pushed while the heap has room, else put in the root's place when it beats the root. *n is
+ * the heap's size.
  */
 static void
-keep_extreme(double *heap, int32 *n, double v, bool small)
+keep_extreme(double *heap, int32 *n, int32 room, double v, bool small)
 {
 	int			i;
 
 #define WORSE(a, b) (small ? (a) > (b) : (a) < (b))	/* a is farther from the end kept than b */
-	if (*n < TAIL_VALUES)
+	if (*n < room)
 	{
 		i = (*n)++;
 		while (i > 0 && WORSE(v, heap[(i - 1) / 2]))
@@ -241,25 +246,31 @@ state_new(FunctionCallInfo fcinfo, MemoryContext context)
 	double	   *grid,
 			   *candidates;
 	int			m,
-				k;
+				k,
+				tail;
 	double		quantum;
 
-	if (PG_ARGISNULL(2) || PG_ARGISNULL(3) || PG_ARGISNULL(4))
+	if (PG_ARGISNULL(2) || PG_ARGISNULL(3) || PG_ARGISNULL(4) || PG_ARGISNULL(5))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						errmsg("pg_kde: _kde_cells needs a grid, candidates and a quantum")));
+						errmsg("pg_kde: _kde_cells needs a grid, candidates, a quantum and a tail")));
 	grid = kde_sorted_array(PG_GETARG_ARRAYTYPE_P(2), "the grid", 2, false, &m);
 	candidates = kde_sorted_array(PG_GETARG_ARRAYTYPE_P(3), "the candidates", 0, true, &k);
 	quantum = PG_GETARG_FLOAT8(4);
+	tail = PG_GETARG_INT32(5);
+	if (tail < 1 || tail > TAIL_MOST)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("pg_kde: the tail must be from 1 to %d cell values, not %d", TAIL_MOST, tail)));
 	if (m > STATE_LIMIT || k > STATE_LIMIT)
 		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 						errmsg("pg_kde: at most %d grid points and candidates", (int) STATE_LIMIT)));
 	if (!(quantum > 0) || !isfinite(quantum))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: the quantum must be positive and finite")));
-	b = MemoryContextAllocZero(context, state_size(m, k));
-	SET_VARSIZE(b, state_size(m, k));
+	b = MemoryContextAllocZero(context, state_size(m, k, tail));
+	SET_VARSIZE(b, state_size(m, k, tail));
 	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->m = m;
 	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->k = k;
+	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->tail = tail;
 	view(b, &s);
 	s.h->magic = CELLS_MAGIC;
 	s.h->version = CELLS_VERSION;
@@ -338,8 +349,8 @@ add_value(CellsState *s, double v)
 	c = kde_cell_of(s->grid, s->h->m, v);
 	s->rows[c]++;
 	kde_widen(&s->h->lo, &s->h->hi, v);
-	keep_extreme(s->low, &s->h->n_low, v, true);
-	keep_extreme(s->high, &s->h->n_high, v, false);
+	keep_extreme(s->low, &s->h->n_low, s->h->tail, v, true);
+	keep_extreme(s->high, &s->h->n_high, s->h->tail, v, false);
 	t = v / s->h->quantum;
 	r = rint(t);
 	if (!kde_on_lattice(v, s->h->quantum))
@@ -743,11 +754,11 @@ kde_cells_combine(PG_FUNCTION_ARGS)
 		a = state_copy(PG_GETARG_BYTEA_PP(0), CurrentMemoryContext);
 	view(a, &sa);
 	view(state_copy(PG_GETARG_BYTEA_PP(1), CurrentMemoryContext), &sb);
-	if (sa.h->m != sb.h->m || sa.h->k != sb.h->k || sa.h->quantum != sb.h->quantum ||
+	if (sa.h->m != sb.h->m || sa.h->k != sb.h->k || sa.h->quantum != sb.h->quantum || sa.h->tail != sb.h->tail ||
 		memcmp(sa.grid, sb.grid, sizeof(double) * sa.h->m) != 0 ||
 		(sa.h->k > 0 && memcmp(sa.candidates, sb.candidates, sizeof(double) * sa.h->k) != 0))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("pg_kde: _kde_cells states of different grids, candidates or quanta do not combine")));
+						errmsg("pg_kde: _kde_cells states of different grids, candidates, quanta or tails do not combine")));
 	sa.h->non_null += sb.h->non_null;
 	sa.h->non_finite += sb.h->non_finite;
 	sa.h->off_lattice += sb.h->off_lattice;
@@ -765,8 +776,8 @@ kde_cells_combine(PG_FUNCTION_ARGS)
 	for (int i = 0; i < sa.h->k; i++)
 		sa.candidate_rows[i] += sb.candidate_rows[i];
 	for (int i = 0; i < sb.h->n_low; i++)
-		keep_extreme(sa.low, &sa.h->n_low, sb.low[i], true);
+		keep_extreme(sa.low, &sa.h->n_low, sa.h->tail, sb.low[i], true);
 	for (int i = 0; i < sb.h->n_high; i++)
-		keep_extreme(sa.high, &sa.h->n_high, sb.high[i], false);
+		keep_extreme(sa.high, &sa.h->n_high, sa.h->tail, sb.high[i], false);
 	PG_RETURN_BYTEA_P(a);
 }

@@ -13,7 +13,11 @@
 -- ended it when the restore's first CREATE TRIGGER found the set incomplete (_kde_track_triggers, new, counts
 -- the triggers there as kde_track makes them; _kde_on_ddl_end lets a CREATE TRIGGER leave the set incomplete,
 -- the table's synopses stale until a refresh: _kde_track_stale, new, which _kde_track_broken and the trigger
--- function's TRUNCATE also call).
+-- function's TRUNCATE also call). The refresh's scan _kde_cells takes a fifth argument, the cell values it keeps
+-- at each end (its state, version 3, holds them): a lattice frequency table's scan keeps as many as its cells are
+-- expected to hold, so that the values the sample missed join the table (a Zipf-like quantity exact at 8 KB).
+-- The four-argument aggregates and their step functions are dropped; a Citus table's stored shard answers
+-- (kde_parts) were read by the old command, so its next refresh reads every shard again.
 \echo Use "ALTER EXTENSION pg_kde UPDATE TO '0.31.0'" to load this file. \quit
 
 CREATE FUNCTION _kde_track_slack(slack float8, added float8[], removed float8[], old_sums float8[], new_sums float8[],
@@ -378,3 +382,50 @@ END
 $$;
 COMMENT ON FUNCTION kde_refresh_stale() IS
     'Refresh every stale synopsis the current role may read, each on its own (failures are warnings); returns how many were refreshed';
+
+DROP AGGREGATE _kde_cells(float8, float8[], float8[], float8);
+DROP AGGREGATE _kde_cells(numeric, float8[], float8[], float8);
+DROP AGGREGATE _kde_cells(timestamptz, float8[], float8[], float8);
+DROP AGGREGATE _kde_cells(timestamp, float8[], float8[], float8);
+DROP AGGREGATE _kde_cells(date, float8[], float8[], float8);
+DROP FUNCTION _kde_cells_step(bytea, float8, float8[], float8[], float8);
+DROP FUNCTION _kde_cells_step(bytea, numeric, float8[], float8[], float8);
+DROP FUNCTION _kde_cells_step(bytea, timestamptz, float8[], float8[], float8);
+DROP FUNCTION _kde_cells_step(bytea, timestamp, float8[], float8[], float8);
+DROP FUNCTION _kde_cells_step(bytea, date, float8[], float8[], float8);
+
+-- The refresh's scan (extension/cells.c): value, grid, candidates, quantum, and the cell values it keeps at each
+-- end (0.31.0: the tail, 256 unless the build expects its cells to hold more rows and would keep each value).
+CREATE FUNCTION _kde_cells_step(bytea, float8, float8[], float8[], float8, int4) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_cells_step_float8' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION _kde_cells_step(bytea, numeric, float8[], float8[], float8, int4) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_cells_step_numeric' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION _kde_cells_step(bytea, timestamptz, float8[], float8[], float8, int4) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_cells_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION _kde_cells_step(bytea, timestamp, float8[], float8[], float8, int4) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_cells_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION _kde_cells_step(bytea, date, float8[], float8[], float8, int4) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kde_cells_step_date' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE AGGREGATE _kde_cells(float8, float8[], float8[], float8, int4) (
+    SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
+CREATE AGGREGATE _kde_cells(numeric, float8[], float8[], float8, int4) (
+    SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
+CREATE AGGREGATE _kde_cells(timestamptz, float8[], float8[], float8, int4) (
+    SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
+CREATE AGGREGATE _kde_cells(timestamp, float8[], float8[], float8, int4) (
+    SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
+CREATE AGGREGATE _kde_cells(date, float8[], float8[], float8, int4) (
+    SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
+REVOKE EXECUTE ON FUNCTION _kde_cells_step(bytea, float8, float8[], float8[], float8, int4),
+    _kde_cells_step(bytea, numeric, float8[], float8[], float8, int4), _kde_cells_step(bytea, timestamptz, float8[], float8[], float8, int4),
+    _kde_cells_step(bytea, timestamp, float8[], float8[], float8, int4), _kde_cells_step(bytea, date, float8[], float8[], float8, int4),
+    _kde_cells_combine(bytea, bytea) FROM PUBLIC;
+COMMENT ON AGGREGATE _kde_cells(float8, float8[], float8[], float8, int4) IS 'pg_kde internal: the refresh''s scan of a column';
+COMMENT ON AGGREGATE _kde_cells(numeric, float8[], float8[], float8, int4) IS 'pg_kde internal: the refresh''s scan of a column';
+COMMENT ON AGGREGATE _kde_cells(timestamptz, float8[], float8[], float8, int4) IS 'pg_kde internal: the refresh''s scan of a column';
+COMMENT ON AGGREGATE _kde_cells(timestamp, float8[], float8[], float8, int4) IS 'pg_kde internal: the refresh''s scan of a column';
+COMMENT ON AGGREGATE _kde_cells(date, float8[], float8[], float8, int4) IS 'pg_kde internal: the refresh''s scan of a column';
+GRANT EXECUTE ON FUNCTION _kde_cells_step(bytea, float8, float8[], float8[], float8, int4),
+    _kde_cells_step(bytea, numeric, float8[], float8[], float8, int4), _kde_cells_step(bytea, timestamptz, float8[], float8[], float8, int4),
+    _kde_cells_step(bytea, timestamp, float8[], float8[], float8, int4), _kde_cells_step(bytea, date, float8[], float8[], float8, int4),
+    _kde_cells_combine(bytea, bytea) TO PUBLIC;

@@ -76,7 +76,7 @@ from .maths import (
     smooth_masses_2d,
     summed_area,
 )
-from .reader import TAIL_VALUES, TableReader, TableStats, fine_quantum, sample_share, thin
+from .reader import TAIL_MOST, TAIL_VALUES, TableReader, TableStats, fine_quantum, sample_share, thin
 
 #: Beyond 2^53 every float8 is a whole number: such columns are not treated as integer-valued.
 INTEGRAL_LIMIT = 2.0**53
@@ -173,6 +173,8 @@ class _Plan1D:
     even: np.ndarray = field(default_factory=lambda: np.empty(0))
     #: a frequency table's bounds among its cells (:func:`.calibration.among_probes`); empty: none
     among: np.ndarray = field(default_factory=lambda: np.empty(0))
+    #: the cell values the scan keeps at each end (:func:`_scan_tail`)
+    tail: int = TAIL_VALUES
 
     def cuts(self) -> list:
         """[(lattice indices, their cuts)] of each kind of calibration bound (none on a continuous column)."""
@@ -222,7 +224,7 @@ class Pinned1D:
             "atoms_room": int(p.atoms_room), "most_cells": int(p.most_cells),
             "flagged": [float(v) for v in p.flagged], "heavy_bytes": int(p.heavy_bytes),
             "probes": [float(v) for v in p.probes], "even": [float(v) for v in p.even],
-            "among": [float(v) for v in p.among],
+            "among": [float(v) for v in p.among], "tail": int(p.tail),
             "scale": float(self.scale), "continuous": bool(self.continuous),
             "quantum": None if self.quantum is None else float(self.quantum),
             "period": None if self.period is None else [float(self.period[0]), int(self.period[1])],
@@ -239,7 +241,7 @@ class Pinned1D:
             plan = _Plan1D(array("points"), array("candidates"), float(d["plan_quantum"]), float(d["step"]),
                            bool(d["few"]), int(d["atoms_room"]), int(d["most_cells"]), array("flagged"),
                            int(d["heavy_bytes"]), array("probes"), array("even"),
-                           array("among"))
+                           array("among"), d["tail"] if type(d["tail"]) is int else -1)
             period = None if d["period"] is None else (float(d["period"][0]), int(d["period"][1]))
             pinned = Pinned1D(plan, float(d["scale"]), bool(d["continuous"]),
                               None if d["quantum"] is None else float(d["quantum"]), period, bool(d["table"]),
@@ -252,6 +254,7 @@ class Pinned1D:
         ok = (len(plan.points) >= 2 and np.all(np.isfinite(plan.points)) and np.all(np.diff(plan.points) > 0)
               and math.isfinite(plan.quantum) and plan.quantum > 0 and 0 < pinned.share and pinned.rows > 0
               and math.isfinite(pinned.scale) and pinned.scale > 0 and len(pinned.shares) == len(plan.points) - 1
+              and 1 <= plan.tail <= TAIL_MOST
               and all(math.isfinite(v) and v >= 0 for v in pinned.shares)
               and all(np.all(np.isfinite(ks)) and np.all(np.abs(ks) < 2.0**52) and np.all(ks == np.round(ks))
                       for ks in (plan.probes, plan.even, plan.among))
@@ -368,8 +371,35 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
     # The calibration's cuts, on a lattice (.calibration)
     ranked, even = probes(sample, (lo, hi), step, PROBES if weighed else PROFILE_PROBES)
     among = among_probes(sample, source, step, points) if few and weighed and len(rest) else np.empty(0)
+    tail = _scan_tail(counts, len(sample), rows) if few and step > 0 else TAIL_VALUES
     return _Plan1D(points, np.asarray(candidates, dtype=np.float64), quantum, step, few, room, most_cells,
-                   np.asarray(heavy, dtype=np.float64), heavy_bytes, ranked, even, among)
+                   np.asarray(heavy, dtype=np.float64), heavy_bytes, ranked, even, among, tail)
+
+
+def _every_cell_value(scan) -> Optional[np.ndarray]:
+    """Every cell row's value (sorted, repeats kept) where the scan's two ends hold them all (its cells held
+    fewer rows than its tail, or the ends overlap: each row in one of them or both); else None."""
+    low, high = np.asarray(scan.low, dtype=np.float64), np.asarray(scan.high, dtype=np.float64)
+    if len(high) < scan.tail:
+        return high
+    if low[-1] > high[0]:  # (the high end holds every value from the low end's largest on)
+        return np.concatenate([low[low < low[-1]], high[high >= low[-1]]])
+    return None
+
+
+def _scan_tail(counts: np.ndarray, sampled: int, rows: Optional[int]) -> int:
+    """The cell values a lattice frequency table's scan keeps at each end: enough for the two ends together to
+    hold every row its cells are expected to count, so that all of them may join the table
+    (:func:`_known_ends_to_table`). The cells hold the rows whose values the sample missed: by Good and
+    Turing's estimate, the share of rows its values seen once stand for. Twice that many rows at each end
+    (room for the estimate's noise), a power of two from :data:`TAIL_VALUES` to :data:`TAIL_MOST`;
+    :data:`TAIL_VALUES` where the sample holds every row (0.31.0; before, always TAIL_VALUES: a Zipf-like
+    quantity of 10⁶ rows kept 1,613 rows in cells at 8 KB where its whole frequency table takes 2.6 KB,
+    docs/math.md §7)."""
+    if rows is None or sampled >= rows:
+        return TAIL_VALUES
+    expected = 2.0 * float((counts == 1).sum()) / sampled * rows
+    return int(min(TAIL_MOST, max(TAIL_VALUES, 1 << max(int(math.ceil(expected)), 1).bit_length())))
 
 
 def _table_bytes(plan: _Plan1D, scan) -> int:
@@ -406,12 +436,14 @@ def _table_groups(cells: int) -> int:
 
 
 def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, quanta: list, scan, every: bool,
-                         lo, hi, step: float, quantum: float, budget: int):
+                         lo, hi, step: float, quantum: float, budget: int, known: Optional[np.ndarray] = None):
     """A frequency table's cells hold the rows whose values its sample missed, most of them in the tails (a
     Zipf-like quantity's largest values). The scan knows its smallest and largest cell values one by one
     (all of them when it kept every one): those join the table, exactly, and the cells left empty at the ends
-    go, where the table, the remaining cells and their calibrated groups' weights fit the budget: both ends,
-    else the upper, else the lower with as many of the upper's largest as fit, else the lower, else as many of
+    go, where the table, the remaining cells and their calibrated groups' weights fit the budget: ``known``,
+    every cell value, where a scan of a larger tail held them all (:func:`_scan_tail`; the ends below are
+    then its :data:`TAIL_VALUES` smallest and largest, as a scan of the default tail keeps them), else both
+    ends, else the upper, else the lower with as many of the upper's largest as fit, else the lower, else as many of
     the upper's largest alone (0.26.0; before, the lower alone came before any of the upper's, the budget's
     rest unused, the upper's were taken by halves, and the groups' weights had the bytes left over).
     Returns (atoms, points, rows, quanta, lo, hi), the last two the remaining cell values' range."""
@@ -432,6 +464,10 @@ def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, 
             return None
         return table, kept_points, rows, sums, new_lo, new_hi
 
+    if known is not None and len(known):  # every cell value, from a scan whose tail held them all
+        made = fitting(*np.unique(known, return_counts=True), None, None)
+        if made is not None:
+            return made
     if every:
         return (fitting(*np.unique(high, return_counts=True), None, None)
                 or (atoms, points, rows_in, quanta, lo, hi))
@@ -705,7 +741,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         # (with the calibration's cuts as boundaries too, folded back into the plan's cells; where a periodic profile
         # is tried, only over a few cells, 0.25.0: its calibrated weight scales its cells' own spread)
         fine = plan.scanned_grid() if not period or len(plan.points) - 1 <= PROFILE_CELLS_MOST else plan.points
-        scan = reader.scaled([scale]).scan_1d(fine, plan.candidates, plan.quantum, taking, phases)
+        scan = reader.scaled([scale]).scan_1d(fine, plan.candidates, plan.quantum, taking, phases, plan.tail)
         _scan_errors(scan, rel, col)
         scan, fine_below = fold_scan(scan, plan.points, fine)
         rows = scan.non_null
@@ -755,6 +791,11 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
         raise UserError(f"pg_kde: the scans of column {col} of {rel} kept disagreeing with its sample; "
                         "is the table being written to?", sqlstate="40001")
     n_all, n = scan.rows, scan.non_null
+    # A larger tail (a lattice frequency table's, _scan_tail) is for every cell value at once: where they do
+    # not all fit, the build goes on with the ends a scan of the default tail keeps, as it would have.
+    known = _every_cell_value(scan)
+    if scan.tail > TAIL_VALUES:
+        scan = replace(scan, low=scan.low[:TAIL_VALUES], high=scan.high[-TAIL_VALUES:], tail=TAIL_VALUES)
     if pinned is not None and plan is pinned.plan:
         pin = pinned  # (the rows it was planned for stay: how far the table moved since counts from there)
     else:
@@ -794,7 +835,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
             values = np.concatenate([heap, folded[0]])
             order = np.argsort(values, kind="stable")
             ends.append((values[order], np.concatenate([np.ones(len(heap)), folded[1]])[order]))
-        every = len(scan.high) < TAIL_VALUES  # the scan kept every cell value
+        every = len(scan.high) < scan.tail  # the scan kept every cell value
         low_done = None if every else boundary_below(float(scan.low[-1]), step)
         high_done = None if every else boundary_above(float(scan.high[0]), step)
         keep = grid_hint if grid_hint is not None and scale == 1.0 else np.empty(0)
@@ -805,7 +846,7 @@ def build_1d(reader: TableReader, requested: Requested, select_bandwidth: Select
                                                step, plan.quantum, keep=keep)
         if plan.few and step > 0 and scale == 1.0:
             atoms, points, rows_in, quanta, lo, hi = _known_ends_to_table(
-                atoms, points, rows_in, quanta, scan, every, lo, hi, step, plan.quantum, cells_budget)
+                atoms, points, rows_in, quanta, scan, every, lo, hi, step, plan.quantum, cells_budget, known)
             kde_rows = n - atoms.rows
         elif step > 0 and scale == 1.0 and not every and grid_hint is None and not requested.grid_size:
             # (a partition keeps its parent's boundaries, and a requested grid its size)

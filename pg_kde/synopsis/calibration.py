@@ -50,7 +50,6 @@ import numpy as np
 from . import query
 from .cells import DOUBT_GROUPS
 from .packing import lattice_value
-from .reader import TAIL_VALUES
 
 #: Calibration values of each kind (:func:`probes`).
 PROBES = 1024
@@ -169,7 +168,7 @@ def rows_below(cuts: np.ndarray, fine: np.ndarray, below: np.ndarray, candidates
 class Counts:
     """What a build's scan knows exactly of the rows below a half-step x (no row sits on one): at each of its
     cuts (``cuts``, sorted; ``below``, :func:`rows_below`), and anywhere beyond its tails (``low``, ``high``:
-    the scan's :data:`~pg_kde.synopsis.reader.TAIL_VALUES` smallest and largest cell values, repeats kept; all
+    the scan's ``tail`` smallest and largest cell values, repeats kept; all
     of them where there are fewer, ``full`` False): above the smallest of ``high`` every cell value is one of
     them, below the largest of ``low`` likewise. The candidate heavy values' rows are counted apart (``candidates``
     sorted, ``candidate_rows``)."""
@@ -212,7 +211,7 @@ def counts_of(scan, cuts: np.ndarray, fine: np.ndarray, fine_below: np.ndarray, 
     cuts = np.asarray(cuts, dtype=np.float64)
     return Counts(cuts, rows_below(cuts, fine, fine_below, candidates, scan.candidate_rows),
                   np.asarray(scan.low, dtype=np.float64), np.asarray(scan.high, dtype=np.float64),
-                  len(scan.high) >= TAIL_VALUES, np.asarray(candidates, dtype=np.float64)[order],
+                  len(scan.high) >= scan.tail, np.asarray(candidates, dtype=np.float64)[order],
                   np.asarray(scan.candidate_rows, dtype=np.float64)[order], float(np.sum(scan.cell_rows)))
 
 

@@ -23,9 +23,10 @@ from .cells import on_lattice, period_counts
 SAMPLE_SEED = 20261122
 
 
-#: Cell values a scan keeps at each end (the smallest and the largest, with repeats): TAIL_VALUES in
-#: extension/cells.c.
+#: Cell values a scan keeps at each end (the smallest and the largest, with repeats) unless the build asks
+#: more (its ``tail``), and the most it may ask (TAIL_MOST in extension/cells.c).
 TAIL_VALUES = 256
+TAIL_MOST = 1 << 14
 
 #: Bits of a quantum's integer (int64): a value's quanta stay below 2^63 in magnitude.
 QUANTA_BITS = 62
@@ -43,8 +44,8 @@ class Scan1D:
     values, ``all_lo``, ``all_hi``: of all finite values (None when there are none); ``cell_rows`` per cell
     (width_bucket's rule, values beyond the grid in the outer cells); ``cell_quanta`` per cell, the exact sum
     of rint(v / quantum) (Python ints); ``candidate_rows`` per candidate; ``low``, ``high``: the
-    :data:`TAIL_VALUES` smallest and largest cell values, sorted, repeats included (all of them when the
-    cells hold no more); ``sample``: where asked for, a repeatable random sample of the finite values taken
+    ``tail`` smallest and largest cell values (:data:`TAIL_VALUES` unless the build asked more), sorted,
+    repeats included (all of them when the cells hold fewer than ``tail``); ``sample``: where asked for, a repeatable random sample of the finite values taken
     in the same pass (:meth:`TableReader.scan_1d`); ``phases``: where asked for, the finite values in each bin
     of a period (:func:`~pg_kde.synopsis.cells.period_counts`), counted in the same pass."""
 
@@ -66,6 +67,7 @@ class Scan1D:
     high: np.ndarray
     sample: Optional[np.ndarray] = None
     phases: Optional[np.ndarray] = None
+    tail: int = TAIL_VALUES
     #: Whether some value's float8 may also stand for another value of the column's type (docs/math.md §7,
     #: "Values float8 cannot tell apart"): a bigint from 2^53, a numeric of more than 15 significant digits, a
     #: timestamp from 2^33 epoch seconds. Never for float8 values themselves (an array's).
@@ -197,9 +199,10 @@ class TableReader(Protocol):
 
     def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float,
                 sample: Optional[Tuple[int, float]] = None,
-                phases: Optional[Tuple[float, int, float]] = None) -> Scan1D:
+                phases: Optional[Tuple[float, int, float]] = None, tail: int = TAIL_VALUES) -> Scan1D:
         """One pass over a single column: :class:`Scan1D` for the grid ``points`` (two or more, ascending),
-        the sorted ``candidates`` and the ``quantum``. Counts and sums are exact integers, the same in any
+        the sorted ``candidates`` and the ``quantum``, keeping the ``tail`` smallest and largest cell values
+        (1 to :data:`TAIL_MOST`). Counts and sums are exact integers, the same in any
         scan order. With ``sample`` (size, share), also a repeatable random sample of about that share of the
         finite values, thinned to size (:attr:`Scan1D.sample`); with ``phases`` (period, bins, step) of a
         time column, its finite values per bin of the period (:attr:`Scan1D.phases`)."""
@@ -352,9 +355,11 @@ class ArrayTableReader:
 
     def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float,
                 sample: Optional[Tuple[int, float]] = None,
-                phases: Optional[Tuple[float, int, float]] = None) -> Scan1D:
+                phases: Optional[Tuple[float, int, float]] = None, tail: int = TAIL_VALUES) -> Scan1D:
         if len(self.values) != 1:
             raise ValueError("a 1-D scan is of a single column")
+        if not 1 <= tail <= TAIL_MOST:
+            raise ValueError(f"the tail must be from 1 to {TAIL_MOST} cell values")
         taken = None
         if sample:
             size, share = sample
@@ -387,8 +392,8 @@ class ArrayTableReader:
                       overflow=int((~fits).sum()), lo=lo, hi=hi, all_lo=all_lo, all_hi=all_hi,
                       cell_rows=np.bincount(c, minlength=m).astype(np.float64),
                       cell_quanta=tuple((int(a) << 32) + int(b) for a, b in zip(high, low)),
-                      candidate_rows=candidate_rows, quantum=float(quantum), low=ordered[:TAIL_VALUES],
-                      high=ordered[-TAIL_VALUES:] if len(ordered) else ordered, sample=taken,
+                      candidate_rows=candidate_rows, quantum=float(quantum), low=ordered[:tail],
+                      high=ordered[-tail:] if len(ordered) else ordered, sample=taken, tail=int(tail),
                       phases=None if phases is None else period_counts(finite, *phases))
 
     def cells_2d(self, grid1: np.ndarray, grid2: np.ndarray, sample: Optional[Tuple[int, float]] = None):

@@ -367,7 +367,7 @@ class SqlTableReader:
 
     def scan_1d(self, points: np.ndarray, candidates: np.ndarray, quantum: float,
                 sample: Optional[Tuple[int, float]] = None,
-                phases: Optional[Tuple[float, int, float]] = None) -> Scan1D:
+                phases: Optional[Tuple[float, int, float]] = None, tail: int = TAIL_VALUES) -> Scan1D:
         """One pass of the aggregate ``_kde_cells``, run by plpy.execute on the query's text (a prepared plan
         never runs in parallel; the grid and candidates are float8 literals written by repr, which float8
         reads back exactly). With ``sample`` (size, share), the same pass also runs ``_kde_sample`` (the rows
@@ -378,7 +378,8 @@ class SqlTableReader:
         row_id = self._row_id() if sample else None
         digits, magnitude = self._coarse_rule()
         select = {"n": ("count(*)", "sum"),
-                  "s": (f"{self.schema}._kde_cells({self._scan_value()}, {grid}, {heavy}, {float(quantum)!r}::float8)",
+                  "s": (f"{self.schema}._kde_cells({self._scan_value()}, {grid}, {heavy}, {float(quantum)!r}::float8, "
+                        f"{int(tail)})",
                         f"{self.schema}._kde_cells_union")}
         if digits:  # (a count: a Citus shard's answer is a number or a state)
             select["c"] = (f"count(*) FILTER (WHERE {self.schema}._kde_numeric_coarse(({self.columns[0]})::numeric))", "sum")
@@ -390,7 +391,7 @@ class SqlTableReader:
             select["p"] = (f"{self.schema}._kde_phases({self._scan_value()}, {float(period)!r}::float8, "
                            f"{int(bins)}, {float(step) / 2!r}::float8)", f"{self.schema}._kde_phases_union")
         row = self._aggregate(select)
-        scan = decode_cells(int(row["n"]), row["s"], len(points), len(candidates), quantum)
+        scan = decode_cells(int(row["n"]), row["s"], len(points), len(candidates), quantum, tail)
         if digits:
             scan = replace(scan, coarse=int(row["c"] or 0) > 0)
         elif magnitude is not None:
@@ -535,8 +536,8 @@ def sample_blocks(plpy) -> int:
 
 #: The state of _kde_cells: 4 bytes of padding, then its header (struct CellsHeader in extension/cells.c).
 _PAD = 4
-_HEADER = struct.Struct("=IIiid5q4dii")
-_MAGIC, _VERSION = 0x4345444B, 2
+_HEADER = struct.Struct("=IIiid5q4diiii")
+_MAGIC, _VERSION = 0x4345444B, 3
 
 
 def float8_array(values) -> str:
@@ -572,18 +573,21 @@ def _sample_state(state: Optional[bytes]):
     return non_null, non_finite, _unless_nan(lo), _unless_nan(hi), values
 
 
-def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: float) -> Scan1D:
+def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: float,
+                 tail: int = TAIL_VALUES) -> Scan1D:
     """The :class:`~pg_kde.synopsis.reader.Scan1D` of ``_kde_cells``'s final value (None: no non-NULL
-    values) over a grid of m points and k candidates, with ``rows`` the relation's rows."""
+    values) over a grid of m points and k candidates, ``tail`` cell values kept at each end, with ``rows``
+    the relation's rows."""
     if state is None:
         return Scan1D(rows=rows, non_null=0, non_finite=0, non_integral=0, off_lattice=0, overflow=0, lo=None,
                       hi=None, all_lo=None, all_hi=None, cell_rows=np.zeros(m - 1), cell_quanta=(0,) * (m - 1),
-                      candidate_rows=np.zeros(k), quantum=float(quantum), low=np.empty(0), high=np.empty(0))
+                      candidate_rows=np.zeros(k), quantum=float(quantum), low=np.empty(0), high=np.empty(0),
+                      tail=int(tail))
     data = bytes(state)
     (magic, version, m_, k_, quantum_, non_null, non_finite, off, non_integral, overflow,
-     lo, hi, all_lo, all_hi, n_low, n_high) = _HEADER.unpack_from(data, _PAD)
-    if (magic, version, m_, k_) != (_MAGIC, _VERSION, m, k):
-        raise ValueError("pg_kde: the scan returned a state of another grid or version")
+     lo, hi, all_lo, all_hi, n_low, n_high, tail_, _) = _HEADER.unpack_from(data, _PAD)
+    if (magic, version, m_, k_, tail_) != (_MAGIC, _VERSION, m, k, tail):
+        raise ValueError("pg_kde: the scan returned a state of another grid, tail or version")
     at = _PAD + _HEADER.size + 8 * (m + k)
     cell_rows = np.frombuffer(data, dtype=np.int64, count=m - 1, offset=at)
     at += 8 * (m - 1)
@@ -592,13 +596,14 @@ def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: flo
     candidate_rows = np.frombuffer(data, dtype=np.int64, count=k, offset=at)
     at += 8 * k
     low = np.sort(np.frombuffer(data, dtype=np.float64, count=n_low, offset=at))
-    high = np.sort(np.frombuffer(data, dtype=np.float64, count=n_high, offset=at + 8 * TAIL_VALUES))
+    high = np.sort(np.frombuffer(data, dtype=np.float64, count=n_high, offset=at + 8 * tail))
     quanta = tuple((int(high) << 64) + (int(low) & 0xFFFFFFFFFFFFFFFF) for low, high in halves)
     return Scan1D(rows=rows, non_null=non_null, non_finite=non_finite, non_integral=non_integral, off_lattice=off,
                   overflow=overflow, lo=_unless_nan(lo), hi=_unless_nan(hi), all_lo=_unless_nan(all_lo),
                   all_hi=_unless_nan(all_hi),
                   cell_rows=cell_rows.astype(np.float64), cell_quanta=quanta,
-                  candidate_rows=candidate_rows.astype(np.float64), quantum=float(quantum_), low=low, high=high)
+                  candidate_rows=candidate_rows.astype(np.float64), quantum=float(quantum_), low=low, high=high,
+                  tail=int(tail))
 
 
 #: The state of _kde_phases (extension/profile.c): 4 bytes of padding, then its header (struct PhasesHeader).

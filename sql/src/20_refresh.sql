@@ -77,37 +77,39 @@ COMMENT ON FUNCTION _kde_float8(numeric) IS 'pg_kde internal: numeric to float8,
 CREATE FUNCTION _kde_numeric_coarse(numeric) RETURNS boolean
 AS 'MODULE_PATHNAME', 'kde_numeric_coarse_sql' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION _kde_numeric_coarse(numeric) IS 'pg_kde internal: whether float8 may not tell this numeric from another';
-CREATE FUNCTION _kde_cells_step(bytea, float8, float8[], float8[], float8) RETURNS bytea
+-- The refresh's scan (extension/cells.c): value, grid, candidates, quantum, and the cell values it keeps at each
+-- end (0.31.0: the tail, 256 unless the build expects its cells to hold more rows and would keep each value).
+CREATE FUNCTION _kde_cells_step(bytea, float8, float8[], float8[], float8, int4) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_step_float8' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_step(bytea, numeric, float8[], float8[], float8) RETURNS bytea
+CREATE FUNCTION _kde_cells_step(bytea, numeric, float8[], float8[], float8, int4) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_step_numeric' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_step(bytea, timestamptz, float8[], float8[], float8) RETURNS bytea
+CREATE FUNCTION _kde_cells_step(bytea, timestamptz, float8[], float8[], float8, int4) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_step(bytea, timestamp, float8[], float8[], float8) RETURNS bytea
+CREATE FUNCTION _kde_cells_step(bytea, timestamp, float8[], float8[], float8, int4) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_step_timestamp' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE FUNCTION _kde_cells_step(bytea, date, float8[], float8[], float8) RETURNS bytea
+CREATE FUNCTION _kde_cells_step(bytea, date, float8[], float8[], float8, int4) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_step_date' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
 CREATE FUNCTION _kde_cells_combine(bytea, bytea) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kde_cells_combine' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
-CREATE AGGREGATE _kde_cells(float8, float8[], float8[], float8) (
+CREATE AGGREGATE _kde_cells(float8, float8[], float8[], float8, int4) (
     SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
-CREATE AGGREGATE _kde_cells(numeric, float8[], float8[], float8) (
+CREATE AGGREGATE _kde_cells(numeric, float8[], float8[], float8, int4) (
     SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
-CREATE AGGREGATE _kde_cells(timestamptz, float8[], float8[], float8) (
+CREATE AGGREGATE _kde_cells(timestamptz, float8[], float8[], float8, int4) (
     SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
-CREATE AGGREGATE _kde_cells(timestamp, float8[], float8[], float8) (
+CREATE AGGREGATE _kde_cells(timestamp, float8[], float8[], float8, int4) (
     SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
-CREATE AGGREGATE _kde_cells(date, float8[], float8[], float8) (
+CREATE AGGREGATE _kde_cells(date, float8[], float8[], float8, int4) (
     SFUNC = _kde_cells_step, STYPE = bytea, COMBINEFUNC = _kde_cells_combine, PARALLEL = SAFE);
-REVOKE EXECUTE ON FUNCTION _kde_cells_step(bytea, float8, float8[], float8[], float8),
-    _kde_cells_step(bytea, numeric, float8[], float8[], float8), _kde_cells_step(bytea, timestamptz, float8[], float8[], float8),
-    _kde_cells_step(bytea, timestamp, float8[], float8[], float8), _kde_cells_step(bytea, date, float8[], float8[], float8),
+REVOKE EXECUTE ON FUNCTION _kde_cells_step(bytea, float8, float8[], float8[], float8, int4),
+    _kde_cells_step(bytea, numeric, float8[], float8[], float8, int4), _kde_cells_step(bytea, timestamptz, float8[], float8[], float8, int4),
+    _kde_cells_step(bytea, timestamp, float8[], float8[], float8, int4), _kde_cells_step(bytea, date, float8[], float8[], float8, int4),
     _kde_cells_combine(bytea, bytea) FROM PUBLIC;
-COMMENT ON AGGREGATE _kde_cells(float8, float8[], float8[], float8) IS 'pg_kde internal: the refresh''s scan of a column';
-COMMENT ON AGGREGATE _kde_cells(numeric, float8[], float8[], float8) IS 'pg_kde internal: the refresh''s scan of a column';
-COMMENT ON AGGREGATE _kde_cells(timestamptz, float8[], float8[], float8) IS 'pg_kde internal: the refresh''s scan of a column';
-COMMENT ON AGGREGATE _kde_cells(timestamp, float8[], float8[], float8) IS 'pg_kde internal: the refresh''s scan of a column';
-COMMENT ON AGGREGATE _kde_cells(date, float8[], float8[], float8) IS 'pg_kde internal: the refresh''s scan of a column';
+COMMENT ON AGGREGATE _kde_cells(float8, float8[], float8[], float8, int4) IS 'pg_kde internal: the refresh''s scan of a column';
+COMMENT ON AGGREGATE _kde_cells(numeric, float8[], float8[], float8, int4) IS 'pg_kde internal: the refresh''s scan of a column';
+COMMENT ON AGGREGATE _kde_cells(timestamptz, float8[], float8[], float8, int4) IS 'pg_kde internal: the refresh''s scan of a column';
+COMMENT ON AGGREGATE _kde_cells(timestamp, float8[], float8[], float8, int4) IS 'pg_kde internal: the refresh''s scan of a column';
+COMMENT ON AGGREGATE _kde_cells(date, float8[], float8[], float8, int4) IS 'pg_kde internal: the refresh''s scan of a column';
 
 -- A value of any type the scans take as they read it: _kde_float8's float8 of a numeric, a float8 itself, a
 -- time's epoch seconds (a timestamp's or a date's wall-clock time as UTC).
@@ -176,9 +178,9 @@ COMMENT ON AGGREGATE _kde_cells2_union(bytea) IS 'pg_kde internal: the shards'' 
 GRANT EXECUTE ON FUNCTION _kde_sample_step(bytea, float8, tid, oid, float8, int8), _kde_sample_step(bytea, numeric, tid, oid, float8, int8),
     _kde_sample_step(bytea, timestamptz, tid, oid, float8, int8), _kde_sample_step(bytea, timestamp, tid, oid, float8, int8),
     _kde_sample_step(bytea, date, tid, oid, float8, int8), _kde_sample_combine(bytea, bytea),
-    _kde_cells_step(bytea, float8, float8[], float8[], float8),
-    _kde_cells_step(bytea, numeric, float8[], float8[], float8), _kde_cells_step(bytea, timestamptz, float8[], float8[], float8),
-    _kde_cells_step(bytea, timestamp, float8[], float8[], float8), _kde_cells_step(bytea, date, float8[], float8[], float8),
+    _kde_cells_step(bytea, float8, float8[], float8[], float8, int4),
+    _kde_cells_step(bytea, numeric, float8[], float8[], float8, int4), _kde_cells_step(bytea, timestamptz, float8[], float8[], float8, int4),
+    _kde_cells_step(bytea, timestamp, float8[], float8[], float8, int4), _kde_cells_step(bytea, date, float8[], float8[], float8, int4),
     _kde_cells_combine(bytea, bytea),
     _kde_cells2_step(bytea, float8, float8, float8[], float8[], float8, float8, tid, oid, float8, int8),
     _kde_cells2_combine(bytea, bytea) TO PUBLIC;

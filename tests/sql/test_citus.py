@@ -50,7 +50,7 @@ def test_a_distributed_table_is_scanned_on_its_shards(citus):
         citus.execute(f"INSERT INTO {table} SELECT g, round(exp(3 + sqrt(-2 * ln(1 - random())) "
                       f"* cos(2 * pi() * random()))::numeric, 2) FROM generate_series(1, 200000) g")
         plan = "\n".join(r[0] for r in citus.execute(
-            f"EXPLAIN VERBOSE SELECT count(*), _kde_cells(amount, '{{0,10}}'::float8[], '{{}}'::float8[], 0.01) "
+            f"EXPLAIN VERBOSE SELECT count(*), _kde_cells(amount, '{{0,10}}'::float8[], '{{}}'::float8[], 0.01, 256) "
             f"FROM {table}"))
         assert "worker_partial_agg" in plan and "_kde_cells" in plan  # each shard runs the scan
         summary = citus.execute(f"SELECT kde_refresh('{table}', 'amount')").fetchone()[0]

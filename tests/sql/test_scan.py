@@ -9,7 +9,7 @@ psycopg = pytest.importorskip("psycopg")
 from psycopg import sql  # noqa: E402
 
 from pg_kde.synopsis.cells import period_counts  # noqa: E402
-from pg_kde.synopsis.reader import TAIL_VALUES, ArrayTableReader, fine_quantum  # noqa: E402
+from pg_kde.synopsis.reader import TAIL_MOST, TAIL_VALUES, ArrayTableReader, fine_quantum  # noqa: E402
 from pg_kde.synopsis.sql_reader import decode_cells, decode_phases, decode_sample, float8_array  # noqa: E402
 from sqlhelpers import load  # noqa: E402
 
@@ -18,12 +18,12 @@ PARALLEL = ("SET parallel_setup_cost = 0", "SET parallel_tuple_cost = 0", "SET m
 SERIAL = ("SET max_parallel_workers_per_gather = 0",)
 
 
-def scan(db, table, expr, points, candidates, quantum, settings=()):
+def scan(db, table, expr, points, candidates, quantum, settings=(), tail=TAIL_VALUES):
     for s in settings:
         db.execute(s)
     try:
         query = (f"SELECT count(*) AS n, _kde_cells({expr}, {float8_array(points)}, {float8_array(candidates)}, "
-                 f"{float(quantum)!r}::float8) AS s FROM {sql.Identifier(table).as_string(db)}")
+                 f"{float(quantum)!r}::float8, {tail}) AS s FROM {sql.Identifier(table).as_string(db)}")
         n, state = db.execute(query).fetchone()
         plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + query).fetchall())
     finally:
@@ -41,8 +41,11 @@ def same_scan(a, b):
     np.testing.assert_array_equal(a.high, b.high)
 
 
-@pytest.mark.parametrize("kind", ["cents", "continuous"])
-def test_the_aggregate_equals_its_reference_in_parallel_and_serial_plans(db, table, kind):
+@pytest.mark.parametrize("kind, tail", [("cents", TAIL_VALUES), ("continuous", TAIL_VALUES), ("cents", 5000),
+                                        ("continuous", TAIL_MOST)])
+def test_the_aggregate_equals_its_reference_in_parallel_and_serial_plans(db, table, kind, tail):
+    # (a tail of 5,000 or 16,384 cell values at each end: the heaps hold 10,000 or 32,768 of the cells' ~58,000
+    # rows)
     rng = np.random.default_rng(5)
     n = 60000
     x = np.round(rng.lognormal(3.0, 1.2, n), 2) if kind == "cents" else rng.standard_t(3, n) * 1e3
@@ -54,23 +57,24 @@ def test_the_aggregate_equals_its_reference_in_parallel_and_serial_plans(db, tab
     points = np.quantile(values, np.linspace(0.05, 0.95, 40))
     candidates = np.array([7.25, 12.5, 3.0e7])
     quantum = 0.01 if kind == "cents" else fine_quantum(values.min(), values.max())
-    rows, state, plan = scan(db, table, "x", points, candidates, quantum, PARALLEL)
+    rows, state, plan = scan(db, table, "x", points, candidates, quantum, PARALLEL, tail)
     assert "Partial Aggregate" in plan and "Gather" in plan  # PostgreSQL's parallel query runs it
-    parallel = decode_cells(rows, state, len(points), len(candidates), quantum)
-    rows, serial_state, plan = scan(db, table, "x", points, candidates, quantum, SERIAL)
+    parallel = decode_cells(rows, state, len(points), len(candidates), quantum, tail)
+    rows, serial_state, plan = scan(db, table, "x", points, candidates, quantum, SERIAL, tail)
     assert "Partial Aggregate" not in plan
     # Integer counts and sums: the same in any order. The extreme values' heaps (the state's last bytes) hold
     # the same values, in an order that depends on the scan's.
-    heaps = 2 * 8 * TAIL_VALUES
+    heaps = 2 * 8 * tail
     assert bytes(serial_state)[:-heaps] == bytes(state)[:-heaps]
-    serial = decode_cells(rows, serial_state, len(points), len(candidates), quantum)
+    serial = decode_cells(rows, serial_state, len(points), len(candidates), quantum, tail)
     np.testing.assert_array_equal(serial.low, parallel.low)
     np.testing.assert_array_equal(serial.high, parallel.high)
     # the column as the server's float8 cast reads it, through the reference
     column = np.array([r[0] for r in db.execute(
         sql.SQL("SELECT x::float8 FROM {}").format(sql.Identifier(table))).fetchall()], dtype=float)
-    reference = ArrayTableReader((column,)).scan_1d(points, candidates, quantum)
+    reference = ArrayTableReader((column,)).scan_1d(points, candidates, quantum, tail=tail)
     same_scan(parallel, reference)
+    assert len(parallel.high) == min(tail, parallel.cell_rows.sum()) and parallel.tail == tail
     assert parallel.candidate_rows[0] == (values == 7.25).sum() >= 50 and parallel.non_null == len(values)
     assert parallel.rows == n
     if kind == "cents":
@@ -94,7 +98,7 @@ def test_numeric_values_are_read_as_the_cast_reads_them(db):
                          "_kde_float8(NULL)").fetchone()
     assert np.isnan(special[0]) and special[1:] == (float("inf"), float("-inf"), None)
     values = np.unique([r[0] for r in db.execute("SELECT v::float8 FROM nums").fetchall()])
-    state = db.execute(f"SELECT _kde_cells(v, '{{0,1}}'::float8[], {float8_array(values)}, 1) FROM nums").fetchone()[0]
+    state = db.execute(f"SELECT _kde_cells(v, '{{0,1}}'::float8[], {float8_array(values)}, 1, 256) FROM nums").fetchone()[0]
     total = db.execute("SELECT count(*) FROM nums").fetchone()[0]
     decoded = decode_cells(total, state, 2, len(values), 1.0)
     assert decoded.candidate_rows.sum() == total and decoded.cell_rows.sum() == 0
@@ -111,30 +115,46 @@ def test_time_values_are_read_as_extract_epoch_reads_them(db, type_):
     db.execute("SET TimeZone = 'America/St_Johns'")  # a half-hour offset: timestamptz is absolute, the others wall-clock
     try:
         values = np.unique([r[0] for r in db.execute("SELECT extract(epoch FROM t)::float8 FROM times").fetchall()])
-        state = db.execute(f"SELECT _kde_cells(t, '{{0,1}}'::float8[], {float8_array(values)}, 1) FROM times").fetchone()[0]
+        state = db.execute(f"SELECT _kde_cells(t, '{{0,1}}'::float8[], {float8_array(values)}, 1, 256) FROM times").fetchone()[0]
     finally:
         db.execute("RESET TimeZone")
     decoded = decode_cells(5005, state, 2, len(values), 1.0)
     assert decoded.candidate_rows.sum() == 5005 and decoded.cell_rows.sum() == 0
-    n_inf = db.execute(f"SELECT _kde_cells(t, '{{0,1}}'::float8[], '{{}}'::float8[], 1) FROM (VALUES "
+    n_inf = db.execute(f"SELECT _kde_cells(t, '{{0,1}}'::float8[], '{{}}'::float8[], 1, 256) FROM (VALUES "
                        f"('infinity'::{type_}), ('-infinity'::{type_}), (NULL)) v(t)").fetchone()[0]
     inf = decode_cells(3, n_inf, 2, 0, 1.0)
     assert (inf.non_null, inf.non_finite) == (2, 2)
 
 
-@pytest.mark.parametrize("grid, candidates, quantum, message", [
-    ("'{1}'", "'{}'", "1", "the grid needs at least 2 values"),
-    ("'{2,1}'", "'{}'", "1", "the grid must be finite and ascending"),
-    ("'{0,NaN}'", "'{}'", "1", "the grid must be finite and ascending"),
-    ("'{0,1}'", "'{2,2}'", "1", "the candidates must be finite and ascending"),
-    ("'{0,1}'", "'{}'", "0", "the quantum must be positive and finite"),
-    ("'{0,1}'", "NULL", "1", "_kde_cells needs a grid, candidates and a quantum"),
-    ("'{{0,1},{2,3}}'", "'{}'", "1", "the grid must be a one-dimensional array without NULLs"),
+@pytest.mark.parametrize("grid, candidates, quantum, tail, message", [
+    ("'{1}'", "'{}'", "1", "256", "the grid needs at least 2 values"),
+    ("'{2,1}'", "'{}'", "1", "256", "the grid must be finite and ascending"),
+    ("'{0,NaN}'", "'{}'", "1", "256", "the grid must be finite and ascending"),
+    ("'{0,1}'", "'{2,2}'", "1", "256", "the candidates must be finite and ascending"),
+    ("'{0,1}'", "'{}'", "0", "256", "the quantum must be positive and finite"),
+    ("'{0,1}'", "NULL", "1", "256", "_kde_cells needs a grid, candidates, a quantum and a tail"),
+    ("'{0,1}'", "'{}'", "1", "NULL", "_kde_cells needs a grid, candidates, a quantum and a tail"),
+    ("'{0,1}'", "'{}'", "1", "0", r"the tail must be from 1 to 16384 cell values, not 0"),
+    ("'{0,1}'", "'{}'", "1", "16385", r"the tail must be from 1 to 16384 cell values, not 16385"),
+    ("'{{0,1},{2,3}}'", "'{}'", "1", "256", "the grid must be a one-dimensional array without NULLs"),
 ])
-def test_bad_arguments_are_refused(db, grid, candidates, quantum, message):
+def test_bad_arguments_are_refused(db, grid, candidates, quantum, tail, message):
     with pytest.raises(psycopg.Error, match=f"pg_kde: {message}"):
-        db.execute(f"SELECT _kde_cells(x, {grid}::float8[], {candidates}::float8[], {quantum}::float8) "
+        db.execute(f"SELECT _kde_cells(x, {grid}::float8[], {candidates}::float8[], {quantum}::float8, {tail}::int4) "
                    "FROM (VALUES (1.0::float8)) v(x)")
+
+
+def test_states_of_different_tails_do_not_combine(db):
+    states = [db.execute(f"SELECT _kde_cells(x, '{{0,1}}', '{{}}', 1, {tail}) FROM (VALUES (0.5::float8)) v(x)").fetchone()[0]
+              for tail in (256, 257)]
+    with pytest.raises(psycopg.Error, match="states of different grids, candidates, quanta or tails do not combine"):
+        db.execute("SELECT _kde_cells_union(s ORDER BY i) FROM (VALUES (%s::bytea, 1), (%s::bytea, 2)) v(s, i)",
+                   states)
+    same = db.execute("SELECT _kde_cells_union(s) FROM (VALUES (%s::bytea), (%s::bytea)) v(s)",
+                      (states[1], states[1])).fetchone()[0]
+    assert decode_cells(2, same, 2, 0, 1.0, 257).cell_rows.tolist() == [2.0]
+    with pytest.raises(ValueError, match="another grid, tail or version"):
+        decode_cells(1, states[1], 2, 0, 1.0, 256)
 
 
 def test_the_support_functions_check_every_state_they_take(db, login_role):
@@ -143,17 +163,17 @@ def test_the_support_functions_check_every_state_they_take(db, login_role):
     # as the initial value of an aggregate of its own or through the union aggregates, is checked before it is
     # read: a clean error, never a read or write outside it.
     role, dsn = login_role()
-    real = db.execute("SELECT _kde_cells(x, '{0,1,2}', '{}', 1) FROM (VALUES (0.5::float8)) v(x)").fetchone()[0]
+    real = db.execute("SELECT _kde_cells(x, '{0,1,2}', '{}', 1, 256) FROM (VALUES (0.5::float8)) v(x)").fetchone()[0]
     sample = db.execute("SELECT _kde_sample(x, '(0,1)'::tid, 1::oid, 1.0, 7) FROM (VALUES (0.5::float8)) v(x)").fetchone()[0]
     crafted = {"\\x00000000": "not a _kde_cells state", "\\x" + bytes(real)[:-1].hex(): "not a _kde_cells state",
                "\\x" + (bytes(real)[:8] + b"\xff" * 8 + bytes(real)[16:]).hex(): "not a _kde_cells state"}
     with psycopg.connect(dsn, autocommit=True) as conn:
         for initcond, message in crafted.items():
-            conn.execute("DROP AGGREGATE IF EXISTS pg_temp.evil(float8, float8[], float8[], float8)")
-            conn.execute("CREATE AGGREGATE pg_temp.evil(float8, float8[], float8[], float8) (SFUNC = _kde_cells_step, "
+            conn.execute("DROP AGGREGATE IF EXISTS pg_temp.evil(float8, float8[], float8[], float8, int4)")
+            conn.execute("CREATE AGGREGATE pg_temp.evil(float8, float8[], float8[], float8, int4) (SFUNC = _kde_cells_step, "
                          f"STYPE = bytea, INITCOND = '{initcond}')")
             with pytest.raises(psycopg.Error, match=message):
-                conn.execute("SELECT pg_temp.evil(x, '{0,1,2}', '{}', 1) FROM (VALUES (0.5::float8)) v(x)")
+                conn.execute("SELECT pg_temp.evil(x, '{0,1,2}', '{}', 1, 256) FROM (VALUES (0.5::float8)) v(x)")
         for union, state, message in (("_kde_cells_union", bytes(real)[:-3], "not a _kde_cells state"),
                                       ("_kde_sample_union", bytes(sample)[:4] + b"\xff" * 4 + bytes(sample)[8:],
                                        "not a _kde_sample state"),
@@ -164,7 +184,7 @@ def test_the_support_functions_check_every_state_they_take(db, login_role):
         with pytest.raises(psycopg.Error, match="non-aggregate context"):
             conn.execute("SELECT _kde_cells_combine(%s::bytea, %s::bytea)", (bytes(real), bytes(real)))
         # the aggregates themselves work for everyone
-        state = conn.execute("SELECT _kde_cells(x, '{0,1}', '{}', 1) FROM (VALUES (0.5::float8)) v(x)").fetchone()[0]
+        state = conn.execute("SELECT _kde_cells(x, '{0,1}', '{}', 1, 256) FROM (VALUES (0.5::float8)) v(x)").fetchone()[0]
         assert decode_cells(1, state, 2, 0, 1.0).cell_rows.tolist() == [1.0]
 
 
@@ -199,7 +219,7 @@ def test_the_sample_is_repeatable_and_counts_every_row(db, table):
 
 
 @pytest.mark.parametrize("aggregate", ["_kde_sample(x, ctid, tableoid, 0.5, 1)",
-                                       "_kde_cells(x, '{0,1}'::float8[], '{}'::float8[], 1)"])
+                                       "_kde_cells(x, '{0,1}'::float8[], '{}'::float8[], 1, 256)"])
 def test_parallel_workers_that_read_no_row(db, table, aggregate):
     # Workers whose rows all fail the filter send empty states: their combine must stay empty, not crash.
     load(db, table, {"x": np.arange(50000, dtype=float)})

@@ -78,7 +78,7 @@ def test_foreign_partitions_are_built_where_their_rows_live(db, table, shards):
                 cp.write_row((0, float(a)))
         # postgres_fdw runs both reads on the shard: the scan's aggregate and the sample's order statistics
         plan = "\n".join(r[0] for r in db.execute(
-            f"EXPLAIN VERBOSE SELECT count(*), _kde_cells(amount, '{{0,1}}'::float8[], '{{}}'::float8[], 0.01) "
+            f"EXPLAIN VERBOSE SELECT count(*), _kde_cells(amount, '{{0,1}}'::float8[], '{{}}'::float8[], 0.01, 256) "
             f'FROM "{table}_1"'))
         assert "Remote SQL: SELECT count(*), public._kde_cells(amount" in plan
         plan = "\n".join(r[0] for r in db.execute(

@@ -451,8 +451,8 @@ def test_a_stored_weight_weighs_the_doubt_of_every_range():
 def test_a_kept_plan_keeps_its_cuts_and_a_plan_kept_before_them_is_made_again():
     """A Citus table's kept plan (kde_parts.plan) holds the scan's cuts, so that the next refresh sends its shards
     the same scan and calibrates the same weight; a plan kept by 0.19.0, without cuts, reads as none (the build
-    plans anew), as does one kept by 0.22.0 (without a frequency table's bounds among its cells) and one whose
-    calibration values are not lattice indices."""
+    plans anew), as does one kept by 0.22.0 (without a frequency table's bounds among its cells), one kept by
+    0.30.0 (without the scan's tail) and one whose calibration values are not lattice indices."""
     x = _column("amount", 200_000)
     built = _build(x)
     text = built.pinned.to_json()
@@ -470,6 +470,11 @@ def test_a_kept_plan_keeps_its_cuts_and_a_plan_kept_before_them_is_made_again():
     # (a lattice index that is not a whole number, or is past float8's integers)
     for bad in (0.5, 2.0**60):
         assert build.Pinned1D.from_json(json.dumps(dict(json.loads(text), even=[bad] + old["even"][1:]))) is None
+    # (0.30.0's, without the scan's tail: made again, as its shards' answers were made by the four-argument scan;
+    # a tail the scan refuses, likewise)
+    assert build.Pinned1D.from_json(json.dumps({k: v for k, v in json.loads(text).items() if k != "tail"})) is None
+    for bad in (0, 16385, 2.5):
+        assert build.Pinned1D.from_json(json.dumps(dict(json.loads(text), tail=bad))) is None, bad
     # (a number or a nested list where a list belongs, a tampered kde_parts.plan: a review raised TypeError)
     for key, bad in (("among", 5), ("probes", [old["even"][:2]]), ("points", 3.0), ("flagged", [[1.0]])):
         assert build.Pinned1D.from_json(json.dumps(dict(json.loads(text), **{key: bad}))) is None, key
