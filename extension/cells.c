@@ -54,6 +54,10 @@ PG_MODULE_MAGIC;
 #define CELLS_VERSION 3
 /* the most cell values a state keeps at each end (the smallest and the largest): 256 KB of heaps */
 #define TAIL_MOST 16384
+/* the tail of a call without one: a database whose SQL is older than this library (0.30.0's four-argument
+ * aggregate, between installing the files and ALTER EXTENSION pg_kde UPDATE) reads its argument array only
+ * as far as it goes */
+#define TAIL_DEFAULT 256
 /* rint(v / q) must stay below 2^63 in magnitude to be added as an int64 */
 #define QUANTA_LIMIT 9223372036854775808.0
 
@@ -250,13 +254,13 @@ state_new(FunctionCallInfo fcinfo, MemoryContext context)
 				tail;
 	double		quantum;
 
-	if (PG_ARGISNULL(2) || PG_ARGISNULL(3) || PG_ARGISNULL(4) || PG_ARGISNULL(5))
+	if (PG_ARGISNULL(2) || PG_ARGISNULL(3) || PG_ARGISNULL(4) || (PG_NARGS() > 5 && PG_ARGISNULL(5)))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						errmsg("pg_kde: _kde_cells needs a grid, candidates, a quantum and a tail")));
 	grid = kde_sorted_array(PG_GETARG_ARRAYTYPE_P(2), "the grid", 2, false, &m);
 	candidates = kde_sorted_array(PG_GETARG_ARRAYTYPE_P(3), "the candidates", 0, true, &k);
 	quantum = PG_GETARG_FLOAT8(4);
-	tail = PG_GETARG_INT32(5);
+	tail = PG_NARGS() > 5 ? PG_GETARG_INT32(5) : TAIL_DEFAULT;
 	if (tail < 1 || tail > TAIL_MOST)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: the tail must be from 1 to %d cell values, not %d", TAIL_MOST, tail)));

@@ -254,7 +254,7 @@ class Pinned1D:
         ok = (len(plan.points) >= 2 and np.all(np.isfinite(plan.points)) and np.all(np.diff(plan.points) > 0)
               and math.isfinite(plan.quantum) and plan.quantum > 0 and 0 < pinned.share and pinned.rows > 0
               and math.isfinite(pinned.scale) and pinned.scale > 0 and len(pinned.shares) == len(plan.points) - 1
-              and 1 <= plan.tail <= TAIL_MOST
+              and TAIL_VALUES <= plan.tail <= TAIL_MOST
               and all(math.isfinite(v) and v >= 0 for v in pinned.shares)
               and all(np.all(np.isfinite(ks)) and np.all(np.abs(ks) < 2.0**52) and np.all(ks == np.round(ks))
                       for ks in (plan.probes, plan.even, plan.among))
@@ -377,14 +377,14 @@ def _plan_1d(sample: np.ndarray, requested: Requested, budget: int, continuous: 
 
 
 def _every_cell_value(scan) -> Optional[np.ndarray]:
-    """Every cell row's value (sorted, repeats kept) where the scan's two ends hold them all (its cells held
-    fewer rows than its tail, or the ends overlap: each row in one of them or both); else None."""
+    """Every cell row's value (sorted, repeats kept) where the scan's two ends hold them all: its N cell rows
+    are the low end's and the largest N − len(low) of the high end's, where the two hold N or more (ties
+    included); else None."""
     low, high = np.asarray(scan.low, dtype=np.float64), np.asarray(scan.high, dtype=np.float64)
-    if len(high) < scan.tail:
-        return high
-    if low[-1] > high[0]:  # (the high end holds every value from the low end's largest on)
-        return np.concatenate([low[low < low[-1]], high[high >= low[-1]]])
-    return None
+    n = int(round(float(np.sum(scan.cell_rows))))
+    if n > len(low) + len(high) or len(low) > n or len(high) > n:
+        return None
+    return np.concatenate([low, high[len(low) + len(high) - n:]])
 
 
 def _scan_tail(counts: np.ndarray, sampled: int, rows: Optional[int]) -> int:
@@ -398,8 +398,8 @@ def _scan_tail(counts: np.ndarray, sampled: int, rows: Optional[int]) -> int:
     docs/math.md §7)."""
     if rows is None or sampled >= rows:
         return TAIL_VALUES
-    expected = 2.0 * float((counts == 1).sum()) / sampled * rows
-    return int(min(TAIL_MOST, max(TAIL_VALUES, 1 << max(int(math.ceil(expected)), 1).bit_length())))
+    expected = 2.0 * float((counts == 1).sum()) / max(sampled, 1) * rows
+    return int(min(TAIL_MOST, max(TAIL_VALUES, 1 << (max(int(math.ceil(expected)), 1) - 1).bit_length())))
 
 
 def _table_bytes(plan: _Plan1D, scan) -> int:

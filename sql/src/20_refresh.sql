@@ -162,7 +162,7 @@ COMMENT ON AGGREGATE _kde_cells2(float8, float8, float8[], float8[], float8, flo
 
 -- The shards' states of a Citus table's scan, combined on the coordinator in the order given (0.14.0;
 -- kde_parts): the aggregates' own combine functions, each of which checks every state it takes (its header,
--- sizes and version) and refuses states of different grids, candidates or quanta.
+-- sizes and version) and refuses states of different grids, candidates, quanta or tails.
 CREATE AGGREGATE _kde_cells_union(bytea) (SFUNC = _kde_cells_combine, STYPE = bytea);
 CREATE AGGREGATE _kde_sample_union(bytea) (SFUNC = _kde_sample_combine, STYPE = bytea);
 CREATE AGGREGATE _kde_cells2_union(bytea) (SFUNC = _kde_cells2_combine, STYPE = bytea);

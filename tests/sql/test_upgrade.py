@@ -184,6 +184,26 @@ def test_an_updated_install_equals_a_fresh_one(scratch_db, old):
         assert len(a["functions"]) > 30 and len(a["event_triggers"]) == 2
 
 
+def test_the_library_takes_the_scan_of_an_install_not_yet_updated(scratch_db):
+    """The library's scan takes a fifth argument since 0.31.0 (the cell values kept at each end); a database
+    still at 0.30.0 (between installing the files and ALTER EXTENSION pg_kde UPDATE) calls it with four, and
+    gets the default tail of 256 rather than a read past its arguments (a red team: 'the tail must be from 1
+    to 16384 cell values, not 0', or a tail made of whatever bytes lay there)."""
+    from pg_kde.synopsis.sql_reader import decode_cells
+
+    with scratch_db() as conn:
+        conn.execute("CREATE EXTENSION pg_kde VERSION '0.30.0' CASCADE")
+        got = conn.execute("SELECT x % 3, _kde_cells(x::float8, '{0,300,600}', '{}', 1) FROM generate_series(1, 900) x "
+                           "GROUP BY x % 3 ORDER BY 1").fetchall()
+        assert len(got) == 3
+        for r, state in got:
+            x = np.arange(1, 901, dtype=float)
+            x = x[x % 3 == r]
+            scan = decode_cells(300, state, 3, 0, 1.0, 256)
+            assert scan.cell_rows.tolist() == [np.sum(x < 300), np.sum(x >= 300)]  # (beyond the grid: its last cell)
+            assert scan.low.tolist() == x[:256].tolist() and scan.high.tolist() == x[-256:].tolist()
+
+
 @pytest.mark.parametrize("old", RELEASED)
 def test_synopses_survive_the_update(scratch_db, old):
     rng = np.random.default_rng(12)

@@ -803,3 +803,22 @@ def test_a_zipf_like_quantity_is_its_exact_frequency_table_at_8_and_64_kb(rows, 
     built, _ = build(x, budget=8192, blocks=(157, 1024))
     check_1d(built, x)
     assert built.kde_rows > 1000
+
+
+def test_every_cell_value_is_known_where_the_two_ends_hold_every_cell_row():
+    """_every_cell_value: the N cell rows are the low end's and the largest N − len(low) of the high end's
+    wherever the two ends hold N or more, ties included (a red team: a test of the ends' overlap alone missed
+    N = 2T − 1 and 2T, and a tie at the meeting value); None where they hold fewer; the same as the scan's
+    own rows on every case."""
+    from pg_kde.synopsis.build import _every_cell_value
+
+    rng = np.random.default_rng(7)
+    for case in range(600):
+        n, tail = int(rng.integers(1, 40)), int(rng.integers(1, 25))
+        x = rng.integers(0, 1 + case % 12, n).astype(float)
+        scan = ArrayTableReader((x,)).scan_1d(np.array([-0.5, 50.5]), np.array([]), 1.0, tail=tail)
+        got = _every_cell_value(scan)
+        if n <= 2 * tail:
+            np.testing.assert_array_equal(got, np.sort(x))
+        else:
+            assert got is None, (n, tail)

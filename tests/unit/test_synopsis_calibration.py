@@ -473,7 +473,7 @@ def test_a_kept_plan_keeps_its_cuts_and_a_plan_kept_before_them_is_made_again():
     # (0.30.0's, without the scan's tail: made again, as its shards' answers were made by the four-argument scan;
     # a tail the scan refuses, likewise)
     assert build.Pinned1D.from_json(json.dumps({k: v for k, v in json.loads(text).items() if k != "tail"})) is None
-    for bad in (0, 16385, 2.5):
+    for bad in (0, 255, 16385, 2.5):  # (below the default tail: never asked, a tampered row)
         assert build.Pinned1D.from_json(json.dumps(dict(json.loads(text), tail=bad))) is None, bad
     # (a number or a nested list where a list belongs, a tampered kde_parts.plan: a review raised TypeError)
     for key, bad in (("among", 5), ("probes", [old["even"][:2]]), ("points", 3.0), ("flagged", [[1.0]])):
