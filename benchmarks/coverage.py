@@ -407,7 +407,9 @@ def realise(args, columns: list, budgets: list, found: dict, sizes: dict, starte
                 weight = args.doubt_weight if args.doubt_weight is not None else payload.get("doubt_weight")
                 for workload, result in coverage(payload, draws[0], args.doubt_weight).items():
                     parts = [result]
-                    while sum(c.inexact for c in parts) < LEAST_INEXACT and len(parts) < args.draws:
+                    # (a synopsis without cells answers every query exactly: no draw finds an inexact one)
+                    while sum(c.inexact for c in parts) < LEAST_INEXACT and len(parts) < args.draws \
+                            and payload["kde_rows"] > 0:
                         more = {workload: draw(len(parts))[workload]}
                         parts.append(coverage(payload, more, args.doubt_weight)[workload])
                     found.setdefault((col, budget, workload), []).append((together(parts), weight))
