@@ -25,9 +25,11 @@
  * The state (and the aggregate's value), read by pg_kde.synopsis.sql_reader, in the server's byte order:
  *   4 bytes of padding | header (struct CellsHeader) | grid[m] float8 | candidates[k] float8 |
  *   cell rows[m-1] int64 | cell quanta[m-1] (int64 low, int64 high) | candidate rows[k] int64 |
- *   smallest[tail] float8 (a max-heap, `n_low` used) | largest[tail] float8 (a min-heap)
+ *   smallest[cap] float8 (a max-heap, `n_low` used) | largest[cap] float8 (a min-heap)
  * (the padding puts the arrays on 8-byte boundaries after the 4-byte varlena header); the transition
- * functions update it in place.
+ * functions update it in place. The heaps' room `cap` starts at min(tail, CAP_FIRST) and doubles (up to the
+ * tail) when they fill: a state, a parallel worker's or a Citus shard's answer, takes the bytes of the values it
+ * holds, not of its tail (16,384 values at each end would be 256 KB a state, most of it empty).
  */
 #include "postgres.h"
 
@@ -58,6 +60,8 @@ PG_MODULE_MAGIC;
  * aggregate, between installing the files and ALTER EXTENSION pg_kde UPDATE) reads its argument array only
  * as far as it goes */
 #define TAIL_DEFAULT 256
+/* the heaps' first room */
+#define CAP_FIRST 256
 /* rint(v / q) must stay below 2^63 in magnitude to be added as an int64 */
 #define QUANTA_LIMIT 9223372036854775808.0
 
@@ -79,8 +83,8 @@ typedef struct CellsHeader
 	double		all_hi;
 	int32		n_low;			/* values in the heaps (at most tail each) */
 	int32		n_high;
-	int32		tail;			/* the heaps' room: cell values kept at each end */
-	int32		unused;			/* (keeps the arrays after the header on 8-byte boundaries) */
+	int32		tail;			/* cell values kept at each end, at most */
+	int32		cap;			/* the heaps' room now: CAP_FIRST doubled as they fill, at most tail */
 } CellsHeader;
 
 /* Pointers into a state's bytea. */
@@ -115,10 +119,10 @@ PG_FUNCTION_INFO_V1(kde_cells_combine);
 #define STATE_LIMIT (MaxAllocSize / 64)
 
 static Size
-state_size(int m, int k, int tail)
+state_size(int m, int k, int cap)
 {
 	return VARHDRSZ + STATE_PAD + sizeof(CellsHeader) + sizeof(double) * ((Size) m + (Size) k) +
-		3 * sizeof(int64) * ((Size) m - 1) + sizeof(int64) * (Size) k + 2 * sizeof(double) * (Size) tail;
+		3 * sizeof(int64) * ((Size) m - 1) + sizeof(int64) * (Size) k + 2 * sizeof(double) * (Size) cap;
 }
 
 /* Whether b is a whole, well-formed state of this version, 8-byte aligned (so view() may read it). */
@@ -132,9 +136,9 @@ state_ok(const bytea *b)
 		return false;
 	h = (const CellsHeader *) ((const char *) b + VARHDRSZ + STATE_PAD);
 	return h->magic == CELLS_MAGIC && h->version == CELLS_VERSION && h->m >= 2 && h->m <= STATE_LIMIT &&
-		h->k >= 0 && h->k <= STATE_LIMIT && h->tail >= 1 && h->tail <= TAIL_MOST && h->n_low >= 0 &&
-		h->n_low <= h->tail && h->n_high >= 0 && h->n_high <= h->tail && h->unused == 0 &&
-		VARSIZE(b) == state_size(h->m, h->k, h->tail);
+		h->k >= 0 && h->k <= STATE_LIMIT && h->tail >= 1 && h->tail <= TAIL_MOST && h->cap >= 1 &&
+		h->cap <= h->tail && h->n_low >= 0 && h->n_low <= h->cap && h->n_high >= 0 && h->n_high <= h->cap &&
+		VARSIZE(b) == state_size(h->m, h->k, h->cap);
 }
 
 static bytea *state_copy(bytea *from, MemoryContext context);
@@ -158,8 +162,36 @@ view(bytea *b, CellsState *s)
 	s->candidate_rows = (int64 *) p;
 	p += sizeof(int64) * s->h->k;
 	s->low = (double *) p;
-	p += sizeof(double) * s->h->tail;
+	p += sizeof(double) * s->h->cap;
 	s->high = (double *) p;
+}
+
+/*
+ * The state with room for twice the heaps' values (at most the tail), where they are full and the tail allows
+ * more: a copy in the current memory (the transition and combine functions return it; PostgreSQL keeps a copy
+ * of a value that is not the one it passed in, and frees that one), else b itself. *s views the result.
+ */
+static bytea *
+room_for_one_more(bytea *b, CellsState *s)
+{
+	bytea	   *bigger;
+	CellsState	t;
+	int			cap;
+	Size		head;
+
+	if ((s->h->n_low < s->h->cap && s->h->n_high < s->h->cap) || s->h->cap >= s->h->tail)
+		return b;
+	cap = Min(s->h->tail, 2 * s->h->cap);
+	bigger = palloc0(state_size(s->h->m, s->h->k, cap));
+	SET_VARSIZE(bigger, state_size(s->h->m, s->h->k, cap));
+	head = (const char *) s->low - (const char *) b;	/* everything before the heaps */
+	memcpy((char *) bigger + VARHDRSZ, (const char *) b + VARHDRSZ, head - VARHDRSZ);
+	((CellsHeader *) ((char *) bigger + VARHDRSZ + STATE_PAD))->cap = cap;
+	view(bigger, &t);
+	memcpy(t.low, s->low, sizeof(double) * s->h->n_low);
+	memcpy(t.high, s->high, sizeof(double) * s->h->n_high);
+	*s = t;
+	return bigger;
 }
 
 /*
@@ -270,11 +302,12 @@ state_new(FunctionCallInfo fcinfo, MemoryContext context)
 	if (!(quantum > 0) || !isfinite(quantum))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: the quantum must be positive and finite")));
-	b = MemoryContextAllocZero(context, state_size(m, k, tail));
-	SET_VARSIZE(b, state_size(m, k, tail));
+	b = MemoryContextAllocZero(context, state_size(m, k, Min(tail, CAP_FIRST)));
+	SET_VARSIZE(b, state_size(m, k, Min(tail, CAP_FIRST)));
 	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->m = m;
 	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->k = k;
 	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->tail = tail;
+	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->cap = Min(tail, CAP_FIRST);
 	view(b, &s);
 	s.h->magic = CELLS_MAGIC;
 	s.h->version = CELLS_VERSION;
@@ -313,9 +346,9 @@ kde_cell_of(const double *grid, int m, double v)
 	return Min(Max(lo - 1, 0), m - 2);
 }
 
-/* Count one value (float8 epoch seconds for time types). */
-static void
-add_value(CellsState *s, double v)
+/* Count one value (float8 epoch seconds for time types); the state, b or a copy with more room (*s views it). */
+static bytea *
+add_value(bytea *b, CellsState *s, double v)
 {
 	int			lo,
 				hi,
@@ -327,7 +360,7 @@ add_value(CellsState *s, double v)
 	if (!isfinite(v))
 	{
 		s->h->non_finite++;
-		return;
+		return b;
 	}
 	kde_widen(&s->h->all_lo, &s->h->all_hi, v);
 	if (v != trunc(v))
@@ -347,14 +380,15 @@ add_value(CellsState *s, double v)
 	if (lo < s->h->k && s->candidates[lo] == v)
 	{
 		s->candidate_rows[lo]++;
-		return;
+		return b;
 	}
 	/* its cell: the number of grid points <= v, less one, clamped to the cells */
 	c = kde_cell_of(s->grid, s->h->m, v);
 	s->rows[c]++;
 	kde_widen(&s->h->lo, &s->h->hi, v);
-	keep_extreme(s->low, &s->h->n_low, s->h->tail, v, true);
-	keep_extreme(s->high, &s->h->n_high, s->h->tail, v, false);
+	b = room_for_one_more(b, s);
+	keep_extreme(s->low, &s->h->n_low, s->h->cap, v, true);
+	keep_extreme(s->high, &s->h->n_high, s->h->cap, v, false);
 	t = v / s->h->quantum;
 	r = rint(t);
 	if (!kde_on_lattice(v, s->h->quantum))
@@ -363,6 +397,7 @@ add_value(CellsState *s, double v)
 		s->h->overflow++;
 	else
 		kde_add_quanta(&s->quanta[2 * c], (__int128) (int64) r);
+	return b;
 }
 
 /*
@@ -639,7 +674,7 @@ kde_cells_step_float8(PG_FUNCTION_ARGS)
 	bytea	   *b = step_state(fcinfo, &s);
 
 	if (!PG_ARGISNULL(1))
-		add_value(&s, PG_GETARG_FLOAT8(1));
+		b = add_value(b, &s, PG_GETARG_FLOAT8(1));
 	PG_RETURN_BYTEA_P(b);
 }
 
@@ -650,7 +685,7 @@ kde_cells_step_numeric(PG_FUNCTION_ARGS)
 	bytea	   *b = step_state(fcinfo, &s);
 
 	if (!PG_ARGISNULL(1))
-		add_value(&s, kde_numeric_to_double(PG_GETARG_DATUM(1)));
+		b = add_value(b, &s, kde_numeric_to_double(PG_GETARG_DATUM(1)));
 	PG_RETURN_BYTEA_P(b);
 }
 
@@ -692,7 +727,7 @@ kde_cells_step_timestamp(PG_FUNCTION_ARGS)
 	bytea	   *b = step_state(fcinfo, &s);
 
 	if (!PG_ARGISNULL(1))
-		add_value(&s, kde_epoch_seconds(PG_GETARG_TIMESTAMP(1)));
+		b = add_value(b, &s, kde_epoch_seconds(PG_GETARG_TIMESTAMP(1)));
 	PG_RETURN_BYTEA_P(b);
 }
 
@@ -703,7 +738,7 @@ kde_cells_step_date(PG_FUNCTION_ARGS)
 	bytea	   *b = step_state(fcinfo, &s);
 
 	if (!PG_ARGISNULL(1))
-		add_value(&s, kde_date_seconds(PG_GETARG_DATEADT(1)));
+		b = add_value(b, &s, kde_date_seconds(PG_GETARG_DATEADT(1)));
 	PG_RETURN_BYTEA_P(b);
 }
 
@@ -779,9 +814,13 @@ kde_cells_combine(PG_FUNCTION_ARGS)
 	}
 	for (int i = 0; i < sa.h->k; i++)
 		sa.candidate_rows[i] += sb.candidate_rows[i];
-	for (int i = 0; i < sb.h->n_low; i++)
-		keep_extreme(sa.low, &sa.h->n_low, sa.h->tail, sb.low[i], true);
-	for (int i = 0; i < sb.h->n_high; i++)
-		keep_extreme(sa.high, &sa.h->n_high, sa.h->tail, sb.high[i], false);
+	for (int i = 0; i < Max(sb.h->n_low, sb.h->n_high); i++)
+	{
+		a = room_for_one_more(a, &sa);
+		if (i < sb.h->n_low)
+			keep_extreme(sa.low, &sa.h->n_low, sa.h->cap, sb.low[i], true);
+		if (i < sb.h->n_high)
+			keep_extreme(sa.high, &sa.h->n_high, sa.h->cap, sb.high[i], false);
+	}
 	PG_RETURN_BYTEA_P(a);
 }

@@ -585,8 +585,8 @@ def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: flo
                       tail=int(tail))
     data = bytes(state)
     (magic, version, m_, k_, quantum_, non_null, non_finite, off, non_integral, overflow,
-     lo, hi, all_lo, all_hi, n_low, n_high, tail_, _) = _HEADER.unpack_from(data, _PAD)
-    if (magic, version, m_, k_, tail_) != (_MAGIC, _VERSION, m, k, tail):
+     lo, hi, all_lo, all_hi, n_low, n_high, tail_, cap) = _HEADER.unpack_from(data, _PAD)
+    if (magic, version, m_, k_, tail_) != (_MAGIC, _VERSION, m, k, tail) or not max(n_low, n_high, 1) <= cap <= tail:
         raise ValueError("pg_kde: the scan returned a state of another grid, tail or version")
     at = _PAD + _HEADER.size + 8 * (m + k)
     cell_rows = np.frombuffer(data, dtype=np.int64, count=m - 1, offset=at)
@@ -596,7 +596,7 @@ def decode_cells(rows: int, state: Optional[bytes], m: int, k: int, quantum: flo
     candidate_rows = np.frombuffer(data, dtype=np.int64, count=k, offset=at)
     at += 8 * k
     low = np.sort(np.frombuffer(data, dtype=np.float64, count=n_low, offset=at))
-    high = np.sort(np.frombuffer(data, dtype=np.float64, count=n_high, offset=at + 8 * tail))
+    high = np.sort(np.frombuffer(data, dtype=np.float64, count=n_high, offset=at + 8 * cap))
     quanta = tuple((int(high) << 64) + (int(low) & 0xFFFFFFFFFFFFFFFF) for low, high in halves)
     return Scan1D(rows=rows, non_null=non_null, non_finite=non_finite, non_integral=non_integral, off_lattice=off,
                   overflow=overflow, lo=_unless_nan(lo), hi=_unless_nan(hi), all_lo=_unless_nan(all_lo),

@@ -64,8 +64,12 @@ def test_the_aggregate_equals_its_reference_in_parallel_and_serial_plans(db, tab
     assert "Partial Aggregate" not in plan
     # Integer counts and sums: the same in any order. The extreme values' heaps (the state's last bytes) hold
     # the same values, in an order that depends on the scan's.
-    heaps = 2 * 8 * tail
-    assert bytes(serial_state)[:-heaps] == bytes(state)[:-heaps]
+    # (the heaps' room, doubled from 256 as they fill, is the same: it follows the values they hold)
+    cap = int.from_bytes(bytes(state)[4 + 108:4 + 112], "little")
+    held = min(tail, int(parallel.cell_rows.sum()))
+    assert cap == min(tail, 256 * 2 ** max(0, int(np.ceil(np.log2(held / 256)))))
+    heaps = 2 * 8 * cap
+    assert len(bytes(state)) == len(bytes(serial_state)) and bytes(serial_state)[:-heaps] == bytes(state)[:-heaps]
     serial = decode_cells(rows, serial_state, len(points), len(candidates), quantum, tail)
     np.testing.assert_array_equal(serial.low, parallel.low)
     np.testing.assert_array_equal(serial.high, parallel.high)
@@ -142,6 +146,32 @@ def test_bad_arguments_are_refused(db, grid, candidates, quantum, tail, message)
     with pytest.raises(psycopg.Error, match=f"pg_kde: {message}"):
         db.execute(f"SELECT _kde_cells(x, {grid}::float8[], {candidates}::float8[], {quantum}::float8, {tail}::int4) "
                    "FROM (VALUES (1.0::float8)) v(x)")
+
+
+def test_a_state_takes_the_bytes_of_the_values_it_holds(db, table):
+    # A tail of 16,384 values at each end over 300 cell rows: the heaps' room doubles from 256 as they fill, to
+    # 512 (a state of 16,384 each would be 256 KB, a Citus shard's stored answer 350 KB); in a parallel plan
+    # the workers' states grow as they fill and so does their combination: the same room as a serial scan's.
+    def state_bytes(rows, tail=TAIL_MOST):
+        state = db.execute(f"SELECT _kde_cells(x::float8, '{{0,1000}}', '{{}}', 1, {tail}) "
+                           f"FROM generate_series(1, {rows}) x").fetchone()[0]
+        scan = decode_cells(rows, state, 2, 0, 1.0, tail)
+        assert scan.low.tolist() == list(range(1, min(rows, tail) + 1)) and scan.cell_rows.sum() == rows
+        return len(bytes(state))
+    header = 4 + 112 + 2 * 8 + 3 * 8  # (padding, header, grid, a cell's rows and quanta; no varlena header)
+    assert state_bytes(300) == header + 2 * 8 * 512
+    assert state_bytes(100) == header + 2 * 8 * 256
+    assert state_bytes(5000, 3000) == header + 2 * 8 * 3000
+    assert state_bytes(20000) == header + 2 * 8 * TAIL_MOST
+    x = np.random.default_rng(3).permutation(3000).astype(float)
+    load(db, table, {"x": x})
+    got = {}
+    for settings in (PARALLEL, SERIAL):
+        rows, state, plan = scan(db, table, "x", np.array([-1.0, 4000.0]), np.array([]), 1.0, settings, TAIL_MOST)
+        assert ("Partial Aggregate" in plan) == (settings is PARALLEL)
+        assert len(bytes(state)) == header + 2 * 8 * 4096
+        got[settings] = decode_cells(rows, state, 2, 0, 1.0, TAIL_MOST)
+        assert got[settings].low.tolist() == got[settings].high.tolist() == list(range(3000))
 
 
 def test_states_of_different_tails_do_not_combine(db):
