@@ -464,13 +464,12 @@ def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, 
             return None
         return table, kept_points, rows, sums, new_lo, new_hi
 
-    if known is not None and len(known):  # every cell value, from a scan whose tail held them all
+    if known is None and every:
+        known = high  # (the scan kept every cell value)
+    if known is not None:  # every cell value: all of them where they fit
         made = fitting(*np.unique(known, return_counts=True), None, None)
-        if made is not None:
-            return made
-    if every:
-        return (fitting(*np.unique(high, return_counts=True), None, None)
-                or (atoms, points, rows_in, quanta, lo, hi))
+        if made is not None or every:
+            return made or (atoms, points, rows_in, quanta, lo, hi)
     # values below the low heap's largest, above the high heap's smallest, are there every one; where the
     # heaps overlap (fewer than 512 cell rows), the high heap's from the low heap's largest on (no row twice)
     t_low, t_high = float(low.max()), float(high.min())
