@@ -1409,6 +1409,17 @@ def test_a_points_interval_on_the_server_is_the_references(db, table):
     assert one > 300, one
 
 
+def quiet_select(sample, method, backend, required=True, scale=None):
+    """pg_kde.synopsis.select_bandwidth without its warnings, for builds in the test process."""
+    import warnings
+
+    from pg_kde.synopsis import select_bandwidth
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return select_bandwidth(sample, method, backend, required=required, scale=scale)
+
+
 def test_narrow_cells_rows_on_their_own_slots_on_the_server(db, monkeypatch):
     """Zipf-like integers at 64 KB whose frequency table keeps cells of two to dozens of slots beside heavy
     values: the server's _kde_range bounds a cut cell's rows from the nearest slots that may hold them (0.24.0,
@@ -1417,21 +1428,14 @@ def test_narrow_cells_rows_on_their_own_slots_on_the_server(db, monkeypatch):
     0.31.0 this column's refresh keeps every value its sample missed, exact: the test_a_zipf_like_quantity
     tests. The synopsis here is the build with the scan's default tail, as where the sample's estimate of its
     cells falls short, made by the reference's build, which is the server's, and read on its row.)"""
-    import warnings
-
-    from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth
+    from pg_kde.synopsis import ArrayTableReader, Requested, build_1d
     from pg_kde.synopsis import build as build_module
     from pg_kde.synopsis.reader import TAIL_VALUES
-
-    def quiet(sample, method, backend, required=True, scale=None):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return select_bandwidth(sample, method, backend, required=required, scale=scale)
 
     monkeypatch.setattr(build_module, "_scan_tail", lambda *args: TAIL_VALUES)
     rng = np.random.default_rng(0)
     x = np.minimum(np.floor(1 / np.power(1 - rng.random(1_000_000), 1 / 1.2)), 100000.0)
-    s = build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 65536), quiet).payload()
+    s = build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 65536), quiet_select).payload()
     xs, grid, heavy = np.sort(x), s["grid"], set(heavy_values(s)[0])
     assert s["kde_rows"] > 0
     inside = [float(v) for v in np.unique(x) if grid[0] < v < grid[-1]]
@@ -1454,20 +1458,13 @@ def test_a_merges_cells_on_a_finer_lattice_on_the_server(db):
     """A merge of whole numbers and tenths beyond them (on the lattice 0.1, its first cells' boundaries k + ½
     values of it; tests/unit/test_synopsis_query.py has the reference's own test): the server's _kde_range on
     its row equals the reference, and the hard bounds of 300 points and 300 ranges hold (query.half_step)."""
-    import warnings
-
-    from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth
+    from pg_kde.synopsis import ArrayTableReader, Requested, build_1d
     from pg_kde.synopsis.merge import merge_1d
-
-    def quiet(sample, method, backend, required=True, scale=None):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return select_bandwidth(sample, method, backend, required=required, scale=scale)
 
     rng = np.random.default_rng(5)
     whole = np.round(rng.lognormal(7, 1, 100_000))
     tenths = 1e6 + np.round(rng.lognormal(7, 1, 100_000) * 10) / 10
-    parts = [build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 2048), quiet)
+    parts = [build_1d(ArrayTableReader((x,)), Requested("auto", 50000, None, "auto", 2048), quiet_select)
              for x in (whole, tenths)]
     s = merge_1d(parts, 2048).payload()
     s = dict(s, grid_size=len(s["grid"]), density=np.asarray(s["density"], dtype=np.float32).astype(np.float64).tolist(),
