@@ -695,7 +695,6 @@ def test_a_frequency_tables_known_tail_values_join_it(rng, monkeypatch):
     the cells left empty go; a range over the tail is then exact. Within the budget, every row once. (With
     its tail sized for every cell row, the scan knows them all, and the whole table fits 2 KB: checked
     after; the ends alone, as a scan of the default tail knows them, first.)"""
-    from pg_kde.synopsis import build as build_module
     from pg_kde.synopsis.reader import TAIL_VALUES
 
     x = np.minimum(np.floor(1 / rng.random(400_000) ** (1 / 1.2)), 100000.0)
@@ -784,7 +783,6 @@ def test_a_zipf_like_quantity_is_its_exact_frequency_table_at_8_and_64_kb(rows, 
     cells will hold (_scan_tail: Good and Turing's share of the rows, twice over), and all of them join the
     table: exact at 8 KB and 64 KB. Before 0.31.0 the scan kept 256 at each end (coverage.py, 10⁶ rows, seed 1:
     1,613 rows left in 100 cells at 8 KB, 423 at 64 KB, over 187.5–943.5): checked with the default tail."""
-    from pg_kde.synopsis import build as build_module
     from pg_kde.synopsis.reader import TAIL_VALUES
 
     rng = np.random.default_rng([2026, 11, rows])
