@@ -1,6 +1,7 @@
 /*
  * Packed heavy values (the 1-D payload's atom_pack): a column's exact frequency table on its value lattice,
- * as lattice indices and counts in varints. pg_kde.synopsis.packing is the reference and documents the
+ * as lattice indices and counts, in adaptive Rice codes (format 2, written since 0.31.0) or varints (format 1,
+ * still read). pg_kde.synopsis.packing is the reference and documents the
  * layout; this file reads and writes the same bytes:
  *   kde_unpack_atoms: the three arrays (values, cumulative counts, exact cumulative sums) of a pack, for
  *     _kde_range (range.c);
@@ -34,8 +35,11 @@ PG_FUNCTION_INFO_V1(kde_atoms_pack);
 PG_FUNCTION_INFO_V1(kde_atom_count);
 PG_FUNCTION_INFO_V1(kde_pair_box);
 
-#define PACK_FORMAT 1
+#define PACK_VARINTS 1			/* written up to 0.30.0, still read */
+#define PACK_RICE 2				/* written since 0.31.0 */
 #define PAIR_FORMAT 2
+#define RICE_RESET 8			/* packing.RICE_RESET */
+#define RICE_ESCAPE 16			/* packing.RICE_ESCAPE */
 #define PACK_LIMIT 9007199254740992.0	/* 2^53 */
 
 /* A malformed pack: column is the payload's column that holds it (atom_pack, pair_pack). */
@@ -79,6 +83,98 @@ get_varint(const unsigned char *data, int len, int *pos, const char *column)
 	return x;
 }
 
+/* One stream's adaptive Rice parameter (packing._Rice): k = floor(log2(a / n)) in whole numbers, a the sum
+ * of the stream's values and n their count plus one, both halved when n reaches RICE_RESET. a stays below
+ * 2^57 (at most RICE_RESET values below 2^54 each). */
+typedef struct RiceState
+{
+	uint64		a;
+	uint64		n;
+} RiceState;
+
+static int
+rice_k(const RiceState *state)
+{
+	uint64		m = state->a / state->n;
+	int			k = 0;
+
+	while (m >> (k + 1))
+		k++;
+	return k;
+}
+
+static void
+rice_update(RiceState *state, uint64 x)
+{
+	state->a += x;
+	state->n += 1;
+	if (state->n == RICE_RESET)
+	{
+		state->a >>= 1;
+		state->n >>= 1;
+	}
+}
+
+/* A bit stream read high bit first, within len bytes. */
+typedef struct BitReader
+{
+	const unsigned char *data;
+	int64		at;				/* the next bit */
+	int64		end;			/* bits in all */
+} BitReader;
+
+static uint64
+take_bits(BitReader *in, int width)
+{
+	uint64		x = 0;
+
+	if (in->at + width > in->end)
+		corrupted("atom_pack", "is cut short");
+	while (width > 0)
+	{
+		int			avail = 8 - (int) (in->at & 7),
+					t = width < avail ? width : avail;
+
+		x = (x << t) | ((uint64) (in->data[in->at >> 3] >> (avail - t)) & ((1u << t) - 1));
+		in->at += t;
+		width -= t;
+	}
+	return x;
+}
+
+/* The next Rice code of a stream, as packing._rice_entries reads it (only the encoder's own codes). */
+static uint64
+take_rice(BitReader *in, RiceState *state)
+{
+	int			k = rice_k(state),
+				q = 0;
+	uint64		x;
+
+	while (q < RICE_ESCAPE && take_bits(in, 1) == 1)
+		q++;
+	if (q < RICE_ESCAPE)
+		x = ((uint64) q << k) | take_bits(in, k);
+	else
+	{
+		int			b = (int) take_bits(in, 6);
+
+		x = take_bits(in, b);
+		if (b == 0 || (x >> (b - 1)) != 1 || (x >> k) < RICE_ESCAPE)
+			corrupted("atom_pack", "holds a code the pack does not write");
+	}
+	if (x >= (uint64) 2 * (uint64) PACK_LIMIT)
+		corrupted("atom_pack", "holds values past 2^53");
+	rice_update(state, x);
+	return x;
+}
+
+/* The most values a pack of format form holds in the left bytes after its count (packing._most_values). */
+static uint64
+most_values(int form, int left)
+{
+	return form == PACK_VARINTS ? (uint64) left / 2 : (uint64) (8 * (int64) (left - 1) + 1) / 2;
+}
+
 int
 kde_unpack_atoms(const char *bytes, int len, double step, double **values, double **counts, double **sums,
 				 double **index_sums)
@@ -89,13 +185,16 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 	int64		k = 0;
 	__int128	total = 0,
 				running = 0;
+	BitReader	in = {0};
+	RiceState	gaps = {0, 1},
+				rows = {0, 1};
 
-	if (len < 4 || data[0] != PACK_FORMAT)
-		corrupted("atom_pack", "is not a pack of format 1");
+	if (len < 4 || (data[0] != PACK_VARINTS && data[0] != PACK_RICE))
+		corrupted("atom_pack", "is not a pack of format 1 or 2");
 	if (!(step > 0 && isfinite(step) && isfinite(1 / step)))
 		corrupted("atom_pack", "needs a value lattice (step > 0)");
 	n = get_varint(data, len, &pos, "atom_pack");
-	if (n < 1 || n > (uint64) (len - pos) / 2)
+	if (n < 1 || n > most_values(data[0], len - pos))
 		corrupted("atom_pack", "holds a wrong number of values");
 	*values = palloc(sizeof(double) * n);
 	*counts = palloc(sizeof(double) * n);
@@ -104,20 +203,29 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 		*index_sums = palloc(sizeof(double) * n);
 	for (uint64 i = 0; i < n; i++)
 	{
-		uint64		d = get_varint(data, len, &pos, "atom_pack"),
+		uint64		d,
 					c;
 
+		if (i == 0 || data[0] == PACK_VARINTS)
+			d = get_varint(data, len, &pos, "atom_pack");
+		else
+			d = take_rice(&in, &gaps) + 1;	/* (below 2^54 + 1) */
 		if (i == 0)
 		{
 			if (d >= (uint64) 2 * (uint64) PACK_LIMIT)
 				corrupted("atom_pack", "holds values past 2^53");
 			k = (d % 2 == 0) ? (int64) (d / 2) : -(int64) ((d + 1) / 2);
+			if (data[0] == PACK_RICE)
+			{
+				in.data = data + pos;
+				in.end = (int64) (len - pos) * 8;
+			}
 		}
 		else if (d < 1 || d >= (uint64) 2 * (uint64) PACK_LIMIT)
 			corrupted("atom_pack", d < 1 ? "holds values out of order" : "holds values past 2^53");
 		else
 			k += (int64) d;
-		c = get_varint(data, len, &pos, "atom_pack");
+		c = data[0] == PACK_VARINTS ? get_varint(data, len, &pos, "atom_pack") : take_rice(&in, &rows);
 		if (c >= (uint64) PACK_LIMIT)
 			corrupted("atom_pack", "holds values past 2^53");
 		total += c;
@@ -134,7 +242,13 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 		if (index_sums)
 			(*index_sums)[i] = (double) running;	/* (exact: |K| < 2^53) */
 	}
-	if (pos != len)
+	if (data[0] == PACK_RICE)
+	{
+		/* the padding: fewer than 8 bits, all zero */
+		if (in.end - in.at >= 8 || (in.at < in.end && take_bits(&in, (int) (in.end - in.at)) != 0))
+			corrupted("atom_pack", "has bytes past its values");
+	}
+	else if (pos != len)
 		corrupted("atom_pack", "has bytes past its values");
 	return (int) n;
 }
@@ -229,8 +343,56 @@ put_varint(StringInfo out, uint64 x)
 	}
 }
 
+/* A bit stream written high bit first into out (bits that do not yet make a byte wait in acc). */
+typedef struct BitWriter
+{
+	StringInfo	out;
+	uint64		acc;
+	int			used;
+} BitWriter;
+
+static void
+put_bits(BitWriter *w, uint64 value, int bits)
+{
+	for (int i = bits - 1; i >= 0; i--)
+	{
+		w->acc = (w->acc << 1) | ((value >> i) & 1);
+		if (++w->used == 8)
+		{
+			appendStringInfoChar(w->out, (char) (w->acc & 0xFF));
+			w->acc = 0;
+			w->used = 0;
+		}
+	}
+}
+
+/* packing._Bits.rice */
+static void
+put_rice(BitWriter *w, uint64 x, RiceState *state)
+{
+	int			k = rice_k(state);
+	uint64		q = x >> k;
+
+	if (q < RICE_ESCAPE)
+	{
+		put_bits(w, ((UINT64CONST(1) << q) - 1) << 1, (int) q + 1);
+		put_bits(w, x & ((UINT64CONST(1) << k) - 1), k);
+	}
+	else
+	{
+		int			b = 0;
+
+		while (b < 64 && (x >> b))
+			b++;
+		put_bits(w, (UINT64CONST(1) << RICE_ESCAPE) - 1, RICE_ESCAPE);
+		put_bits(w, (uint64) b, 6);
+		put_bits(w, x, b);
+	}
+	rice_update(state, x);
+}
+
 /* _kde_atoms_pack(atom_values float8[], atom_cum_count float8[], step float8) RETURNS bytea:
- * packing.pack_atoms (NULL where they do not pack). */
+ * packing.pack_atoms (format 2; NULL where they do not pack). */
 Datum
 kde_atoms_pack(PG_FUNCTION_ARGS)
 {
@@ -242,6 +404,9 @@ kde_atoms_pack(PG_FUNCTION_ARGS)
 	const double *values,
 			   *cum;
 	StringInfoData out;
+	BitWriter	bits;
+	RiceState	gaps = {0, 1},
+				rows = {0, 1};
 	int64		prev = 0,
 				before = 0;
 	__int128	running = 0;
@@ -257,8 +422,11 @@ kde_atoms_pack(PG_FUNCTION_ARGS)
 	values = (const double *) ARR_DATA_PTR(va);
 	cum = (const double *) ARR_DATA_PTR(ca);
 	initStringInfo(&out);
-	appendStringInfoChar(&out, PACK_FORMAT);
+	appendStringInfoChar(&out, PACK_RICE);
 	put_varint(&out, (uint64) n);
+	bits.out = &out;
+	bits.acc = 0;
+	bits.used = 0;
 	for (int i = 0; i < n; i++)
 	{
 		double		v = values[i],
@@ -284,10 +452,12 @@ kde_atoms_pack(PG_FUNCTION_ARGS)
 		else if (k <= prev)
 			PG_RETURN_NULL();
 		else
-			put_varint(&out, (uint64) (k - prev));
-		put_varint(&out, (uint64) c);
+			put_rice(&bits, (uint64) (k - prev - 1), &gaps);
+		put_rice(&bits, (uint64) c, &rows);
 		prev = k;
 	}
+	if (bits.used)
+		put_bits(&bits, 0, 8 - bits.used);
 	result = (bytea *) palloc(VARHDRSZ + out.len);
 	SET_VARSIZE(result, VARHDRSZ + out.len);
 	memcpy(VARDATA(result), out.data, out.len);
@@ -305,8 +475,8 @@ kde_atom_count(PG_FUNCTION_ARGS)
 	int			pos = 1;
 	uint64		n;
 
-	if (len < 4 || data[0] != PACK_FORMAT || !read_varint(data, len, &pos, &n)
-		|| n < 1 || n > (uint64) (len - pos) / 2)
+	if (len < 4 || (data[0] != PACK_VARINTS && data[0] != PACK_RICE) || !read_varint(data, len, &pos, &n)
+		|| n < 1 || n > most_values(data[0], len - pos))
 		PG_RETURN_NULL();
 	PG_RETURN_INT32((int32) n);
 }

@@ -32,8 +32,8 @@ a byte budget (``requested.budget``, default 8192: header and payload rows as ``
 - heavy values ("atoms") of a continuous column (values holding a cell's share of rows or more, at most a
   quarter of the budget), or every value of a column with few (when they fit in the budget), kept exactly:
   ``atom_values`` sorted, ``atom_cum_count`` and ``atom_cum_sum`` their cumulative counts and sums; or,
-  where they lie on the column's lattice, ``atom_pack`` (0.9.0: lattice indices and counts in varints, 2-5
-  bytes a value, :mod:`.packing`), the three arrays then empty (:func:`.query.heavy_values` reads either);
+  where they lie on the column's lattice, ``atom_pack`` (0.9.0; since 0.31.0 lattice steps and counts in adaptive
+  Rice codes, about a byte a value, :mod:`.packing`), the three arrays then empty (:func:`.query.heavy_values` reads either);
 - cells, the other ``kde_rows`` rows, on ``grid_size`` boundaries ``grid`` (a quarter at equal widths over
   the range, the rest at the sample's quantiles on a tail-weighted scale; on the column's value lattice of
   ``step`` > 0 every boundary is a half-step and each heavy value gets a cell of its own): exact cumulative

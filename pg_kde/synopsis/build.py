@@ -480,7 +480,7 @@ def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, 
 
     def largest(with_bottom: bool):
         """The most of the upper's largest values (a Zipf-like tail, where ranges over the domain fall) that
-        fit, beside the lower's or alone: the table's bytes grow about 2 a value, and fall by a cell's where an
+        fit, beside the lower's or alone: the table's bytes grow about 1 a value, and fall by a cell's where an
         end cell empties, so the bisection may stop up to a cell's worth of values short (docs/math.md §7)."""
         def option(k):
             values, counts = top[-k:], top_counts[-k:]

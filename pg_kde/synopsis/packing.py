@@ -5,17 +5,24 @@ The heavy values of a 1-D synopsis are three float8 arrays: the values, their cu
 cumulative sums, 24 bytes a value. Where every value lies on the column's lattice (step q > 0, each value
 exactly the float8 :func:`lattice_value` gives its lattice index k), all three follow from the indices and
 counts: value k·q (or k / (1/q)), cumulative count C, cumulative sum K·q for K the running sum of count ×
-index, an exact integer. Packed as variable-length integers, a value takes 2-5 bytes: a column of a few
-hundred values (flights' distances, temperatures in hundredths of a degree) is then exact within 2 KB.
+index, an exact integer. Packed as adaptive Rice codes, a value takes about 5–7 bits where its neighbours
+are a step apart and hold a few rows each, up to 3 bytes where they are far apart and large: a Zipf-like
+quantity's 900 values in 10⁶ rows take about 700 bytes, flights' distances (a few hundred whole miles) a few
+hundred.
 
-Layout (docs/math.md §7, "Packed heavy values"), unsigned LEB128 varints (7 bits a byte, low first):
-    byte 1        the format, 1
-    varint        n, the number of values (>= 1)
+Layout since 0.31.0 (format 2; docs/math.md §7, "Packed heavy values"):
+    byte 1        the format, 2
+    varint        n, the number of values (>= 1; unsigned LEB128: 7 bits a byte, low first)
     varint        k₀ zigzag-coded (k ≥ 0 as 2k, k < 0 as −2k − 1)
-    varint        c₀, its count
-    then n − 1 times: varint k_i − k_{i−1} (>= 1), varint c_i (>= 0)
-Indices, running counts and running sums K stay below 2^53 in magnitude (exact in float8). The server
-decodes the same bytes (extension/atoms.c) into the same three arrays; both reject anything else.
+    bits          high bit first: c₀; then n − 1 times k_i − k_{i−1} − 1 (>= 0) and c_i (>= 0), each an
+                  adaptive Rice code (:class:`_Rice`; steps and counts each have a parameter of their own): a
+                  quotient x >> k in unary (that many ones, a zero), the low k bits; from a quotient of
+                  :data:`RICE_ESCAPE` on, that many ones, the value's bit length in 6 bits, its bits
+    zero bits to the end of the last byte
+Format 1 (up to 0.30.0; still read): n as above, then k₀ zigzag-coded, c₀, and n − 1 times k_i − k_{i−1} (>= 1)
+and c_i, each a varint: 2–5 bytes a value. Indices, running counts and running sums K stay below 2^53 in
+magnitude (exact in float8). The server decodes the same bytes (extension/atoms.c) into the same three
+arrays; both reject anything else, and both write format 2.
 
 Sums derived this way are the correctly rounded exact sums of the values (K·q, K / (1/q): one rounding),
 not a float8 running sum.
@@ -28,8 +35,15 @@ import struct
 from fractions import Fraction
 from typing import Optional, Sequence, Tuple
 
-#: The format byte of a pack.
-PACK_FORMAT = 1
+#: The format bytes of a pack: varints (written up to 0.30.0, still read) and adaptive Rice codes (written
+#: since 0.31.0).
+PACK_VARINTS, PACK_RICE = 1, 2
+PACK_FORMAT = 2
+#: A Rice parameter's memory: its running sum and count halve when the count reaches this.
+RICE_RESET = 8
+#: A Rice code's quotient from which the value is written whole instead: this many ones, then its bit length in
+#: six bits and its bits (a count of 10⁶ after counts of 1 takes 38 bits, not a million).
+RICE_ESCAPE = 16
 #: Largest magnitude of an index, a running count or a running index sum: exact in float8.
 PACK_LIMIT = 2**53
 
@@ -38,11 +52,6 @@ def lattice_value(k: float, step: float) -> float:
     """The float8 value of lattice point k: k·q for steps of 1 and more, k / (1/q) below (the correctly
     rounded decimal, as numeric and float8 input give it)."""
     return k * step if step >= 1 else k / round(1 / step)
-
-
-def varint_bytes(x: int) -> int:
-    """Bytes of the unsigned varint of x >= 0."""
-    return max(1, (int(x).bit_length() + 6) // 7)
 
 
 def _put(out: bytearray, x: int) -> None:
@@ -87,6 +96,79 @@ def lattice_indices(values: Sequence[float], step: float) -> Optional[list]:
     return out
 
 
+class _Rice:
+    """One stream's adaptive Rice parameter, after LOCO-I's (Weinberger, Seroussi & Sapiro 2000): k =
+    ⌊log₂(a / n)⌋ in whole numbers (0 where a < 2n), for a the sum of the stream's coded values and n their
+    count plus one, both halved when n reaches :data:`RICE_RESET`, so that the parameter follows the values'
+    local size. Encoder and decoder keep the same state: the parameter is never stored."""
+
+    __slots__ = ("a", "n")
+
+    def __init__(self):
+        self.a, self.n = 0, 1
+
+    def k(self) -> int:
+        return max(0, (self.a // self.n).bit_length() - 1)
+
+    def update(self, x: int) -> None:
+        self.a += x
+        self.n += 1
+        if self.n == RICE_RESET:
+            self.a >>= 1
+            self.n >>= 1
+
+
+class _Bits:
+    """Bits written high first into whole bytes (the last one padded with zero bits)."""
+
+    __slots__ = ("out", "acc", "used")
+
+    def __init__(self, out: bytearray):
+        self.out, self.acc, self.used = out, 0, 0
+
+    def put(self, value: int, bits: int) -> None:
+        self.acc = (self.acc << bits) | value
+        self.used += bits
+        while self.used >= 8:
+            self.used -= 8
+            self.out.append((self.acc >> self.used) & 0xFF)
+        self.acc &= (1 << self.used) - 1
+
+    def rice(self, x: int, state: _Rice) -> None:
+        k = state.k()
+        q = x >> k
+        if q < RICE_ESCAPE:
+            self.put(((1 << q) - 1) << 1, q + 1)  # q ones and a zero
+            self.put(x & ((1 << k) - 1), k)
+        else:  # RICE_ESCAPE ones, the bit length b in 6 bits, the b bits of x
+            b = x.bit_length()
+            self.put((1 << RICE_ESCAPE) - 1, RICE_ESCAPE)
+            self.put(b, 6)
+            self.put(x, b)
+        state.update(x)
+
+    def close(self) -> None:
+        if self.used:
+            self.put(0, 8 - self.used)
+
+
+def rice_pack(ks: Sequence[int], counts: Sequence[int]) -> bytes:
+    """The format-2 pack of sorted distinct lattice indices (within :data:`PACK_LIMIT`) and their counts
+    (>= 0): the layout in the module's docstring."""
+    out = bytearray([PACK_FORMAT])
+    _put(out, len(ks))
+    _put(out, _zigzag(int(ks[0])))
+    bits, gaps, rows = _Bits(out), _Rice(), _Rice()
+    prev = None
+    for k, c in zip(ks, counts):
+        if prev is not None:
+            bits.rice(int(k) - prev - 1, gaps)
+        bits.rice(int(c), rows)
+        prev = int(k)
+    bits.close()
+    return bytes(out)
+
+
 def pack_atoms(values: Sequence[float], cum_count: Sequence[float], step: float) -> Optional[bytes]:
     """The pack of sorted heavy values and their cumulative counts on lattice ``step``; None when they do not
     pack (no lattice, a value off it, counts that are not whole, sums past :data:`PACK_LIMIT`). Their
@@ -96,8 +178,7 @@ def pack_atoms(values: Sequence[float], cum_count: Sequence[float], step: float)
     ks = lattice_indices(values, step)
     if ks is None:
         return None
-    out = bytearray([PACK_FORMAT])
-    _put(out, len(ks))
+    counts = []
     before, running, prev = 0, 0, None
     for k, c_cum in zip(ks, cum_count):
         c_cum = float(c_cum)
@@ -106,17 +187,11 @@ def pack_atoms(values: Sequence[float], cum_count: Sequence[float], step: float)
         c = int(c_cum) - before
         before = int(c_cum)
         running += c * k
-        if c < 0 or before >= PACK_LIMIT or abs(running) >= PACK_LIMIT:
+        if c < 0 or before >= PACK_LIMIT or abs(running) >= PACK_LIMIT or (prev is not None and k <= prev):
             return None
-        if prev is None:
-            _put(out, _zigzag(k))
-        elif k <= prev:
-            return None
-        else:
-            _put(out, k - prev)
-        _put(out, c)
+        counts.append(c)
         prev = k
-    return bytes(out)
+    return rice_pack(ks, counts)
 
 
 class PackError(ValueError):
@@ -140,23 +215,15 @@ def _get(data: bytes, pos: int, column: str = "atom_pack") -> Tuple[int, int]:
             return x, pos
 
 
-def unpack_atoms(pack: bytes, step: float, index_sums: bool = False) -> tuple:
-    """(values, cumulative counts, cumulative sums) of a pack, as float8 lists; with ``index_sums``, also the
-    running sums K of count × index as exact integers (a range's sum is then (K_j − K_i)·q, rounded once).
-    PackError when malformed."""
-    data = bytes(pack)
-    if len(data) < 4 or data[0] != PACK_FORMAT:
-        raise PackError("pg_kde: the synopsis row's atom_pack is not a pack of format 1")
-    if not _on_lattice(step):
-        raise PackError("pg_kde: the synopsis row's atom_pack needs a value lattice (step > 0)")
-    n, pos = _get(data, 1)
-    if n < 1 or n > (len(data) - pos) // 2:
-        raise PackError("pg_kde: the synopsis row's atom_pack holds a wrong number of values")
-    values, counts, sums, ks = [], [], [], []
-    k = total = running = 0
+def _varint_entries(data: bytes, pos: int, n: int):
+    """Format 1's (index, count) pairs: a varint of the first index zigzag-coded, then of each step (>= 1)
+    from the one before, each with a varint of its count."""
+    k = 0
     for i in range(n):
         d, pos = _get(data, pos)
         if i == 0:
+            if d >= 2 * PACK_LIMIT:
+                raise PackError("pg_kde: the synopsis row's atom_pack holds values past 2^53")
             k = _unzigzag(d)
         elif d < 1:
             raise PackError("pg_kde: the synopsis row's atom_pack holds values out of order")
@@ -164,9 +231,82 @@ def unpack_atoms(pack: bytes, step: float, index_sums: bool = False) -> tuple:
             raise PackError("pg_kde: the synopsis row's atom_pack holds values past 2^53")
         else:
             k += d
-        if i == 0 and d >= 2 * PACK_LIMIT:
-            raise PackError("pg_kde: the synopsis row's atom_pack holds values past 2^53")
         c, pos = _get(data, pos)
+        yield k, c
+    if pos != len(data):
+        raise PackError("pg_kde: the synopsis row's atom_pack has bytes past its values")
+
+
+def _rice_entries(data: bytes, pos: int, n: int):
+    """Format 2's (index, count) pairs: the first index a zigzag varint, then a bit stream of adaptive Rice
+    codes (:class:`_Rice`): each count, and before every count but the first, the step from the index before
+    less one. A code is as the encoder writes it and no other way (an escape only for a quotient of
+    :data:`RICE_ESCAPE` or more, a bit length that is the value's); the padding bits are zero."""
+    d, pos = _get(data, pos)
+    if d >= 2 * PACK_LIMIT:
+        raise PackError("pg_kde: the synopsis row's atom_pack holds values past 2^53")
+    k = _unzigzag(d)
+    body = data[pos:]
+    bits = format(int.from_bytes(body, "big"), f"0{8 * len(body)}b") if body else ""
+    at = 0
+
+    def short():
+        return PackError("pg_kde: the synopsis row's atom_pack is cut short")
+
+    def take(width: int) -> int:
+        nonlocal at
+        if at + width > len(bits):
+            raise short()
+        x = int(bits[at:at + width], 2) if width else 0
+        at += width
+        return x
+
+    def rice(state: _Rice) -> int:
+        nonlocal at
+        r = state.k()
+        zero = bits.find("0", at, at + RICE_ESCAPE)
+        if zero >= 0:
+            q = zero - at
+            at = zero + 1
+            x = (q << r) | take(r)
+        else:
+            if at + RICE_ESCAPE > len(bits):
+                raise short()
+            at += RICE_ESCAPE
+            b = take(6)
+            x = take(b)
+            if b == 0 or x.bit_length() != b or (x >> r) < RICE_ESCAPE:
+                raise PackError("pg_kde: the synopsis row's atom_pack holds a code the pack does not write")
+        if x >= 2 * PACK_LIMIT:
+            raise PackError("pg_kde: the synopsis row's atom_pack holds values past 2^53")
+        state.update(x)
+        return x
+
+    gaps, rows = _Rice(), _Rice()
+    for i in range(n):
+        if i:
+            k += rice(gaps) + 1
+        yield k, rice(rows)
+    if len(bits) - at >= 8 or bits.find("1", at) >= 0:
+        raise PackError("pg_kde: the synopsis row's atom_pack has bytes past its values")
+
+
+def unpack_atoms(pack: bytes, step: float, index_sums: bool = False) -> tuple:
+    """(values, cumulative counts, cumulative sums) of a pack, as float8 lists; with ``index_sums``, also the
+    running sums K of count × index as exact integers (a range's sum is then (K_j − K_i)·q, rounded once).
+    Reads both formats. PackError when malformed."""
+    data = bytes(pack)
+    if len(data) < 4 or data[0] not in (PACK_VARINTS, PACK_RICE):
+        raise PackError("pg_kde: the synopsis row's atom_pack is not a pack of format 1 or 2")
+    if not _on_lattice(step):
+        raise PackError("pg_kde: the synopsis row's atom_pack needs a value lattice (step > 0)")
+    n, pos = _get(data, 1)
+    if n < 1 or n > _most_values(data[0], len(data) - pos):
+        raise PackError("pg_kde: the synopsis row's atom_pack holds a wrong number of values")
+    values, counts, sums, ks = [], [], [], []
+    total = running = 0
+    entries = _varint_entries(data, pos, n) if data[0] == PACK_VARINTS else _rice_entries(data, pos, n)
+    for k, c in entries:
         if c >= PACK_LIMIT:
             raise PackError("pg_kde: the synopsis row's atom_pack holds values past 2^53")
         total += c
@@ -180,9 +320,14 @@ def unpack_atoms(pack: bytes, step: float, index_sums: bool = False) -> tuple:
         counts.append(float(total))
         sums.append(lattice_value(float(running), step))
         ks.append(running)
-    if pos != len(data):
-        raise PackError("pg_kde: the synopsis row's atom_pack has bytes past its values")
     return (values, counts, sums, ks) if index_sums else (values, counts, sums)
+
+
+def _most_values(form: int, left: int) -> int:
+    """The most values a pack of format ``form`` can hold in the ``left`` bytes after its count: format 1 two
+    bytes a value; format 2 at least a byte for the first index, then a bit for the first count and two for
+    each value after it."""
+    return left // 2 if form == PACK_VARINTS else (8 * (left - 1) + 1) // 2
 
 
 def range_sum(ks: Sequence[int], upto: int, below: int, step: float) -> float:
@@ -220,7 +365,7 @@ def pack_cells(grid: Sequence[float], cum_count: Sequence[float], cum_sum: Seque
     for its width in steps, its rows and the sum of its rows' steps from its first value (0 ≤ O ≤ rows × (width
     − 1)), and its boundary's density 4 bytes: 7–16 bytes a boundary on benchmarks/coverage.py's columns
     (docs/benchmarks.md, "More cells at the same bytes"). The catalog does not store it yet.
-    Layout, unsigned LEB128 varints as the heavy values' (:func:`pack_atoms`):
+    Layout, unsigned LEB128 varints as the heavy values' format 1 (the module's docstring):
         byte 1        the format, 3
         varint        n, the number of boundaries (>= 2)
         varint        k₀ zigzag-coded: the first boundary is (k₀ − ½)·q
@@ -313,12 +458,9 @@ def unpack_cells(pack: bytes, step: float) -> tuple:
 
 def packed_size(indices: Sequence[int], counts: Sequence[float]) -> int:
     """Bytes of the pack of sorted lattice indices with these (estimated) counts."""
-    size = 1 + varint_bytes(len(indices))
-    prev = None
-    for k, c in zip(indices, counts):
-        size += varint_bytes(_zigzag(k) if prev is None else k - prev) + varint_bytes(max(0, int(c)))
-        prev = k
-    return size
+    if not len(indices):
+        return 2
+    return len(rice_pack(indices, [max(0, int(c)) for c in counts]))
 
 
 # ---------------------------------------------------------------------------------------------- pairs (2-D)

@@ -19,7 +19,7 @@ from pg_kde.synopsis.cells import make_profile, period_counts  # noqa: E402
 from pg_kde.synopsis.query import (heavy_values, held_interval, held_rows, interval_1d, loose_bounds, range_1d,  # noqa: E402
                                    smooth_1d, snap)
 from pg_kde.synopsis.calibration import WEIGHTS  # noqa: E402
-from sqlhelpers import load, refresh  # noqa: E402
+from sqlhelpers import load, refresh, varint_pack  # noqa: E402
 
 
 def ident(name):
@@ -270,6 +270,15 @@ def test_packed_frequency_tables_on_the_server(db, table):
         got = db.execute("SELECT (_kde_atoms(p)).* FROM kde_synopsis p WHERE relid = %s::regclass "
                          "AND cols = ARRAY[%s]", (table, col)).fetchone()
         assert tuple(got) == unpack_atoms(s["atom_pack"], s["step"])
+        assert s["atom_pack"][0] == 2
+        # a pack of format 1 (varints, as 0.30.0 wrote them) still reads: the same arrays, server and reference
+        old = varint_pack(s["atom_pack"], s["step"])
+        assert old[0] == 1 and unpack_atoms(old, s["step"]) == tuple(got)
+        db.execute("UPDATE kde_synopsis SET atom_pack = %s WHERE relid = %s::regclass AND cols = ARRAY[%s]",
+                   (old, table, col))
+        assert tuple(db.execute("SELECT (_kde_atoms(p)).* FROM kde_synopsis p WHERE relid = %s::regclass "
+                                "AND cols = ARRAY[%s]", (table, col)).fetchone()) == tuple(got)
+        s = payload(db, table, col)
         xs = np.sort(x)
         server_equals_reference(db, table, col, s, xs, rng, k=150)
         for lo, hi in queries(rng, xs, 60):
@@ -290,7 +299,12 @@ def test_a_malformed_pack_is_an_error(db, table):
     load(db, table, {"k": np.arange(5000) % 40}, types={"k": "integer"})
     refresh(db, table, "k", budget=1024)
     good = bytes(payload(db, table, "k")["atom_pack"])
-    for bad in (good[:-1], good + b"\x00", b"\x02" + good[1:], bytes([1, 2, 2, 3, 0, 1]),
+    assert good[0] == 2 and good[-1] & 1 == 0  # (format 2, its last bit padding: 40 codes of 125 rows)
+    for bad in (good[:-1], good + b"\x00", b"\x03" + good[1:], bytes([1, 2, 2, 3, 0, 1]),
+                good[:-1] + bytes([good[-1] | 1]),  # (a padding bit set)
+                bytes([2, 1, 0]) + bytes.fromhex("ffff0600"),  # (an escape for a count of 0)
+                bytes([2, 1, 0]) + bytes.fromhex("ffffda") + bytes(7),  # (a count of 2^53)
+                bytes([2, 40, 0, 0]),  # (more values than bits)
                 bytes([1, 1]) + b"\xff" * 10 + b"\x01\x01", bytes([1, 100, 2, 3, 1, 1]),
                 bytes([1, 1]) + b"\x80" * 8 + b"\x02\x01",
                 bytes.fromhex("01010085808080808080808002"),  # a count of 5 + 2^64
@@ -625,11 +639,16 @@ def test_the_server_packs_as_the_reference(db):
     cases = [([0.30000000000000004], [5.0], 0.01), ([1.0, 2.0], [5.0, 7.5], 1.0), ([2.0, 1.0], [5.0, 7.0], 1.0),
              ([2.0**53], [1.0], 1.0), ([2.0**40], [2.0**14], 1.0), ([0.1], [1.0], 0.0), ([1.0], [0.0], 1.0),
              ([1.0, 2.0, 3.0], [4.0, 4.0, 9.0], 1.0)]
-    for _ in range(100):
+    for i in range(150):
         step = float(rng.choice([1.0, 0.01, 0.1, 60.0, 1e-6]))
-        k = np.unique(rng.integers(-10**7, 10**7, rng.integers(1, 50)))
+        # (steps and counts far apart, and a step apart holding a few rows, with a few large among them: the
+        # Rice codes' parameters moving both ways, and their escapes)
+        spread = (10**7, 200, 3)[i % 3]
+        k = np.unique(rng.integers(-spread, spread, rng.integers(1, 200)) + (0 if i % 2 else 10**6))
         values = [k_ * step if step >= 1 else k_ / round(1 / step) for k_ in k.astype(float)]
-        cases.append((values, np.cumsum(rng.integers(0, 10**6, len(k))).astype(float).tolist(), step))
+        counts = rng.integers(0, 10**6, len(k)) if i % 3 == 0 else rng.geometric(0.5, len(k)) - 1
+        counts[rng.random(len(k)) < 0.05] = 10**9
+        cases.append((values, np.cumsum(counts).astype(float).tolist(), step))
     for values, cum, step in cases:
         got = db.execute("SELECT _kde_atoms_pack(%s::float8[], %s::float8[], %s)", (values, cum, step)).fetchone()[0]
         assert (None if got is None else bytes(got)) == pack_atoms(values, cum, step), (values, cum, step)
@@ -659,13 +678,14 @@ def test_cents_on_their_lattice(db, table):
 
 
 def test_heavy_values_inside_cells_on_the_server(db, table):
-    """Zipf-like integers larger than the sample of blocks: the values it saw are heavy, counted exactly, among
-    the values it missed, which the cells hold. The stored synopsis says its heavy values are whole, and the
+    """Zipf-like integers larger than the sample of blocks (P(X >= k) = k^-0.9: 2,500 values, whose table does
+    not fit 2 KB): the values it saw are heavy, counted exactly, among the values it missed, which the cells
+    hold. The stored synopsis says its heavy values are whole, and the
     server's cut cells leave their slots out as the reference does: points off the heavy values, ranges and
     sums agree with it, the hard bounds hold; a row that does not say so (NULL, a synopsis built before
     0.17.0) reads its cut cells over their whole width, as the reference does."""
     rng = np.random.default_rng(44)
-    x = np.minimum(np.floor(1 / np.power(1 - rng.random(1_000_000), 1 / 1.2)), 100000.0).astype(np.int64)
+    x = np.minimum(np.floor(1 / np.power(1 - rng.random(1_000_000), 1 / 0.9)), 100000.0).astype(np.int64)
     load(db, table, {"qty": x.astype(np.int64)}, types={"qty": "integer"})
     db.execute("SET pg_kde.sample_blocks = 64")
     try:

@@ -132,28 +132,41 @@ def test_an_update_of_no_rows_changes_nothing(db, table):
 
 def test_a_packed_table_that_would_outgrow_its_budget_goes_stale(db, table):
     """The triggers pack a frequency table's new counts again; where the pack would take the synopsis past its
-    budget (counts needing longer varints), or no longer packs (a running sum past 2^53), the synopsis is
+    budget (counts needing longer codes), or no longer packs (a running sum past 2^53), the synopsis is
     marked stale with the reason instead, and a refresh lays it out again within the budget."""
+    from pg_kde.synopsis.packing import pack_atoms
+
     t = sql.Identifier(table).as_string(db)
-    load(db, table, {"v": np.arange(2000) % 250, "w": 10**12 + np.arange(2000) % 30}, {"v": "integer", "w": "bigint"})
+    load(db, table, {"v": np.arange(8000) % 1000, "w": 10**11 + np.arange(8000) % 30}, {"v": "integer", "w": "bigint"})
     for col in ("v", "w"):
-        refresh(db, table, col, budget=1250)
-        assert len(payload(db, table, col)["atom_pack"]) > 0
+        refresh(db, table, col, budget=2048 if col == "v" else 1250)
+        assert len(payload(db, table, col)["atom_pack"]) > 0, col
+    # v's 1,000 values of 8 rows, then 88, then 128: its pack grows by 377 bytes and then by 125 more (the
+    # counts' Rice codes, a bit longer at each doubling); a budget of 440 bytes over the synopsis' bytes at 8
+    # rows takes the first growth and not the second. (The exact table is the same synopsis at either budget.)
+    pack = {c: len(pack_atoms(np.arange(1000.0), np.cumsum(np.full(1000, float(c))), 1.0)) for c in (8, 88, 128)}
+    assert pack[88] - pack[8] < 440 < pack[128] - pack[8]
+    bytes_at_8 = db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = '{v}'",
+                            (t,)).fetchone()[0]
+    budget = bytes_at_8 + 440
+    refresh(db, table, "v", budget=budget)
+    assert len(payload(db, table, "v")["atom_pack"]) == pack[8]
     db.execute("SELECT kde_track(%s::regclass)", (t,))
-    db.execute(f"INSERT INTO {t} (v) SELECT g % 250 FROM generate_series(1, 20000) g")  # 8 -> 88 rows a value
-    assert state(db, table, "v")[:2] == (False, None)  # one byte a count still
+    db.execute(f"INSERT INTO {t} (v) SELECT g % 1000 FROM generate_series(1, 80000) g")  # 8 -> 88 rows a value
+    assert state(db, table, "v")[:2] == (False, None)  # within the budget still
+    assert len(payload(db, table, "v")["atom_pack"]) == pack[88]
     check_exact(payload(db, table, "v"), values(db, table, "v"), np.random.default_rng(5), 20)
-    db.execute(f"INSERT INTO {t} (v) SELECT g % 250 FROM generate_series(1, 10000) g")  # 128: two bytes a count
+    db.execute(f"INSERT INTO {t} (v) SELECT g % 1000 FROM generate_series(1, 40000) g")  # 128: past it
     assert state(db, table, "v")[:2] == (True, "tracking could not apply a write: the heavy values' pack would "
-                                               "take the synopsis past its budget (1250 bytes)")
-    db.execute(f"INSERT INTO {t} (w) SELECT 1000000000029 FROM generate_series(1, 10000)")
+                                               f"take the synopsis past its budget ({budget} bytes)")
+    db.execute(f"INSERT INTO {t} (w) SELECT 100000000029 FROM generate_series(1, 90000)")  # (Σ past 2^53)
     assert state(db, table, "w")[:2] == (True, "tracking could not apply a write: the heavy values no longer pack "
                                                "(a running sum past 2^53)")
-    for col in ("v", "w"):
-        refresh(db, table, col, budget=1250)
+    for col, most in (("v", budget), ("w", 1250)):
+        refresh(db, table, col, budget=most)
         size = db.execute("SELECT bytes FROM kde_synopses WHERE relid = %s::regclass AND cols = ARRAY[%s]",
                           (t, col)).fetchone()[0]
-        assert size <= 1250 and state(db, table, col)[:2] == (False, None), (col, size)
+        assert size <= most and state(db, table, col)[:2] == (False, None), (col, size)
 
 
 def test_the_trigger_function_runs_only_as_kde_tracks_triggers(db, table):

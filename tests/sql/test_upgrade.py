@@ -16,7 +16,7 @@ from psycopg.rows import dict_row  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 from pg_kde.synopsis.catalog import format1  # noqa: E402
 from pg_kde.synopsis.query import heavy_values, interval_1d, loose_bounds, range_1d  # noqa: E402
-from sqlhelpers import approx, load, refresh  # noqa: E402
+from sqlhelpers import approx, load, refresh, varint_pack  # noqa: E402
 
 #: Every released version, oldest first; each ships an update script to the next.
 RELEASED = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0", "0.27.0", "0.28.0", "0.29.0", "0.30.0"]
@@ -122,7 +122,7 @@ def old_format(current, format2: bool = False, packed: bool = False, nd: bool = 
     """Each synopsis of ``current`` as the releases before 0.4.0 stored it: {table: [row dict, ...]} with every
     column any of them had (a 1-D payload back to format 1: pg_kde.synopsis.catalog.format1); with ``format2``,
     as 0.4.0 stored it (its payloads unchanged but for packed heavy values, unpacked); with ``packed`` too, as
-    0.9.0 stored it (unchanged); with ``nd``, the synopses of 3 to 16 columns too, as 0.11.0 stored them."""
+    0.9.0 stored it (unchanged but for the packs' format 1); with ``nd``, the synopses of 3 to 16 columns too, as 0.11.0 stored them."""
     rows = {}
     with current.cursor(row_factory=dict_row) as cur:
         for table in ("kde_synopsis", "kde_synopsis_2d") + (("kde_synopsis_nd",) if nd else ()):
@@ -130,6 +130,9 @@ def old_format(current, format2: bool = False, packed: bool = False, nd: bool = 
                                 f"FROM kde_catalog k JOIN {table} p USING (relid, cols)").fetchall()
             if table == "kde_synopsis" and not packed:  # heavy values as arrays, as releases before 0.9.0 kept them
                 found = [dict(r, **dict(zip(("atom_values", "atom_cum_count", "atom_cum_sum"), heavy_values(r))))
+                         for r in found]
+            elif table == "kde_synopsis":  # packed in format 1, as 0.9.0 to 0.30.0 wrote them
+                found = [dict(r, atom_pack=varint_pack(r["atom_pack"], r["step"])) if r["atom_pack"] else r
                          for r in found]
             rows[table] = [format1(r) if table == "kde_synopsis" and not format2 else r for r in found]
     return rows

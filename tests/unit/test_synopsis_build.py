@@ -718,13 +718,14 @@ def test_a_frequency_tables_known_tail_values_join_it(rng, monkeypatch):
 
 
 def test_a_frequency_table_takes_the_lower_ends_values_and_as_many_of_the_largest_as_fit():
-    """A Zipf-like quantity of 10⁶ rows at 2 KB: both known ends, or the upper alone, do not fit beside the
+    """A Zipf-like quantity of 10⁶ rows at 2 KB (P(X >= k) = k^-0.9: 2,500 values, whose table does not fit
+    2 KB; budget.py's, k^-1.2, fits since 0.31.0's packs): both known ends, or the upper alone, do not fit beside the
     table; the lower end's few values then join it with as many of the upper's largest as the budget holds
     beside the remaining cells and their groups' weights (0.26.0: before, the lower's alone, the tail's
     largest values in cells of two or three rows, where ranges over the column's domain end, and a tenth of
     the budget unused). Ranges from those values to the column's end are exact."""
     rng = np.random.default_rng([2026, 6])
-    x = np.minimum(np.floor(1 / np.power(1 - rng.random(1_000_000), 1 / 1.2)), 100000.0)
+    x = np.minimum(np.floor(1 / np.power(1 - rng.random(1_000_000), 1 / 0.9)), 100000.0)
     requested = Requested("auto", 50000, None, "auto", 2048)
     built = build_1d(ArrayTableReader((x,), blocks=(157, 1024)), requested, quiet_select)
     check_1d(built, x)
