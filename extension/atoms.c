@@ -50,7 +50,8 @@ corrupted(const char *column, const char *what)
 					errmsg("pg_kde: the synopsis row's %s %s", column, what)));
 }
 
-/* The varint at *pos into *x, *pos moved past it; false where the bytes end first or it passes 64 bits. */
+/* The varint at *pos into *x, *pos moved past it; false where the bytes end first, it passes 64 bits, or it
+ * is longer than its value needs (a last byte of 0 after others: the encoders never write one). */
 static bool
 read_varint(const unsigned char *data, int len, int *pos, uint64 *x)
 {
@@ -67,9 +68,9 @@ read_varint(const unsigned char *data, int len, int *pos, uint64 *x)
 		if (shift == 63 && (b & 0x7E))	/* (the tenth byte has room for one bit) */
 			return false;
 		*x |= (uint64) (b & 0x7F) << shift;
-		shift += 7;
 		if (!(b & 0x80))
-			return true;
+			return !(b == 0 && shift > 0);
+		shift += 7;
 	}
 }
 
@@ -79,7 +80,7 @@ get_varint(const unsigned char *data, int len, int *pos, const char *column)
 	uint64		x;
 
 	if (!read_varint(data, len, pos, &x))
-		corrupted(column, "is cut short or holds a varint past 64 bits");
+		corrupted(column, "is cut short or holds a varint past 64 bits or longer than its value");
 	return x;
 }
 
@@ -95,12 +96,13 @@ typedef struct RiceState
 static int
 rice_k(const RiceState *state)
 {
-	uint64		m = state->a / state->n;
-	int			k = 0;
+	int			k;
 
-	while (m >> (k + 1))
-		k++;
-	return k;
+	/* floor(log2(floor(a / n))) is the largest k with n * 2^k <= a (0 where a < 2n): no division */
+	if (state->a < 2 * state->n)
+		return 0;
+	k = __builtin_clzll(state->n) - __builtin_clzll(state->a);
+	return (state->n << k) > state->a ? k - 1 : k;
 }
 
 static void
@@ -115,29 +117,46 @@ rice_update(RiceState *state, uint64 x)
 	}
 }
 
-/* A bit stream read high bit first, within len bytes. */
+/* A bit stream read high bit first: up to 64 of its bits wait in buf, high first (avail of them; the bits
+ * below are zero), the bytes from next on not yet loaded. */
 typedef struct BitReader
 {
 	const unsigned char *data;
-	int64		at;				/* the next bit */
-	int64		end;			/* bits in all */
+	int64		next;
+	int64		bytes;
+	uint64		buf;
+	int			avail;
 } BitReader;
 
+static inline void
+refill(BitReader *in)
+{
+	while (in->avail <= 56 && in->next < in->bytes)
+	{
+		in->buf |= (uint64) in->data[in->next++] << (56 - in->avail);
+		in->avail += 8;
+	}
+}
+
+/* The next width bits (0 to 63) as a number. */
 static uint64
 take_bits(BitReader *in, int width)
 {
 	uint64		x = 0;
 
-	if (in->at + width > in->end)
-		corrupted("atom_pack", "is cut short");
-	while (width > 0)
+	if (width > 56)				/* (an escape's bits: the high part first) */
 	{
-		int			avail = 8 - (int) (in->at & 7),
-					t = width < avail ? width : avail;
-
-		x = (x << t) | ((uint64) (in->data[in->at >> 3] >> (avail - t)) & ((1u << t) - 1));
-		in->at += t;
-		width -= t;
+		x = take_bits(in, width - 32) << 32;
+		width = 32;
+	}
+	refill(in);
+	if (width > in->avail)
+		corrupted("atom_pack", "is cut short");
+	if (width > 0)
+	{
+		x |= in->buf >> (64 - width);
+		in->buf <<= width;
+		in->avail -= width;
 	}
 	return x;
 }
@@ -147,17 +166,25 @@ static uint64
 take_rice(BitReader *in, RiceState *state)
 {
 	int			k = rice_k(state),
-				q = 0;
+				q;
 	uint64		x;
 
-	while (q < RICE_ESCAPE && take_bits(in, 1) == 1)
-		q++;
+	refill(in);
+	q = ~in->buf ? __builtin_clzll(~in->buf) : 64;	/* the leading ones (the zero after them may lie past avail) */
 	if (q < RICE_ESCAPE)
+	{
+		if (q >= in->avail)
+			corrupted("atom_pack", "is cut short");
+		in->buf <<= q + 1;
+		in->avail -= q + 1;
 		x = ((uint64) q << k) | take_bits(in, k);
+	}
 	else
 	{
-		int			b = (int) take_bits(in, 6);
+		int			b;
 
+		(void) take_bits(in, RICE_ESCAPE);	/* (its ones) */
+		b = (int) take_bits(in, 6);
 		x = take_bits(in, b);
 		if (b == 0 || (x >> (b - 1)) != 1 || (x >> k) < RICE_ESCAPE)
 			corrupted("atom_pack", "holds a code the pack does not write");
@@ -172,6 +199,8 @@ take_rice(BitReader *in, RiceState *state)
 static uint64
 most_values(int form, int left)
 {
+	if (left < 1)
+		return 0;
 	return form == PACK_VARINTS ? (uint64) left / 2 : (uint64) (8 * (int64) (left - 1) + 1) / 2;
 }
 
@@ -218,7 +247,7 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 			if (data[0] == PACK_RICE)
 			{
 				in.data = data + pos;
-				in.end = (int64) (len - pos) * 8;
+				in.bytes = len - pos;
 			}
 		}
 		else if (d < 1 || d >= (uint64) 2 * (uint64) PACK_LIMIT)
@@ -245,7 +274,7 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 	if (data[0] == PACK_RICE)
 	{
 		/* the padding: fewer than 8 bits, all zero */
-		if (in.end - in.at >= 8 || (in.at < in.end && take_bits(&in, (int) (in.end - in.at)) != 0))
+		if (in.avail + 8 * (in.bytes - in.next) >= 8 || in.buf != 0)
 			corrupted("atom_pack", "has bytes past its values");
 	}
 	else if (pos != len)
@@ -417,7 +446,7 @@ kde_atoms_pack(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	n = ArrayGetNItems(ARR_NDIM(va), ARR_DIMS(va));
 	nc = ArrayGetNItems(ARR_NDIM(ca), ARR_DIMS(ca));
-	if (n == 0 || n != nc || !(step > 0 && isfinite(step)))
+	if (n == 0 || n != nc || !(step > 0 && isfinite(step) && isfinite(1 / step)))
 		PG_RETURN_NULL();
 	values = (const double *) ARR_DATA_PTR(va);
 	cum = (const double *) ARR_DATA_PTR(ca);

@@ -82,12 +82,12 @@ def _on_lattice(step: float) -> bool:
 def lattice_indices(values: Sequence[float], step: float) -> Optional[list]:
     """The lattice indices of ``values`` when each is exactly its index's :func:`lattice_value` and within
     :data:`PACK_LIMIT`; None otherwise (a value 1 ulp off its decimal, a continuous column)."""
-    if not (step > 0 and math.isfinite(step)):
+    if not _on_lattice(step):
         return None
     out = []
     for v in values:
         v = float(v)
-        if not math.isfinite(v):
+        if not math.isfinite(v) or not math.isfinite(v / step):
             return None
         k = round(v / step)
         if abs(k) >= PACK_LIMIT or lattice_value(float(k), step) != v:
@@ -200,19 +200,21 @@ class PackError(ValueError):
 
 def _get(data: bytes, pos: int, column: str = "atom_pack") -> Tuple[int, int]:
     """The varint at ``pos`` and the position past it; PackError naming the payload ``column`` that holds the
-    pack where the bytes end first or it passes 64 bits."""
+    pack where the bytes end first, it passes 64 bits, or it is longer than its value needs (a last byte of 0
+    after others: no encoder writes one)."""
     x, shift = 0, 0
+    bad = f"pg_kde: the synopsis row's {column} is cut short or holds a varint past 64 bits or longer than its value"
     while True:
         if pos >= len(data) or shift > 63:
-            raise PackError(f"pg_kde: the synopsis row's {column} is cut short or holds a varint past 64 bits")
+            raise PackError(bad)
         b = data[pos]
         pos += 1
         x |= (b & 0x7F) << shift
-        shift += 7
         if not b & 0x80:
-            if x >= 2**64:
-                raise PackError(f"pg_kde: the synopsis row's {column} is cut short or holds a varint past 64 bits")
+            if x >= 2**64 or (b == 0 and shift > 0):
+                raise PackError(bad)
             return x, pos
+        shift += 7
 
 
 def _varint_entries(data: bytes, pos: int, n: int):
@@ -327,7 +329,7 @@ def _most_values(form: int, left: int) -> int:
     """The most values a pack of format ``form`` can hold in the ``left`` bytes after its count: format 1 two
     bytes a value; format 2 at least a byte for the first index, then a bit for the first count and two for
     each value after it."""
-    return left // 2 if form == PACK_VARINTS else (8 * (left - 1) + 1) // 2
+    return 0 if left < 1 else left // 2 if form == PACK_VARINTS else (8 * (left - 1) + 1) // 2
 
 
 def range_sum(ks: Sequence[int], upto: int, below: int, step: float) -> float:

@@ -305,6 +305,11 @@ def test_a_malformed_pack_is_an_error(db, table):
                 bytes([2, 1, 0]) + bytes.fromhex("ffff0600"),  # (an escape for a count of 0)
                 bytes([2, 1, 0]) + bytes.fromhex("ffffda") + bytes(7),  # (a count of 2^53)
                 bytes([2, 40, 0, 0]),  # (more values than bits)
+                # (a count and nothing after it, up to 2^61: 0.31.0's first decoder allocated for it; a varint
+                # longer than its value)
+                bytes.fromhex("02ffff7f"), bytes.fromhex("0280808040"), bytes.fromhex("028580808008"),
+                bytes.fromhex("028380808010"), bytes.fromhex("02808080808080808020"), bytes.fromhex("0281000000"),
+                bytes.fromhex("0201800000"),
                 bytes([1, 1]) + b"\xff" * 10 + b"\x01\x01", bytes([1, 100, 2, 3, 1, 1]),
                 bytes([1, 1]) + b"\x80" * 8 + b"\x02\x01",
                 bytes.fromhex("01010085808080808080808002"),  # a count of 5 + 2^64
@@ -638,7 +643,8 @@ def test_the_server_packs_as_the_reference(db):
     rng = np.random.default_rng(33)
     cases = [([0.30000000000000004], [5.0], 0.01), ([1.0, 2.0], [5.0, 7.5], 1.0), ([2.0, 1.0], [5.0, 7.0], 1.0),
              ([2.0**53], [1.0], 1.0), ([2.0**40], [2.0**14], 1.0), ([0.1], [1.0], 0.0), ([1.0], [0.0], 1.0),
-             ([1.0, 2.0, 3.0], [4.0, 4.0, 9.0], 1.0)]
+             ([1.0, 2.0, 3.0], [4.0, 4.0, 9.0], 1.0), ([0.0], [1.0], 5e-324), ([0.0], [1.0], 1e-310),
+             ([1e300], [1.0], 1e-10), ([1e308, 1.5e308], [1.0, 2.0], 1e-300)]
     for i in range(150):
         step = float(rng.choice([1.0, 0.01, 0.1, 60.0, 1e-6]))
         # (steps and counts far apart, and a step apart holding a few rows, with a few large among them: the

@@ -60,6 +60,9 @@ def test_what_does_not_pack():
     assert pack_atoms([2.0**40], [2.0**14], 1.0) is None  # a sum past 2^53
     assert pack_atoms([float("nan")], [1.0], 1.0) is None and pack_atoms([1.0], [float("inf")], 1.0) is None
     assert exact_sums([0.1], [1.0], 0.0) is None
+    # steps whose values or reciprocal leave float8's range: none (the server's packer says NULL)
+    assert pack_atoms([1e300], [1.0], 1e-10) is None and pack_atoms([1e308, 1.5e308], [1.0, 2.0], 1e-300) is None
+    assert pack_atoms([0.0], [1.0], 5e-324) is None and pack_atoms([0.0], [1.0], 1e-310) is None
 
 
 def test_zero_counts_pack(rng):
@@ -131,6 +134,9 @@ def test_a_zipf_like_quantity_packs_in_about_six_bits_a_value():
     rice_pack_of(100, 0, "0" * 8),  # more values than bits
     rice_pack_of(1, 0, "0" + "0" * 8),  # a byte past the codes
     bytes([2, 1]) + b"\x80" * 8 + b"\x02\x00",  # a first index past 2^53
+    bytes.fromhex("02ffff7f"), bytes.fromhex("0280808040"), bytes.fromhex("02808080808080808020"),  # n, no more
+    bytes.fromhex("0281000000"), bytes.fromhex("0201800000"),  # n or k₀ in a varint longer than it needs
+    bytes.fromhex("01028000020101"),  # (format 1 too: a step of 0 written in two bytes)
     bytes([1, 2, 2, 3, 0, 1]),  # a zero step between values
     bytes([1, 1]) + b"\xff" * 10 + b"\x01\x01",  # a varint past 64 bits
     bytes([1, 100, 2, 3, 1, 1]),  # more values than bytes
