@@ -3,8 +3,9 @@
  * as lattice indices and counts, in adaptive Rice codes (format 2, written since 0.31.0) or varints (format 1,
  * still read). pg_kde.synopsis.packing is the reference and documents the
  * layout; this file reads and writes the same bytes:
- *   kde_unpack_atoms: the three arrays (values, cumulative counts, exact cumulative sums) of a pack, for
- *     _kde_range (range.c);
+ *   kde_unpack_atoms: the three arrays (values, cumulative counts, exact cumulative sums) of a pack;
+ *     kde_unpack_atoms_kept, the same with the last pack's arrays kept for the next call, for _kde_range
+ *     (range.c);
  *   _kde_atoms(s kde_synopsis): a payload row's heavy values as arrays, packed or not (the tracking triggers
  *     and the kde_synopses view read them so);
  *   _kde_atoms_pack(values, cum_count, step): the pack of heavy values, NULL where they do not pack (the
@@ -26,6 +27,7 @@
 #include "funcapi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/typcache.h"
 
 #include "pg_kde.h"
@@ -280,6 +282,67 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 	else if (pos != len)
 		corrupted("atom_pack", "has bytes past its values");
 	return (int) n;
+}
+
+/* The last pack _kde_range decoded in this backend, with its arrays: a statement's calls, and a session's,
+ * mostly read the same synopsis again, and the same bytes decode to the same arrays. Kept in a memory context
+ * of its own for packs of at most CACHE_BYTES bytes and CACHE_VALUES values (arrays of 2 MB at most); the
+ * arrays are read, never written, by the callers. */
+#define CACHE_BYTES 65536
+#define CACHE_VALUES 65536
+static MemoryContext cache_context = NULL;
+static int	cache_len = -1;		/* -1: nothing kept */
+static int	cache_n;
+static double cache_step;
+static char *cache_bytes;
+static double *cache_values,
+		   *cache_counts,
+		   *cache_sums,
+		   *cache_index_sums;
+
+static double *
+copied(const double *v, int n)
+{
+	double	   *out = palloc(sizeof(double) * n);
+
+	memcpy(out, v, sizeof(double) * n);
+	return out;
+}
+
+int
+kde_unpack_atoms_kept(const char *bytes, int len, double step, double **values, double **counts, double **sums,
+					  double **index_sums)
+{
+	int			n;
+	MemoryContext old;
+
+	if (len == cache_len && step == cache_step && memcmp(bytes, cache_bytes, len) == 0)
+	{
+		*values = cache_values;
+		*counts = cache_counts;
+		*sums = cache_sums;
+		*index_sums = cache_index_sums;
+		return cache_n;
+	}
+	n = kde_unpack_atoms(bytes, len, step, values, counts, sums, index_sums);
+	if (len > CACHE_BYTES || n > CACHE_VALUES)
+		return n;
+	if (cache_context == NULL)
+		cache_context = AllocSetContextCreate(TopMemoryContext, "pg_kde heavy values", ALLOCSET_SMALL_SIZES);
+	cache_len = -1;				/* (until every copy is made) */
+	MemoryContextReset(cache_context);
+	old = MemoryContextSwitchTo(cache_context);
+	cache_bytes = palloc(Max(len, 1));
+	memcpy(cache_bytes, bytes, len);
+	cache_values = copied(*values, n);
+	cache_counts = copied(*counts, n);
+	cache_sums = copied(*sums, n);
+	cache_index_sums = copied(*index_sums, n);
+	MemoryContextSwitchTo(old);
+	cache_n = n;
+	cache_step = step;
+	cache_len = len;
+	return n;
 }
 
 Datum

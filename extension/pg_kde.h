@@ -112,5 +112,7 @@ kde_on_lattice(double v, double step)
  * count x lattice index, exact integers; a malformed pack is an error */
 extern int	kde_unpack_atoms(const char *bytes, int len, double step, double **values, double **counts,
 							 double **sums, double **index_sums);
+extern int	kde_unpack_atoms_kept(const char *bytes, int len, double step, double **values, double **counts,
+								  double **sums, double **index_sums);
 
 #endif

@@ -1397,8 +1397,8 @@ kde_range(PG_FUNCTION_ARGS)
 						   *counts,
 						   *sums;
 
-				atoms.n = kde_unpack_atoms(VARDATA_ANY(pack), VARSIZE_ANY_EXHDR(pack), step, &values, &counts,
-										   &sums, &index_sums);
+				atoms.n = kde_unpack_atoms_kept(VARDATA_ANY(pack), VARSIZE_ANY_EXHDR(pack), step, &values,
+												&counts, &sums, &index_sums);
 				atoms.v = values;
 				packed_counts = counts;
 				cum.v = order == 0 ? counts : sums;

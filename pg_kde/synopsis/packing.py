@@ -42,7 +42,7 @@ PACK_FORMAT = 2
 #: A Rice parameter's memory: its running sum and count halve when the count reaches this.
 RICE_RESET = 8
 #: A Rice code's quotient from which the value is written whole instead: this many ones, then its bit length in
-#: six bits and its bits (a count of 10⁶ after counts of 1 takes 38 bits, not a million).
+#: six bits and its bits (a count of 10⁶ after counts of 1 takes 42 bits, not a million).
 RICE_ESCAPE = 16
 #: Largest magnitude of an index, a running count or a running index sum: exact in float8.
 PACK_LIMIT = 2**53

@@ -289,6 +289,47 @@ def test_packed_frequency_tables_on_the_server(db, table):
             assert total == pytest.approx(float(xs[inside].sum()), rel=1e-12, abs=1e-9), (col, lo, hi)
 
 
+def test_the_server_keeps_the_last_packs_arrays_only_for_the_same_bytes(db, table):
+    """_kde_range keeps the arrays of the last pack it decoded for the next call (0.31.0): calls that alternate
+    between two synopses, a pack replaced by another of the same length (other counts), and the same bytes
+    under another step all answer as the reference does."""
+    rng = np.random.default_rng(35)
+    a, b = rng.integers(0, 300, 40000), rng.integers(1000, 1300, 40000) * 2
+    load(db, table, {"a": a, "b": b}, types={"a": "integer", "b": "integer"})
+    for col in ("a", "b"):
+        refresh(db, table, col, budget=2048)
+    pa, pb = payload(db, table, "a"), payload(db, table, "b")
+    assert len(pa["atom_pack"]) > 0 and len(pb["atom_pack"]) > 0
+    bounds = [(float(lo), float(lo) + float(w)) for lo, w in zip(rng.integers(0, 2700, 40), rng.integers(0, 400, 40))]
+    got = db.execute("SELECT approx_count(%s, c, lo, hi) FROM unnest(%s::text[], %s::float8[], %s::float8[]) "
+                     "WITH ORDINALITY AS q(c, lo, hi, i) ORDER BY i",
+                     (table, ["a", "b"] * 20, [lo for lo, _ in bounds], [hi for _, hi in bounds])).fetchall()
+    for (lo, hi), col, (answer,) in zip(bounds, ["a", "b"] * 20, got):
+        x = a if col == "a" else b
+        assert answer == np.count_nonzero((x >= lo) & (x <= hi)), (col, lo, hi)
+    # the same length, other counts: the first and last values' rows swapped (a pack of the same bytes' count)
+    values, cum = np.asarray(heavy_values(pa)[0]), np.asarray(heavy_values(pa)[1])
+    counts = np.diff(np.concatenate([[0.0], cum]))
+    swapped = counts.copy()
+    swapped[[0, -1]] = counts[[-1, 0]]
+    from pg_kde.synopsis.packing import pack_atoms
+
+    other = pack_atoms(values, np.cumsum(swapped), pa["step"])
+    assert other != bytes(pa["atom_pack"]) and len(other) == len(pa["atom_pack"]) and counts[0] != swapped[0]
+    lo = float(values[0])
+    before = db.execute("SELECT approx_count(%s, 'a', %s::float8, %s::float8)", (table, lo, lo)).fetchone()[0]
+    db.execute("UPDATE kde_synopsis SET atom_pack = %s WHERE relid = %s::regclass AND cols = '{a}'", (other, table))
+    after = db.execute("SELECT approx_count(%s, 'a', %s::float8, %s::float8)", (table, lo, lo)).fetchone()[0]
+    assert (before, after) == (counts[0], swapped[0])
+    # the same bytes under another step: other values
+    db.execute("UPDATE kde_synopsis SET atom_pack = %s WHERE relid = %s::regclass AND cols = '{a}'",
+               (bytes(pa["atom_pack"]), table))
+    one = db.execute("SELECT approx_count(%s, 'a', 0, 10)", (table,)).fetchone()[0]
+    db.execute("UPDATE kde_synopsis SET step = 2 WHERE relid = %s::regclass AND cols = '{a}'", (table,))
+    two = db.execute("SELECT approx_count(%s, 'a', 0, 10)", (table,)).fetchone()[0]
+    assert one == np.count_nonzero(a <= 10) and two == np.count_nonzero(a <= 5)
+
+
 def test_a_malformed_pack_is_an_error(db, table):
     """A pack the build would not write (cut short, trailing bytes, out of order, past 2^53 or 2^64) is an
     error (data_corrupted) on the server, as in the reference: never a read past its end. The kde_synopses
