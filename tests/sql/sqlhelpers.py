@@ -89,19 +89,15 @@ def restored_copy(server_dsn, database):
 def varint_pack(pack: bytes, step: float) -> bytes:
     """The format-1 pack (varints: n, k₀ zigzag-coded, c₀, then each step and count) of a pack's values: the
     heavy values as releases 0.9.0 to 0.30.0 stored them."""
-    from pg_kde.synopsis.packing import lattice_indices, unpack_atoms
-
-    def varint(x):
-        out = bytearray()
-        while x >= 0x80:
-            out.append(x & 0x7F | 0x80)
-            x >>= 7
-        return bytes(out + bytes([x]))
+    from pg_kde.synopsis.packing import _put, lattice_indices, unpack_atoms
 
     values, cum, _, _ = unpack_atoms(pack, step, index_sums=True)
     ks = lattice_indices(values, step)
     counts = np.diff([0.0] + cum).astype(np.int64).tolist()
-    out = bytes([1]) + varint(len(ks)) + varint(2 * ks[0] if ks[0] >= 0 else -2 * ks[0] - 1) + varint(counts[0])
+    out = bytearray([1])
+    for x in (len(ks), 2 * ks[0] if ks[0] >= 0 else -2 * ks[0] - 1, counts[0]):
+        _put(out, x)
     for i in range(1, len(ks)):
-        out += varint(ks[i] - ks[i - 1]) + varint(counts[i])
-    return out
+        _put(out, ks[i] - ks[i - 1])
+        _put(out, counts[i])
+    return bytes(out)

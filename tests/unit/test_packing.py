@@ -10,7 +10,7 @@ import pytest
 import struct
 
 from pg_kde.synopsis import ArrayTableReader, Requested, build_1d, select_bandwidth
-from pg_kde.synopsis.packing import (PACK_LIMIT, PackError, exact_sums, lattice_indices, lattice_value, pack_atoms,
+from pg_kde.synopsis.packing import (PACK_LIMIT, PackError, _put, exact_sums, lattice_indices, lattice_value, pack_atoms,
                                      pack_cells, pack_pairs, packed_size, unpack_atoms, unpack_cells, unpack_pairs)
 
 
@@ -81,17 +81,13 @@ GOOD_VARINTS = bytes([1, 3, 2, 3, 4, 1, 4, 6])
 
 
 def rice_pack_of(n: int, k0: int, bits: str) -> bytes:
-    """A format-2 pack written by hand: its header, then ``bits`` (high bit first) padded with zeros."""
-    def varint(x):
-        out = bytearray()
-        while x >= 0x80:
-            out.append(x & 0x7F | 0x80)
-            x >>= 7
-        return bytes(out + bytes([x]))
-
+    """A format-2 pack written by hand: its header (the reference's varints), then ``bits`` (high bit first)
+    padded with zeros."""
+    head = bytearray([2])
+    _put(head, n)
+    _put(head, 2 * k0 if k0 >= 0 else -2 * k0 - 1)
     body = bits + "0" * (-len(bits) % 8)
-    head = bytes([2]) + varint(n) + varint(2 * k0 if k0 >= 0 else -2 * k0 - 1)
-    return head + (int(body, 2).to_bytes(len(body) // 8, "big") if body else b"")
+    return bytes(head) + (int(body, 2).to_bytes(len(body) // 8, "big") if body else b"")
 
 
 def test_the_pack_is_format_2_and_format_1_still_reads():
