@@ -25,6 +25,7 @@
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -286,11 +287,14 @@ kde_unpack_atoms(const char *bytes, int len, double step, double **values, doubl
 
 /* The last pack _kde_range decoded in this backend, with its arrays: a statement's calls, and a session's,
  * mostly read the same synopsis again, and the same bytes decode to the same arrays. Kept in a memory context
- * of its own for packs of at most CACHE_BYTES bytes and CACHE_VALUES values (arrays of 2 MB at most); the
- * arrays are read, never written, by the callers. */
-#define CACHE_BYTES 65536
-#define CACHE_VALUES 65536
+ * of its own for packs of at most CACHE_BYTES bytes and CACHE_VALUES values (a 16 KB synopsis' table; the
+ * arrays take 512 KB at most, for the backend's life); the arrays are read, never written, by the callers.
+ * Only the role that decoded them is answered from them (another role's call with the same bytes decodes
+ * again: no timing tells it what the first role read). */
+#define CACHE_BYTES 16384
+#define CACHE_VALUES 16384
 static MemoryContext cache_context = NULL;
+static Oid	cache_user = InvalidOid;
 static int	cache_len = -1;		/* -1: nothing kept */
 static int	cache_n;
 static double cache_step;
@@ -316,7 +320,7 @@ kde_unpack_atoms_kept(const char *bytes, int len, double step, double **values, 
 	int			n;
 	MemoryContext old;
 
-	if (len == cache_len && step == cache_step && memcmp(bytes, cache_bytes, len) == 0)
+	if (len == cache_len && step == cache_step && GetUserId() == cache_user && memcmp(bytes, cache_bytes, len) == 0)
 	{
 		*values = cache_values;
 		*counts = cache_counts;
@@ -341,6 +345,7 @@ kde_unpack_atoms_kept(const char *bytes, int len, double step, double **values, 
 	MemoryContextSwitchTo(old);
 	cache_n = n;
 	cache_step = step;
+	cache_user = GetUserId();
 	cache_len = len;
 	return n;
 }

@@ -328,6 +328,18 @@ def test_the_server_keeps_the_last_packs_arrays_only_for_the_same_bytes(db, tabl
     db.execute("UPDATE kde_synopsis SET step = 2 WHERE relid = %s::regclass AND cols = '{a}'", (table,))
     two = db.execute("SELECT approx_count(%s, 'a', 0, 10)", (table,)).fetchone()[0]
     assert one == np.count_nonzero(a <= 10) and two == np.count_nonzero(a <= 5)
+    # what a backend keeps: the arrays of packs of up to 16,384 values (512 KB), never those of larger ones
+    kept = "SELECT total_bytes FROM pg_backend_memory_contexts WHERE name = 'pg_kde heavy values'"
+    for n, limit in ((16384, 600_000), (16385, None), (200_000, None)):
+        db.execute("UPDATE kde_synopsis SET atom_pack = %s, step = 1 WHERE relid = %s::regclass AND cols = '{a}'",
+                   (pack_atoms(np.arange(float(n)), np.arange(1.0, n + 1.0), 1.0), table))
+        assert db.execute("SELECT approx_count(%s, 'a', 10, 20)", (table,)).fetchone()[0] == 11
+        held = db.execute(kept).fetchone()[0]
+        if limit:
+            assert 16384 * 32 <= held <= limit
+            most = held
+        else:
+            assert held == most, n
 
 
 def test_a_malformed_pack_is_an_error(db, table):
