@@ -141,6 +141,13 @@ state_ok(const bytea *b)
 		VARSIZE(b) == state_size(h->m, h->k, h->cap);
 }
 
+/* The header of a state's bytea (its size and arrays need not be set yet: view() reads them from it). */
+static inline CellsHeader *
+header_of(bytea *b)
+{
+	return (CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD);
+}
+
 static bytea *state_copy(bytea *from, MemoryContext context);
 
 /* The pointers into a state whose bytes start 8-byte aligned (palloc'd by this file). */
@@ -186,7 +193,7 @@ room_for_one_more(bytea *b, CellsState *s)
 	SET_VARSIZE(bigger, state_size(s->h->m, s->h->k, cap));
 	head = (const char *) s->low - (const char *) b;	/* everything before the heaps */
 	memcpy((char *) bigger + VARHDRSZ, (const char *) b + VARHDRSZ, head - VARHDRSZ);
-	((CellsHeader *) ((char *) bigger + VARHDRSZ + STATE_PAD))->cap = cap;
+	header_of(bigger)->cap = cap;
 	view(bigger, &t);
 	memcpy(t.low, s->low, sizeof(double) * s->h->n_low);
 	memcpy(t.high, s->high, sizeof(double) * s->h->n_high);
@@ -283,7 +290,8 @@ state_new(FunctionCallInfo fcinfo, MemoryContext context)
 			   *candidates;
 	int			m,
 				k,
-				tail;
+				tail,
+				cap;
 	double		quantum;
 
 	if (PG_ARGISNULL(2) || PG_ARGISNULL(3) || PG_ARGISNULL(4) || (PG_NARGS() > 5 && PG_ARGISNULL(5)))
@@ -302,12 +310,13 @@ state_new(FunctionCallInfo fcinfo, MemoryContext context)
 	if (!(quantum > 0) || !isfinite(quantum))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("pg_kde: the quantum must be positive and finite")));
-	b = MemoryContextAllocZero(context, state_size(m, k, Min(tail, CAP_FIRST)));
-	SET_VARSIZE(b, state_size(m, k, Min(tail, CAP_FIRST)));
-	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->m = m;
-	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->k = k;
-	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->tail = tail;
-	((CellsHeader *) ((char *) b + VARHDRSZ + STATE_PAD))->cap = Min(tail, CAP_FIRST);
+	cap = Min(tail, CAP_FIRST);
+	b = MemoryContextAllocZero(context, state_size(m, k, cap));
+	SET_VARSIZE(b, state_size(m, k, cap));
+	header_of(b)->m = m;
+	header_of(b)->k = k;
+	header_of(b)->tail = tail;
+	header_of(b)->cap = cap;
 	view(b, &s);
 	s.h->magic = CELLS_MAGIC;
 	s.h->version = CELLS_VERSION;
