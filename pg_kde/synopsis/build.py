@@ -436,13 +436,14 @@ def _table_groups(cells: int) -> int:
 
 
 def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, quanta: list, scan, every: bool,
-                         lo, hi, step: float, quantum: float, budget: int, known: Optional[np.ndarray] = None):
+                         lo, hi, step: float, quantum: float, budget: int, known: Optional[np.ndarray]):
     """A frequency table's cells hold the rows whose values its sample missed, most of them in the tails (a
     Zipf-like quantity's largest values). The scan knows its smallest and largest cell values one by one
     (all of them when it kept every one): those join the table, exactly, and the cells left empty at the ends
     go, where the table, the remaining cells and their calibrated groups' weights fit the budget: ``known``,
-    every cell value, where a scan of a larger tail held them all (:func:`_scan_tail`; the ends below are
-    then its :data:`TAIL_VALUES` smallest and largest, as a scan of the default tail keeps them), else both
+    every cell value, where the scan's ends held them all (:func:`_every_cell_value`: always where ``every``,
+    and where a larger tail, :func:`_scan_tail`, held them; the ends below are then its :data:`TAIL_VALUES`
+    smallest and largest, as a scan of the default tail keeps them), else both
     ends, else the upper, else the lower with as many of the upper's largest as fit, else the lower, else as many of
     the upper's largest alone (0.26.0; before, the lower alone came before any of the upper's, the budget's
     rest unused, the upper's were taken by halves, and the groups' weights had the bytes left over).
@@ -464,8 +465,6 @@ def _known_ends_to_table(atoms: Atoms, points: np.ndarray, rows_in: np.ndarray, 
             return None
         return table, kept_points, rows, sums, new_lo, new_hi
 
-    if known is None and every:
-        known = high  # (the scan kept every cell value)
     if known is not None:  # every cell value: all of them where they fit
         made = fitting(*np.unique(known, return_counts=True), None, None)
         if made is not None or every:
